@@ -1,0 +1,34 @@
+"""Immutable lattice values: the base class, the builtins of Bloom^L and CRDTs built from them.
+
+Every public name here is re-exported from :mod:`blooml`.
+"""
+
+from blooml.errors import LatticeTypeError, LatticeValueError
+from blooml.lattices._base import (
+    Lattice,
+    LatticeBuilder,
+    kind_of,
+    lattice_class,
+    monotone,
+    morph,
+    registered_lattices,
+)
+from blooml.lattices.ordered import lbool, lmax, lmin
+
+# -- collection lattices (sets.py, bag.py, map.py) --
+# -- CRDTs (crdts/) --
+
+__all__ = [
+    "Lattice",
+    "LatticeBuilder",
+    "LatticeTypeError",
+    "LatticeValueError",
+    "kind_of",
+    "lattice_class",
+    "lbool",
+    "lmax",
+    "lmin",
+    "monotone",
+    "morph",
+    "registered_lattices",
+]

@@ -1,0 +1,222 @@
+"""Lattices over totally ordered domains: ``lbool``, ``lmax`` and ``lmin``.
+
+``lmax``/``lmin`` work over any totally ordered domain (numbers, strings, tuples, ...). Their ⊥
+(−∞ for ``lmax``, +∞ for ``lmin``) is represented internally and revealed as ``None``; an
+explicit ``None`` is rejected, so ``lmax()`` is the one spelling of ⊥.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from numbers import Number
+from typing import Any, TypeVar
+
+from blooml.errors import LatticeValueError
+from blooml.lattices._base import Lattice, morph
+
+__all__ = ["lbool", "lmax", "lmin"]
+
+T = TypeVar("T")
+_NOARG: Any = object()
+
+
+def _check_ordered(cls_name: str, value: Any) -> None:
+    if value is None:
+        raise LatticeValueError(
+            cls_name, value, f"None is not an ordered value; use {cls_name}() for ⊥"
+        )
+    if isinstance(value, Lattice):
+        raise LatticeValueError(
+            cls_name, value, f"expected a plain ordered value, not a lattice ({value!r})"
+        )
+    try:
+        ok = value <= value
+    except TypeError:
+        raise LatticeValueError(
+            cls_name, value, f"{type(value).__name__} values are not totally ordered"
+        ) from None
+    if ok is not True:
+        # NaN (and anything else not reflexive under <=) breaks idempotence of max/min.
+        raise LatticeValueError(cls_name, value, "value is not comparable with itself (NaN?)")
+
+
+def _check_number(cls_name: str, op: str, n: Any) -> None:
+    if isinstance(n, bool) or not isinstance(n, Number) or (isinstance(n, float) and math.isnan(n)):
+        raise TypeError(f"{cls_name} {op} expects a number, got {n!r}")
+
+
+class _Ordered(Lattice):
+    """Shared machinery of ``lmax`` and ``lmin`` (``_v is None`` means ⊥)."""
+
+    __slots__ = ()
+
+    def __init__(self, value: Any = _NOARG) -> None:
+        if value is _NOARG:
+            value = None
+        else:
+            _check_ordered(type(self).wrapper_name, value)
+        super().__init__(value)
+
+    def _cmp_error(self, other: Any) -> LatticeValueError:
+        return LatticeValueError(
+            type(self).wrapper_name, other._v, f"cannot be compared with {self._v!r}"
+        )
+
+    def __repr__(self) -> str:
+        name = type(self).__qualname__
+        return f"{name}()" if self._v is None else f"{name}({self._v!r})"
+
+
+class lmax(_Ordered):
+    """The maximum of values from a totally ordered domain; ⊥ is −∞ (``lmax()``).
+
+    >>> lmax(3).merge(lmax(5))
+    lmax(5)
+    >>> lmax(3) <= lmax(5), lmax(5).gt(4)
+    (True, lbool(True))
+    """
+
+    __slots__ = ()
+    wrapper_name = "lmax"
+
+    def merge(self, other: lmax) -> lmax:
+        """Return the larger of the two (⊥ is the identity)."""
+        a, b = self._v, other._v
+        if b is None:
+            return self
+        if a is None:
+            return other
+        try:
+            return other if b > a else self
+        except TypeError:
+            raise self._cmp_error(other) from None
+
+    @morph
+    def gt(self, n: Any) -> lbool:
+        """``lbool`` that holds once the maximum exceeds ``n``."""
+        return lbool(self._v is not None and bool(self._v > n))
+
+    @morph
+    def gt_eq(self, n: Any) -> lbool:
+        """``lbool`` that holds once the maximum reaches ``n``."""
+        return lbool(self._v is not None and bool(self._v >= n))
+
+    @morph
+    def min_of(self, n: Any) -> lmax:
+        """The maximum capped at ``n`` (Bud's ``min_of``, used for widest paths); ⊥ stays ⊥."""
+        if self._v is None:
+            return self
+        return self if self._v <= n else lmax(n)
+
+    @morph
+    def __add__(self, n: Any) -> lmax:
+        """Add a number to the maximum (−∞ + n is −∞)."""
+        _check_number("lmax", "+", n)
+        return self if self._v is None else lmax(self._v + n)
+
+    @morph
+    def __radd__(self, n: Any) -> lmax:
+        """``n + lmax``: the same as ``lmax + n``."""
+        return self.__add__(n)
+
+    @morph
+    def __sub__(self, n: Any) -> lmax:
+        """Subtract a number from the maximum (−∞ − n is −∞)."""
+        _check_number("lmax", "-", n)
+        return self if self._v is None else lmax(self._v - n)
+
+
+class lmin(_Ordered):
+    """The minimum of values from a totally ordered domain; ⊥ is +∞ (``lmin()``).
+
+    Growing in the ``lmin`` lattice means getting *smaller*: ``lmin(5) <= lmin(3)``.
+
+    >>> lmin(3).merge(lmin(5))
+    lmin(3)
+    """
+
+    __slots__ = ()
+    wrapper_name = "lmin"
+
+    def merge(self, other: lmin) -> lmin:
+        """Return the smaller of the two (⊥ is the identity)."""
+        a, b = self._v, other._v
+        if b is None:
+            return self
+        if a is None:
+            return other
+        try:
+            return other if b < a else self
+        except TypeError:
+            raise self._cmp_error(other) from None
+
+    @morph
+    def lt(self, n: Any) -> lbool:
+        """``lbool`` that holds once the minimum is below ``n``."""
+        return lbool(self._v is not None and bool(self._v < n))
+
+    @morph
+    def lt_eq(self, n: Any) -> lbool:
+        """``lbool`` that holds once the minimum is at most ``n``."""
+        return lbool(self._v is not None and bool(self._v <= n))
+
+    @morph
+    def max_of(self, n: Any) -> lmin:
+        """The minimum floored at ``n`` (the dual of ``lmax.min_of``); ⊥ stays ⊥."""
+        if self._v is None:
+            return self
+        return self if self._v >= n else lmin(n)
+
+    @morph
+    def __add__(self, n: Any) -> lmin:
+        """Add a number to the minimum (+∞ + n is +∞); path costs use this."""
+        _check_number("lmin", "+", n)
+        return self if self._v is None else lmin(self._v + n)
+
+    @morph
+    def __radd__(self, n: Any) -> lmin:
+        """``n + lmin``: the same as ``lmin + n``."""
+        return self.__add__(n)
+
+    @morph
+    def __sub__(self, n: Any) -> lmin:
+        """Subtract a number from the minimum (+∞ − n is +∞)."""
+        _check_number("lmin", "-", n)
+        return self if self._v is None else lmin(self._v - n)
+
+
+class lbool(Lattice):
+    """A condition that, once true, stays true; ⊥ is ``False``.
+
+    ``bool(lbool(True))`` is ``True``, so values read naturally in ``if`` statements outside
+    rules.
+    """
+
+    __slots__ = ()
+    wrapper_name = "lbool"
+
+    def __init__(self, value: bool = False) -> None:
+        if not isinstance(value, bool):
+            raise LatticeValueError("lbool", value, "expected True or False")
+        super().__init__(value)
+
+    def merge(self, other: lbool) -> lbool:
+        """Logical or."""
+        return self if self._v else other
+
+    @morph
+    def when_true(self, fn: Callable[[], T]) -> T | None:
+        """Return ``fn()`` when true; when false, ``fn`` is not called and ``None`` (nothing,
+        the ⊥ of any result) is returned.
+
+        In a rule, ``self.done.when_true(lambda: [(addr,)])`` derives those rows once ``done``
+        holds.
+        """
+        return fn() if self._v else None
+
+    def __bool__(self) -> bool:
+        return self._v
+
+    def __repr__(self) -> str:
+        return f"lbool({self._v!r})"
