@@ -1,0 +1,11 @@
+"""CRDTs built from lattices: each is a :class:`~blooml.lattices.Lattice` subclass.
+
+One module per family: :mod:`.pair` (``lpair``, ``ldompair``), :mod:`.registers` (``llww``,
+``lmvreg``), :mod:`.clock` (``lvclock``), :mod:`.counters` (``lgcounter``, ``lpncounter``) and
+:mod:`.sets` (``lorset``, ``l2pset``). See ``docs/crdts.md``.
+"""
+
+from blooml.lattices.crdts.pair import ldompair, lpair
+from blooml.lattices.crdts.registers import llww
+
+__all__ = ["ldompair", "llww", "lpair"]
