@@ -16,6 +16,7 @@ from blooml.lattices._base import (
 from blooml.lattices.ordered import lbool, lmax, lmin
 
 # -- collection lattices (sets.py, bag.py, map.py) --
+from blooml.lattices.sets import lpset, lset
 # -- CRDTs (crdts/) --
 
 __all__ = [
@@ -28,6 +29,8 @@ __all__ = [
     "lbool",
     "lmax",
     "lmin",
+    "lpset",
+    "lset",
     "monotone",
     "morph",
     "registered_lattices",
