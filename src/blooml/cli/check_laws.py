@@ -1,0 +1,190 @@
+"""``blooml check-laws TARGET``: run the law checker on a lattice class from the command line.
+
+``TARGET`` is ``package.module:Class`` or ``path/to/file.py:Class``, where ``Class`` is a
+lattice class (its strategy registered with ``blooml.testing.register`` when the module is
+imported, its method arguments derivable from type hints) or a ``LatticeLaws`` subclass (whose
+``lattice``, ``elements`` and ``args`` are used). Prints one line per law; exit status 0 when
+every law holds, 1 on a violation, 2 when the target or an option is unusable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register", "run"]
+
+NAME = "check-laws"
+_DESCRIPTION = """\
+Check with hypothesis that a lattice's merge is associative, commutative and idempotent, that
+its bottom is an identity, that <= agrees with merge, that merge never mutates its inputs, that
+every @morph distributes over merge and every @monotone preserves the order.
+
+TARGET is package.module:Class or path/to/file.py:Class. Class is a lattice class (register its
+strategy with blooml.testing.register when its module is imported; method arguments come from
+type hints) or a LatticeLaws subclass (its lattice, elements and args are used).
+
+exit status: 0 every law holds, 1 a law is violated, 2 the target or an option is unusable"""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``check-laws`` subcommand to ``subparsers``."""
+    parser = subparsers.add_parser(
+        NAME,
+        help="check that a lattice class obeys the lattice laws and its @morph/@monotone marks",
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "target",
+        metavar="TARGET",
+        help="package.module:Class or path/to/file.py:Class (a Lattice or LatticeLaws subclass)",
+    )
+    parser.add_argument(
+        "--max-examples",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="examples per law (default: the LatticeLaws class's, else 200)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=None, help="replay the examples of a reported violation"
+    )
+    parser.set_defaults(func=run)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+class _UsageError(Exception):
+    pass
+
+
+def run(ns: argparse.Namespace) -> int:
+    """Run the subcommand; return the exit status."""
+    try:
+        from blooml.lattices import Lattice
+        from blooml.testing import LatticeLaws, LawCheckError
+        from blooml.testing._laws import Session
+    except ImportError as exc:  # hypothesis missing: the test extra is not installed
+        return _fail(str(exc))
+    try:
+        obj = _load(ns.target)
+    except _UsageError as exc:
+        return _fail(str(exc))
+    elements = args = None
+    max_examples = ns.max_examples
+    seed = ns.seed
+    if isinstance(obj, type) and issubclass(obj, LatticeLaws):
+        if obj.lattice is None:
+            return _fail(f"{ns.target} is a LatticeLaws class without a lattice attribute")
+        cls, elements, args = obj.lattice, obj.elements, obj.args
+        max_examples = max_examples or obj.max_examples
+        seed = obj.seed if seed is None else seed
+    elif isinstance(obj, type) and issubclass(obj, Lattice) and obj is not Lattice:
+        cls = obj
+    else:
+        return _fail(
+            f"{ns.target} is {_describe(obj)}, not a lattice class (a Lattice subclass) or a "
+            "LatticeLaws subclass"
+        )
+    try:
+        session = Session(cls, elements, args, max_examples or 200, seed)
+    except LawCheckError as exc:
+        return _fail(str(exc))
+    name = cls.__qualname__
+    failures = 0
+    try:
+        for check, violation in session.iter_results():
+            if violation is None:
+                print(f"PASS  {name}: {check.label}", flush=True)
+            else:
+                failures += 1
+                print(f"FAIL  {name}: {check.label}", flush=True)
+                print("      " + str(violation).replace("\n", "\n      "), flush=True)
+    except LawCheckError as exc:
+        return _fail(str(exc))
+    for method, why in session.skipped:
+        print(f"SKIP  {name}: {method} ({why})")
+    total = len(session.checks)
+    if failures:
+        print(f"{name}: {failures} of {total} law checks FAILED (seed {session.seed})")
+        return 1
+    print(
+        f"{name}: all {total} law checks passed "
+        f"({session.max_examples} examples each, seed {session.seed})"
+    )
+    return 0
+
+
+def _fail(message: str) -> int:
+    print(f"blooml {NAME}: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _load(target: str) -> Any:
+    module_part, sep, attr = target.rpartition(":")
+    if not sep or not module_part or not attr:
+        raise _UsageError(
+            f"target {target!r} must look like package.module:Class or path/to/file.py:Class"
+        )
+    if module_part.endswith(".py") or os.sep in module_part or "/" in module_part:
+        module = _load_file(Path(module_part))
+    else:
+        if os.getcwd() not in sys.path:  # like `python -m`: modules of the current directory
+            sys.path.insert(0, os.getcwd())
+        try:
+            module = importlib.import_module(module_part)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_part.startswith(exc.name):
+                raise _UsageError(f"cannot import module {module_part!r}: {exc}") from None
+            raise _UsageError(f"importing {module_part!r} failed: {exc}") from None
+        except Exception as exc:
+            raise _UsageError(
+                f"importing {module_part!r} failed: {type(exc).__name__}: {exc}"
+            ) from None
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise _UsageError(f"{module_part!r} has no attribute {attr!r}") from None
+    return obj
+
+
+def _load_file(path: Path) -> Any:
+    if not path.is_file():
+        raise _UsageError(f"no such file: {str(path)!r}")
+    name = path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise _UsageError(f"cannot load {str(path)!r} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:  # so the file can import its neighbours
+        sys.path.insert(0, folder)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise _UsageError(f"running {str(path)!r} failed: {type(exc).__name__}: {exc}") from None
+    return module
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, type):
+        return f"the class {obj.__module__}.{obj.__qualname__}"
+    return f"a {type(obj).__qualname__} ({obj!r:.60})"

@@ -1,0 +1,632 @@
+"""The laws, and the runner that checks each one with hypothesis and reports a shrunk example.
+
+Each law is a *check*: named inputs (hypothesis strategies) and a body that raises
+:class:`_Failure` when the law does not hold for those inputs. The runner wraps the body in a
+``@given`` test with its own settings and seed, lets hypothesis find and shrink a failing
+example, and turns the minimal one into a :class:`LawViolation`.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import zlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Flaky, HypothesisException
+from hypothesis.strategies import SearchStrategy
+
+from blooml.lattices import Lattice
+from blooml.testing._args import MethodPlan, plan_methods
+from blooml.testing._errors import LawCheckError, LawViolation, short_repr
+from blooml.testing._strategies import checked
+from blooml.testing._strategies import elements as elements_of
+
+__all__ = ["MERGE_LAWS", "Check", "LawReport", "Session", "check_laws"]
+
+#: The laws of ``merge`` itself, in the order they are checked.
+MERGE_LAWS: tuple[str, ...] = (
+    "associative",
+    "commutative",
+    "idempotent",
+    "bottom_identity",
+    "order_agrees",
+    "hash_agrees",
+    "no_mutation",
+)
+
+
+class _Failure(Exception):
+    """Raised inside a check body: the law does not hold for the current example."""
+
+    def __init__(
+        self,
+        detail: str,
+        observed: Mapping[str, Any] | None = None,
+        law: str | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.observed = dict(observed or {})
+        self.law = law
+        self.cause = cause
+
+
+class _Text:
+    """Shows as its text, unquoted, in a counterexample."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Check:
+    """One law to check: its name, the method it concerns, its inputs and its body."""
+
+    law: str
+    method: str | None
+    inputs: Mapping[str, SearchStrategy[Any]]
+    body: Callable[[dict[str, Any]], None]
+    show: Callable[[dict[str, Any]], dict[str, Any]] = field(default=lambda ex: dict(ex))
+
+    @property
+    def label(self) -> str:
+        """``"associative"`` or ``"morphism size"``."""
+        return self.law if self.method is None else f"{self.law} {self.method}"
+
+
+@dataclass(frozen=True)
+class LawReport:
+    """What :func:`check_laws` verified (returned when every law holds).
+
+    Attributes:
+        lattice: the class checked.
+        checked: the checks that passed, e.g. ``("associative", ..., "morphism gt")``.
+        skipped: ``(method, reason)`` for each method knowingly not checked (``args[m] = None``).
+        max_examples: examples tried per check.
+        seed: the seed used (pass it back to replay the same examples).
+    """
+
+    lattice: type[Lattice]
+    checked: tuple[str, ...]
+    skipped: tuple[tuple[str, str], ...]
+    max_examples: int
+    seed: int
+
+    def __str__(self) -> str:
+        name = self.lattice.__qualname__
+        lines = [f"{name}: {law} holds" for law in self.checked]
+        lines += [f"{name}: {method} skipped ({why})" for method, why in self.skipped]
+        lines.append(
+            f"{name}: all {len(self.checked)} law checks passed "
+            f"({self.max_examples} examples each, seed {self.seed})"
+        )
+        return "\n".join(lines)
+
+
+# -- results of methods, as lattice values ------------------------------------------------
+
+
+class _Bottom:
+    """``None`` returned by a method: the ⊥ of whatever it returns otherwise."""
+
+    def __repr__(self) -> str:
+        return "None (⊥)"
+
+
+_BOTTOM = _Bottom()
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """A collection of rows returned by a method, ordered by ⊆ and joined by ∪."""
+
+    rows: frozenset[Any]
+
+    def __repr__(self) -> str:
+        try:
+            items = sorted(self.rows)
+        except TypeError:
+            items = list(self.rows)
+        return f"rows{{{', '.join(short_repr(r) for r in items)}}}"
+
+
+def _as_result(value: Any, what: str) -> Any:
+    if value is None:
+        return _BOTTOM
+    if isinstance(value, Lattice):
+        return value
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise _Failure(
+            f"{what} returned {short_repr(value)} (a {type(value).__qualname__}), which is not a "
+            "lattice value, so it has no order to preserve; return a lattice (lmax(n) for a "
+            "number, lbool(b) for a condition), None for ⊥, or a collection of rows",
+            {what: value},
+        )
+    rows = []
+    for row in value:
+        rows.append(tuple(row) if isinstance(row, list) else row)
+    try:
+        return _Rows(frozenset(rows))
+    except TypeError as exc:
+        raise _Failure(
+            f"{what} returned rows that are not hashable ({exc})", {what: value}
+        ) from None
+
+
+def _is_bottom(x: Any) -> bool:
+    if x is _BOTTOM:
+        return True
+    if isinstance(x, _Rows):
+        return not x.rows
+    return bool(x == type(x)())
+
+
+def _join(x: Any, y: Any, what: str) -> Any:
+    if x is _BOTTOM:
+        return y
+    if y is _BOTTOM:
+        return x
+    if isinstance(x, _Rows) and isinstance(y, _Rows):
+        return _Rows(x.rows | y.rows)
+    if isinstance(x, Lattice) and isinstance(y, Lattice) and type(x) is type(y):
+        return x.merge(y)
+    raise _Failure(
+        f"{what} are of different kinds ({_kind(x)} and {_kind(y)}); a @morph or @monotone "
+        "method must always return values of one lattice"
+    )
+
+
+def _leq(x: Any, y: Any, what: str) -> bool:
+    if x is _BOTTOM:
+        return True
+    if y is _BOTTOM:
+        return _is_bottom(x)
+    if isinstance(x, _Rows) and isinstance(y, _Rows):
+        return x.rows <= y.rows
+    if isinstance(x, Lattice) and isinstance(y, Lattice) and type(x) is type(y):
+        return bool(x <= y)
+    raise _Failure(
+        f"{what} are of different kinds ({_kind(x)} and {_kind(y)}); a @morph or @monotone "
+        "method must always return values of one lattice"
+    )
+
+
+def _equal(x: Any, y: Any) -> bool:
+    if x is _BOTTOM or y is _BOTTOM:
+        return _is_bottom(x) and _is_bottom(y)
+    return type(x) is type(y) and bool(x == y)
+
+
+def _kind(x: Any) -> str:
+    if isinstance(x, _Rows):
+        return "a collection of rows"
+    if x is _BOTTOM:
+        return "None"
+    return f"a {type(x).__qualname__}"
+
+
+# -- immutability --------------------------------------------------------------------------
+
+_NO_COPY: Any = object()
+
+
+def _snapshot(x: Any) -> tuple[Any, str, Any]:
+    try:
+        inner = copy.deepcopy(x.reveal())
+    except Exception:  # an uncopyable revealed value: its repr still catches mutation
+        inner = _NO_COPY
+    return x, repr(x), inner
+
+
+def _check_unchanged(snapshots: Iterable[tuple[str, tuple[Any, str, Any]]], during: str) -> None:
+    for name, (x, before, inner) in snapshots:
+        after = repr(x)
+        changed = after != before
+        if not changed and inner is not _NO_COPY:
+            try:
+                changed = not bool(x.reveal() == inner)
+            except Exception:
+                changed = False
+        if changed:
+            raise _Failure(
+                f"{during} changed its input {name}; lattice values are immutable, so build and "
+                "return a new value instead",
+                {f"{name} before": _Text(before), f"{name} after": _Text(after)},
+                law="no_mutation",
+            )
+
+
+# -- the laws of merge ---------------------------------------------------------------------
+
+
+def _merge(cls: type[Lattice], x: Any, y: Any, text: str) -> Any:
+    out = x.merge(y)
+    if type(out) is not cls:
+        raise _Failure(
+            f"{text} returned {short_repr(out)} (a {type(out).__qualname__}), not a "
+            f"{cls.__qualname__}",
+            {text: out},
+        )
+    return out
+
+
+def _merge_checks(cls: type[Lattice], elems: SearchStrategy[Any]) -> list[Check]:
+    def associative(ex: dict[str, Any]) -> None:
+        a, b, c = ex["a"], ex["b"], ex["c"]
+        left = _merge(cls, _merge(cls, a, b, "a ⊔ b"), c, "(a ⊔ b) ⊔ c")
+        right = _merge(cls, a, _merge(cls, b, c, "b ⊔ c"), "a ⊔ (b ⊔ c)")
+        if left != right:
+            raise _Failure(
+                "(a ⊔ b) ⊔ c != a ⊔ (b ⊔ c)", {"(a ⊔ b) ⊔ c": left, "a ⊔ (b ⊔ c)": right}
+            )
+
+    def commutative(ex: dict[str, Any]) -> None:
+        a, b = ex["a"], ex["b"]
+        ab, ba = _merge(cls, a, b, "a ⊔ b"), _merge(cls, b, a, "b ⊔ a")
+        if ab != ba:
+            raise _Failure("a ⊔ b != b ⊔ a", {"a ⊔ b": ab, "b ⊔ a": ba})
+
+    def idempotent(ex: dict[str, Any]) -> None:
+        a = ex["a"]
+        aa = _merge(cls, a, a, "a ⊔ a")
+        if aa != a:
+            raise _Failure("a ⊔ a != a", {"a ⊔ a": aa})
+
+    def bottom_identity(ex: dict[str, Any]) -> None:
+        a = ex["a"]
+        bot = cls()
+        if type(bot) is not cls:
+            raise _Failure(f"{cls.__qualname__}() returned a {type(bot).__qualname__}", {})
+        named = cls.bottom()
+        if named != bot:
+            raise _Failure(
+                f"{cls.__qualname__}.bottom() != {cls.__qualname__}()",
+                {"bottom()": named, "Cls()": bot},
+            )
+        left, right = _merge(cls, bot, a, "⊥ ⊔ a"), _merge(cls, a, bot, "a ⊔ ⊥")
+        if left != a:
+            raise _Failure("⊥ ⊔ a != a (⊥ is not the least element)", {"⊥": bot, "⊥ ⊔ a": left})
+        if right != a:
+            raise _Failure("a ⊔ ⊥ != a (⊥ is not the least element)", {"⊥": bot, "a ⊔ ⊥": right})
+
+    def order_agrees(ex: dict[str, Any]) -> None:
+        a, b = ex["a"], ex["b"]
+        j = _merge(cls, a, b, "a ⊔ b")
+        a_below, b_below = j == b, j == a
+        expected = {
+            "a <= b": a_below,
+            "a >= b": b_below,
+            "a < b": a_below and a != b,
+            "a > b": b_below and a != b,
+            "a <= a ⊔ b": True,
+            "b <= a ⊔ b": True,
+            "a <= a": True,
+        }
+        actual = {
+            "a <= b": a <= b,
+            "a >= b": a >= b,
+            "a < b": a < b,
+            "a > b": a > b,
+            "a <= a ⊔ b": a <= j,
+            "b <= a ⊔ b": b <= j,
+            "a <= a": a <= a,
+        }
+        for rel, want in expected.items():
+            if bool(actual[rel]) is not bool(want):
+                raise _Failure(
+                    f"{rel} is {bool(actual[rel])}, but merge says it should be {bool(want)} "
+                    "(x <= y must mean x ⊔ y == y)",
+                    {"a ⊔ b": j},
+                )
+        bar = a | b
+        if bar != j:
+            raise _Failure("a | b != a.merge(b)", {"a | b": bar, "a.merge(b)": j})
+
+    def hash_agrees(ex: dict[str, Any]) -> None:
+        a, b = ex["a"], ex["b"]
+        if a != a:
+            raise _Failure("a != a (equality is not reflexive: NaN inside?)", {})
+        pairs = {
+            "a ⊔ b, b ⊔ a": (_merge(cls, a, b, "a ⊔ b"), _merge(cls, b, a, "b ⊔ a")),
+            "a, a ⊔ ⊥": (a, _merge(cls, a, cls(), "a ⊔ ⊥")),
+            "a, a ⊔ a": (a, _merge(cls, a, a, "a ⊔ a")),
+        }
+        for text, (x, y) in pairs.items():
+            if x == y and hash(x) != hash(y):
+                raise _Failure(
+                    f"values that compare equal ({text}) hash differently",
+                    {"x": x, "y": y, "hash(x)": hash(x), "hash(y)": hash(y)},
+                )
+
+    def no_mutation(ex: dict[str, Any]) -> None:
+        a, b = ex["a"], ex["b"]
+        snaps = [("a", _snapshot(a)), ("b", _snapshot(b))]
+        a.merge(b)
+        _check_unchanged(snaps, "a.merge(b)")
+        b.merge(a)
+        _check_unchanged(snaps, "b.merge(a)")
+        a.merge(a)
+        _check_unchanged(snaps, "a.merge(a)")
+
+    two = {"a": elems, "b": elems}
+    return [
+        Check("associative", None, {"a": elems, "b": elems, "c": elems}, associative),
+        Check("commutative", None, two, commutative),
+        Check("idempotent", None, {"a": elems}, idempotent),
+        Check("bottom_identity", None, {"a": elems}, bottom_identity),
+        Check("order_agrees", None, two, order_agrees),
+        Check("hash_agrees", None, two, hash_agrees),
+        Check("no_mutation", None, two, no_mutation),
+    ]
+
+
+# -- the claims of @morph and @monotone methods -------------------------------------------
+
+
+def _method_check(cls: type[Lattice], plan: MethodPlan, elems: SearchStrategy[Any]) -> Check:
+    name = plan.name
+    assert plan.calls is not None
+
+    def invoke(x: Any, call: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
+        pos, kw = call
+        return getattr(x, name)(*pos, **kw)
+
+    def snapshots(ex: dict[str, Any]) -> list[tuple[str, tuple[Any, str, Any]]]:
+        pos, kw = ex["call"]
+        snaps = [("a", _snapshot(ex["a"])), ("b", _snapshot(ex["b"]))]
+        args = [*pos, *kw.values()]
+        snaps += [
+            (f"argument {i + 1}", _snapshot(v))
+            for i, v in enumerate(args)
+            if isinstance(v, Lattice)
+        ]
+        return snaps
+
+    def morphism(ex: dict[str, Any]) -> None:
+        a, b, call = ex["a"], ex["b"], ex["call"]
+        snaps = snapshots(ex)
+        j = _merge(cls, a, b, "a ⊔ b")
+        fa, fb, fj = invoke(a, call), invoke(b, call), invoke(j, call)
+        _check_unchanged(snaps, f"{name}(...)")
+        ra, rb, rj = _as_result(fa, "f(a)"), _as_result(fb, "f(b)"), _as_result(fj, "f(a ⊔ b)")
+        joined = _join(ra, rb, "f(a) and f(b)")
+        if not _equal(rj, joined):
+            raise _Failure(
+                "f(a ⊔ b) != f(a) ⊔ f(b): it does not distribute over merge (is it only "
+                "@monotone?)",
+                {"a ⊔ b": j, "f(a)": fa, "f(b)": fb, "f(a ⊔ b)": fj, "f(a) ⊔ f(b)": joined},
+            )
+
+    def monotone(ex: dict[str, Any]) -> None:
+        a, b, call = ex["a"], ex["b"], ex["call"]
+        snaps = snapshots(ex)
+        hi = _merge(cls, a, b, "a ⊔ b")
+        flo, fhi = invoke(a, call), invoke(hi, call)
+        _check_unchanged(snaps, f"{name}(...)")
+        rlo, rhi = _as_result(flo, "f(a)"), _as_result(fhi, "f(a ⊔ b)")
+        if not _leq(rlo, rhi, "f(a) and f(a ⊔ b)"):
+            raise _Failure(
+                "a <= a ⊔ b but not f(a) <= f(a ⊔ b): it does not preserve the order",
+                {"a ⊔ b": hi, "f(a)": flo, "f(a ⊔ b)": fhi},
+            )
+
+    def show(ex: dict[str, Any]) -> dict[str, Any]:
+        pos, kw = ex["call"]
+        shown = [short_repr(p) for p in pos] + [f"{k}={short_repr(v)}" for k, v in kw.items()]
+        return {"a": ex["a"], "b": ex["b"], "f": _Text(f"x.{name}({', '.join(shown)})")}
+
+    law, body = ("morphism", morphism) if plan.kind == "morph" else ("monotone", monotone)
+    return Check(law, name, {"a": elems, "b": elems, "call": plan.calls}, body, show)
+
+
+# -- running -------------------------------------------------------------------------------
+
+
+def _choose_seed(cls: type[Lattice], given_seed: int | None) -> int:
+    if given_seed is not None:
+        if isinstance(given_seed, bool) or not isinstance(given_seed, int):
+            raise LawCheckError(cls, f"seed must be an int, got {short_repr(given_seed)}")
+        return given_seed
+    if settings.default.derandomize:
+        # The active profile asks for reproducible runs (CI): a seed fixed by the class name.
+        return zlib.crc32(f"{cls.__module__}.{cls.__qualname__}".encode())
+    return random.SystemRandom().randrange(2**32)
+
+
+class Session:
+    """Everything needed to run the checks of one lattice class (validated up front)."""
+
+    def __init__(
+        self,
+        cls: Any,
+        elements: SearchStrategy[Any] | None,
+        args: Mapping[str, Any] | None,
+        max_examples: int | None,
+        seed_value: int | None,
+        only_method: str | None = None,
+    ) -> None:
+        if not (isinstance(cls, type) and issubclass(cls, Lattice)) or cls is Lattice:
+            raise LawCheckError(
+                cls if isinstance(cls, type) else type(cls),
+                f"check_laws expects a Lattice subclass, got {short_repr(cls)}",
+            )
+        if max_examples is None:
+            max_examples = settings.default.max_examples
+        if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
+            raise LawCheckError(
+                cls, f"max_examples must be a positive int, got {short_repr(max_examples)}"
+            )
+        if elements is None:
+            elems = elements_of(cls)
+        elif isinstance(elements, SearchStrategy):
+            elems = checked(cls, elements)
+        else:
+            raise LawCheckError(
+                cls,
+                f"elements must be a hypothesis strategy of {cls.__qualname__} values, got "
+                f"{short_repr(elements)}",
+                hint=f"e.g. elements=blooml.testing.elements({cls.__qualname__}) or "
+                f"st.integers().map({cls.__qualname__})",
+            )
+        self.cls = cls
+        self.max_examples = max_examples
+        self.seed = _choose_seed(cls, seed_value)
+        self.plans = plan_methods(cls, elems, args, only=only_method)
+        self.merge_checks = _merge_checks(cls, elems)
+        self.method_checks = [
+            _method_check(cls, p, elems) for p in self.plans if p.calls is not None
+        ]
+        self.skipped = tuple(
+            (p.name, f"args[{p.name!r}] is None") for p in self.plans if p.calls is None
+        )
+
+    @property
+    def checks(self) -> list[Check]:
+        """Merge laws first, then one check per method."""
+        return [*self.merge_checks, *self.method_checks]
+
+    def find(self, law: str, method: str | None = None) -> Check | None:
+        """The check for ``law`` (and ``method``), or ``None`` (e.g. a skipped method)."""
+        for check in self.checks:
+            if check.law == law and check.method == method:
+                return check
+        return None
+
+    def run(self, check: Check) -> LawViolation | None:
+        """Run one check with hypothesis; the shrunk violation, or ``None`` when it holds."""
+        cls = self.cls
+        last: dict[str, Any] = {}
+
+        @seed(self.seed)
+        @settings(
+            settings.default,
+            max_examples=self.max_examples,
+            deadline=None,
+            database=None,
+            derandomize=False,
+            report_multiple_bugs=False,
+            verbosity=Verbosity.quiet,
+            phases=(Phase.explicit, Phase.generate, Phase.shrink),
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        )
+        @given(ex=st.fixed_dictionaries(dict(check.inputs)))
+        def law_holds(ex: dict[str, Any]) -> None:
+            last.clear()
+            last.update(ex)
+            try:
+                check.body(ex)
+            except (_Failure, LawCheckError, HypothesisException):
+                raise
+            except Exception as exc:
+                raise _Failure(
+                    f"it raised {type(exc).__name__}: {exc}"
+                    + (
+                        " (if these arguments are invalid, narrow them with args=)"
+                        if check.method
+                        else ""
+                    ),
+                    cause=exc,
+                ) from exc
+
+        try:
+            law_holds()
+        except _Failure as failure:
+            return self._violation(check, last, failure)
+        except LawCheckError:
+            raise
+        except Flaky as exc:
+            return self._violation(
+                check,
+                last,
+                _Failure(
+                    f"it failed only on some runs of the same example (nondeterministic?): {exc}"
+                ),
+            )
+        except HypothesisException as exc:
+            raise LawCheckError(
+                cls, f"hypothesis could not run the {check.label} check: {exc}"
+            ) from exc
+        return None
+
+    def _violation(self, check: Check, example: dict[str, Any], failure: _Failure) -> LawViolation:
+        violation = LawViolation(
+            self.cls,
+            failure.law or check.law,
+            check.method,
+            check.show(example) if example else {},
+            failure.observed,
+            failure.detail,
+            self.seed,
+            self.max_examples,
+        )
+        violation.__cause__ = failure.cause
+        return violation
+
+    def report(self, passed: Iterable[str]) -> LawReport:
+        """A :class:`LawReport` of the checks that passed."""
+        return LawReport(self.cls, tuple(passed), self.skipped, self.max_examples, self.seed)
+
+    def iter_results(self) -> Iterator[tuple[Check, LawViolation | None]]:
+        """Run every check in order, yielding each with its violation (or ``None``)."""
+        for check in self.checks:
+            yield check, self.run(check)
+
+
+def check_laws(
+    cls: type[Lattice],
+    elements: SearchStrategy[Any] | None = None,
+    *,
+    args: Mapping[str, Any] | None = None,
+    max_examples: int = 200,
+    seed: int | None = None,
+) -> LawReport:
+    """Check with hypothesis that ``cls`` is a lattice and that its method marks are true.
+
+    Checked, each on up to ``max_examples`` drawn examples: merge is associative, commutative
+    and idempotent; ``cls()`` (and ``cls.bottom()``) is an identity on both sides; ``<=``,
+    ``<``, ``>=``, ``>`` and ``|`` agree with merge; equal values hash equally; merge never
+    changes its inputs; every ``@morph`` method distributes over merge
+    (``f(a ⊔ b) == f(a) ⊔ f(b)``) and every ``@monotone`` method preserves the order
+    (``f(a) <= f(a ⊔ b)``), neither changing its inputs. A method returning ``None`` returns ⊥;
+    one returning a list, tuple or set returns a collection of rows, compared as a set.
+
+    Args:
+        cls: the lattice class.
+        elements: strategy of ``cls`` values; default ``blooml.testing.elements(cls)``.
+        args: arguments of the methods, by method name: a strategy (for a one-parameter method,
+            of the argument; otherwise of a tuple of positional arguments), a dict of parameter
+            name -> strategy, or ``None`` to skip the method knowingly. Methods not named get
+            arguments from their type hints (a parameter typed as ``cls`` draws from
+            ``elements``).
+        max_examples: examples per check.
+        seed: replay a run (a :class:`LawViolation` names its seed); default random, or fixed
+            per class when the hypothesis profile sets ``derandomize``.
+
+    Returns:
+        A :class:`LawReport` listing what was checked and skipped.
+
+    Raises:
+        LawViolation: a law fails; it names the law, the method and the shrunk counterexample.
+        LawCheckError: the check cannot run (no strategy for ``cls``, method arguments that
+            cannot be derived and are not given, a malformed argument).
+
+    Example::
+
+        check_laws(lmax, args={"gt": st.integers(), "gt_eq": st.integers()})
+    """
+    session = Session(cls, elements, args, max_examples, seed)
+    passed = []
+    for check, violation in session.iter_results():
+        if violation is not None:
+            raise violation
+        passed.append(check.label)
+    return session.report(passed)
