@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blooml import LatticeTypeError, LatticeValueError, kind_of, lbool, lmax, lpset, lset
+from blooml import LatticeTypeError, LatticeValueError, kind_of, lbool, lmap, lmax, lpset, lset
 
 # -- strategies -----------------------------------------------------------------------------
 
@@ -275,6 +275,17 @@ class TestMethods:
         with pytest.raises(LatticeTypeError):
             lset([1]).eqjoin(lmax(1))
 
+    def test_group_count(self):
+        rows = lset([("a", 1), ("a", 2), ("b", 1)])
+        assert rows.group_count([0]) == lmap({("a",): lmax(2), ("b",): lmax(1)})
+        assert rows.group_count(1) == lmap({(1,): lmax(2), (2,): lmax(1)})
+        assert rows.group_count([]) == lmap({(): lmax(3)})
+        assert lset().group_count([0]) == lmap()
+        with pytest.raises(LatticeValueError, match="position 3"):
+            rows.group_count([3])
+        with pytest.raises(TypeError):
+            rows.group_count(None)
+
     def test_python_conveniences(self):
         v = lset([1, 2])
         assert sorted(v) == [1, 2] and len(v) == 2 and 1 in v and 3 not in v
@@ -426,6 +437,7 @@ def test_monotone_functions_preserve_order(a, data):
     b = a.merge(data.draw(lsets(elements=st.tuples(st.integers(0, 3), st.integers(0, 3)))))
     assert a <= b
     assert a.size() <= b.size()
+    assert a.group_count([0]) <= b.group_count([0])
 
 
 @given(lpsets, lpsets)

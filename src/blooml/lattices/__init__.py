@@ -16,8 +16,21 @@ from blooml.lattices._base import (
 from blooml.lattices.ordered import lbool, lmax, lmin
 
 # -- collection lattices (sets.py, bag.py, map.py) --
+from blooml.lattices.bag import lbag
+from blooml.lattices.map import lmap
 from blooml.lattices.sets import lpset, lset
 # -- CRDTs (crdts/) --
+from blooml.lattices.crdts import (
+    l2pset,
+    ldompair,
+    lgcounter,
+    llww,
+    lmvreg,
+    lorset,
+    lpair,
+    lpncounter,
+    lvclock,
+)
 
 __all__ = [
     "Lattice",
@@ -26,7 +39,9 @@ __all__ = [
     "LatticeValueError",
     "kind_of",
     "lattice_class",
+    "lbag",
     "lbool",
+    "lmap",
     "lmax",
     "lmin",
     "lpset",
@@ -34,4 +49,14 @@ __all__ = [
     "monotone",
     "morph",
     "registered_lattices",
+    # CRDTs
+    "l2pset",
+    "ldompair",
+    "lgcounter",
+    "llww",
+    "lmvreg",
+    "lorset",
+    "lpair",
+    "lpncounter",
+    "lvclock",
 ]

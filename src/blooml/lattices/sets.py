@@ -430,7 +430,7 @@ class lset(Lattice):
         for x in _elems(self._v):
             key = tuple(_field(self.wrapper_name, "group_count", x, c) for c in columns)
             counts[key] = counts.get(key, 0) + 1
-        return lmap._make(HashTrieMap({k: lmax(n) for k, n in counts.items()}))
+        return lmap._make(HashTrieMap({(k,): lmax(n) for k, n in counts.items()}))
 
     # -- Python conveniences (non-monotone) ----------------------------------------------------
 
