@@ -12,8 +12,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from blooml.errors import LatticeTypeError, LatticeValueError
-from blooml.lattices import Lattice, kind_of, lmax, lmin
-from blooml.lattices.crdts import ldompair, llww, lpair
+from blooml.lattices import Lattice, kind_of, lattice_class, lmax, lmin
+from blooml.lattices.crdts import (
+    l2pset,
+    ldompair,
+    lgcounter,
+    llww,
+    lmvreg,
+    lorset,
+    lpair,
+    lpncounter,
+    lvclock,
+)
+from blooml.testing import check_laws
+from blooml.testing._crdt_strategies import METHOD_ARGS
 
 # -- strategies ---------------------------------------------------------------------------------
 
@@ -119,7 +131,7 @@ def test_lpair_errors() -> None:
         lpair(lmax(1), 2)  # type: ignore[arg-type]
     with pytest.raises(LatticeTypeError, match="lpair first components"):
         lpair(lmax(1), lmin(1)).merge(lpair(lmin(1), lmin(1)))
-    with pytest.raises(TypeError, match=r"lpair.first\(Cls=lmin\)"):
+    with pytest.raises(TypeError, match=r"lpair.first\(cls=lmin\)"):
         lpair(lmax(1), lmin(1)).first(lmin)
     with pytest.raises(LatticeTypeError):
         lpair().merge(ldompair())  # type: ignore[arg-type]
@@ -242,3 +254,29 @@ def test_llww_replicas_converge(ws: list[tuple[int, int, str, int]], rnd: Any) -
     if ws:
         value, ts, node, _ = max(ws, key=lambda w: (w[1], w[2], w[0]))
         assert left == llww(value, ts, node)
+
+
+# -- the law checker, on every CRDT -------------------------------------------------------------
+
+ALL_CRDTS = [lpair, ldompair, llww, lvclock, lgcounter, lpncounter, lmvreg, lorset, l2pset]
+
+
+@pytest.mark.parametrize("cls", ALL_CRDTS, ids=lambda c: c.__name__)
+def test_check_laws(cls: type[Lattice]) -> None:
+    report = check_laws(cls, args=METHOD_ARGS[cls], max_examples=60)
+    assert not report.skipped
+    checked = " ".join(report.checked)
+    for name in cls.morphisms() | cls.monotones():
+        if name != "merge":
+            assert name in checked
+
+
+def test_every_crdt_is_exported_and_registered() -> None:
+    import blooml
+    import blooml.lattices
+
+    for cls in ALL_CRDTS:
+        assert getattr(blooml.lattices, cls.__name__) is cls
+        assert getattr(blooml, cls.__name__, cls) is cls
+        assert lattice_class(cls.wrapper_name) is cls
+        assert cls.wrapper_name == cls.__name__

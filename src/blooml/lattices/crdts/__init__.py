@@ -5,7 +5,20 @@ One module per family: :mod:`.pair` (``lpair``, ``ldompair``), :mod:`.registers`
 :mod:`.sets` (``lorset``, ``l2pset``). See ``docs/crdts.md``.
 """
 
+from blooml.lattices.crdts.clock import lvclock
+from blooml.lattices.crdts.counters import lgcounter, lpncounter
 from blooml.lattices.crdts.pair import ldompair, lpair
-from blooml.lattices.crdts.registers import llww
+from blooml.lattices.crdts.registers import llww, lmvreg
+from blooml.lattices.crdts.sets import l2pset, lorset
 
-__all__ = ["ldompair", "llww", "lpair"]
+__all__ = [
+    "l2pset",
+    "ldompair",
+    "lgcounter",
+    "llww",
+    "lmvreg",
+    "lorset",
+    "lpair",
+    "lpncounter",
+    "lvclock",
+]

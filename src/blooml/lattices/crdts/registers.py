@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from typing import Any
 
 from blooml.errors import LatticeValueError
-from blooml.lattices._base import Lattice, morph
+from blooml.lattices._base import Lattice, monotone, morph
+from blooml.lattices.crdts.clock import lvclock
 from blooml.lattices.crdts.pair import ldompair
 from blooml.lattices.ordered import lmax
 
-__all__ = ["llww"]
+__all__ = ["llww", "lmvreg"]
 
 _NOARG: Any = object()
 
@@ -180,3 +181,121 @@ class llww(Lattice):
         ts, node = pair[0].reveal()
         extra = f", node={node!r}" if node else ""
         return f"llww({pair[1].reveal()!r}, ts={ts!r}{extra})"
+
+
+Entry = tuple[lvclock, Hashable]
+
+
+def _maxima(entries: Iterable[Entry]) -> frozenset[Entry]:
+    """The entries whose clock no other entry's clock strictly dominates."""
+    es = list(set(entries))
+    return frozenset(e for e in es if not any(e[0] < f[0] for f in es))
+
+
+class lmvreg(Lattice):
+    """A multi-value register: keeps every write not causally overwritten by another.
+
+    Each write carries a vector clock (:class:`~blooml.lattices.crdts.clock.lvclock`) that
+    dominates every clock the writer had seen. Merge keeps the *maximal* writes: an entry whose
+    clock is strictly before another entry's clock is dropped; concurrent writes are all kept,
+    and the application resolves them (typically by writing a merged value, whose clock then
+    dominates them all). Two entries with the same clock and different values are both kept.
+
+    The state is the antichain of maximal ``(clock, value)`` entries; merge is "maxima of the
+    union", the join of the lattice of down-sets, so it is associative, commutative and
+    idempotent.
+
+    Args:
+        entries: an iterable of ``(lvclock, value)`` pairs; dominated entries are dropped.
+
+    >>> a = lmvreg().write("tea", node="a")
+    >>> b = lmvreg().write("coffee", node="b")
+    >>> both = a.merge(b)
+    >>> sorted(both.values())
+    ['coffee', 'tea']
+    >>> both.write("both", node="a").values()
+    frozenset({'both'})
+
+    Costs: merge O((n + m)² · c) for n and m entries of clocks with c nodes (registers hold a
+    handful of concurrent writes); ``write`` O(n · c).
+    """
+
+    __slots__ = ()
+    wrapper_name = "lmvreg"
+
+    _v: frozenset[Entry]
+
+    def __init__(self, entries: Iterable[Entry] | None = None) -> None:
+        if entries is None:
+            super().__init__(frozenset())
+            return
+        if isinstance(entries, (str, bytes)) or not isinstance(entries, Iterable):
+            raise LatticeValueError(
+                "lmvreg", entries, "expected an iterable of (lvclock, value) entries"
+            )
+        checked: list[Entry] = []
+        for e in entries:
+            if not (isinstance(e, tuple) and len(e) == 2 and isinstance(e[0], lvclock)):
+                raise LatticeValueError("lmvreg", e, "each entry must be a pair (lvclock, value)")
+            _check_value("lmvreg", e[1])
+            checked.append(e)
+        super().__init__(_maxima(checked))
+
+    @classmethod
+    def from_item(cls, item: Any) -> lmvreg:
+        """Fold rows: an ``lmvreg`` or one ``(lvclock, value)`` entry."""
+        if type(item) is cls:
+            return item
+        return cls([item])
+
+    def merge(self, other: lmvreg) -> lmvreg:
+        """The maximal entries of both registers together."""
+        a, b = self._v, other._v
+        if not b or a == b:
+            return self
+        if not a:
+            return other
+        m = _maxima(a | b)
+        if m == a:
+            return self
+        if m == b:
+            return other
+        return lmvreg._make(m)
+
+    @monotone
+    def write(self, value: Hashable, node: str) -> lmvreg:
+        """Return the register after ``node`` writes ``value``, overwriting what it has seen.
+
+        The write's clock is the join of every clock here, incremented at ``node``, so it
+        dominates them all and the register holds just ``value`` (until merged with concurrent
+        writes). Monotone, not a morphism: writing after a merge overwrites both sides' values,
+        writing on each side leaves two concurrent entries.
+        """
+        _check_value("lmvreg", value)
+        try:
+            clock = self.clock().increment(node)
+        except LatticeValueError as e:
+            raise LatticeValueError("lmvreg", e.value, e.reason) from None
+        return lmvreg._make(frozenset({(clock, value)}))
+
+    @morph
+    def clock(self) -> lvclock:
+        """The join of the entries' clocks (what this register has seen); a morphism."""
+        out = lvclock()
+        for c, _ in self._v:
+            out = out.merge(c)
+        return out
+
+    def values(self) -> frozenset[Hashable]:
+        """The concurrent values (one unless writes conflict; none for ⊥); non-monotone."""
+        return frozenset(v for _, v in self._v)
+
+    def reveal(self) -> frozenset[Hashable]:
+        """The same as :meth:`values`; non-monotone."""
+        return self.values()
+
+    def __repr__(self) -> str:
+        if not self._v:
+            return "lmvreg()"
+        body = sorted(f"({c!r}, {v!r})" for c, v in self._v)
+        return f"lmvreg([{', '.join(body)}])"
