@@ -1,0 +1,47 @@
+"""Lattices on Apache Spark: distributed folds and merges, lattice-valued DataFrame columns.
+
+``import blooml.spark`` does not import pyspark; each function that needs it raises an
+:class:`ImportError` naming the ``spark`` extra (``pip install 'blooml[spark]'``) when pyspark
+is missing. See ``docs/spark.md``.
+
+RDDs of lattice values:
+
+* :func:`merge_by_key` — ``(key, lattice)`` → one merged lattice per key (``aggregateByKey``
+  with a builder as ⊥).
+* :func:`fold_by_key` — ``(key, item)`` → one lattice per key, folding ``Cls.from_item``.
+* :func:`fold` — an RDD of items → one lattice value (the seed's collection-to-lattice fold).
+
+DataFrames with a lattice column (column specs: a lattice class, :class:`MapOf`,
+:class:`Pickled`):
+
+* :func:`merge_column` — merge per key; builtins lower to Spark SQL aggregates.
+* :func:`to_spark` / :func:`from_spark` — one value ↔ one cell; :func:`spark_type` — the
+  column's Spark type; :func:`to_dataframe` / :func:`to_rdd` — pair RDD ↔ DataFrame.
+"""
+
+from blooml.spark._columns import (
+    from_spark,
+    merge_column,
+    spark_type,
+    to_dataframe,
+    to_rdd,
+    to_spark,
+)
+from blooml.spark._formats import ColumnFormat, MapOf, Pickled, column_format
+from blooml.spark._rdd import fold, fold_by_key, merge_by_key
+
+__all__ = [
+    "ColumnFormat",
+    "MapOf",
+    "Pickled",
+    "column_format",
+    "fold",
+    "fold_by_key",
+    "from_spark",
+    "merge_by_key",
+    "merge_column",
+    "spark_type",
+    "to_dataframe",
+    "to_rdd",
+    "to_spark",
+]

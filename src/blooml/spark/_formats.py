@@ -1,0 +1,394 @@
+"""How lattice values are stored in Spark DataFrame columns, and how each format merges.
+
+A *column spec* says what a column holds: a lattice class (``lmax``, ``lset``, a CRDT, a user
+class), :class:`MapOf` (an ``lmap`` and the lattice class of its values) or :class:`Pickled`
+(any lattice, stored as pickled bytes). :func:`column_format` turns a spec into a
+:class:`ColumnFormat`, which converts values to and from cells and, for the native formats,
+merges a column with Spark SQL aggregates alone (no Python worker).
+
+==================  ===========================  =========================================
+lattice             Spark column                 ⊥ / merge in Spark SQL
+==================  ===========================  =========================================
+``lmax``/``lmin``   the value (any orderable)    ``NULL`` / ``max`` / ``min``
+``lbool``           ``boolean``                  ``false`` (``NULL`` reads as ⊥) / ``bool_or``
+``lset``/``lpset``  ``array<elem>``               ``[]`` (or ``NULL``) / explode + ``collect_set``
+``lbag``            ``map<elem, bigint>`` counts  ``{}`` / explode + ``max`` per element
+``MapOf(V)``        ``map<key, V's column>``      ``{}`` / explode + V's merge per map key
+anything else       ``binary``: pickled value     ``NULL`` / RDD ``merge_by_key`` (Python)
+==================  ===========================  =========================================
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Mapping
+from typing import Any
+
+from blooml.errors import LatticeTypeError, LatticeValueError
+from blooml.lattices._base import Lattice
+
+__all__ = ["ColumnFormat", "MapOf", "Pickled", "column_format"]
+
+
+class MapOf:
+    """Column spec: an ``lmap`` whose values are all of lattice class (or spec) ``values``.
+
+    Stored as a Spark ``map<key, cell of values>``; ``MapOf(lmax)`` is ``map<key, value>``,
+    ``MapOf(lset)`` is ``map<key, array<elem>>``, and specs nest (``MapOf(MapOf(lbool))``).
+    """
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: Any) -> None:
+        if not _is_spec(values):
+            raise TypeError(
+                f"MapOf expects the lattice class of the map's values (such as lmax), got "
+                f"{values!r}"
+            )
+        self.values = values
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is MapOf and other.values == self.values
+
+    def __hash__(self) -> int:
+        return hash(("MapOf", self.values))
+
+    def __repr__(self) -> str:
+        return f"MapOf({_spec_name(self.values)})"
+
+
+class Pickled:
+    """Column spec: values of ``lattice`` stored as pickled bytes (a ``binary`` column).
+
+    The default for CRDTs and user lattices; use it explicitly for a builtin whose values have
+    no Spark type. Merging such a column runs Python workers (``merge_by_key``). Pickle is only
+    acceptable inside one Spark application, whose processes trust each other: never read such
+    a column from an untrusted source, and never use it as a network or storage protocol.
+    """
+
+    __slots__ = ("lattice",)
+
+    def __init__(self, lattice: type[Lattice]) -> None:
+        if not (isinstance(lattice, type) and issubclass(lattice, Lattice)):
+            raise TypeError(f"Pickled expects a Lattice subclass, got {lattice!r}")
+        self.lattice = lattice
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Pickled and other.lattice is self.lattice
+
+    def __hash__(self) -> int:
+        return hash(("Pickled", self.lattice))
+
+    def __repr__(self) -> str:
+        return f"Pickled({self.lattice.__qualname__})"
+
+
+def _is_spec(spec: Any) -> bool:
+    return isinstance(spec, (MapOf, Pickled)) or (
+        isinstance(spec, type) and issubclass(spec, Lattice)
+    )
+
+
+def _spec_name(spec: Any) -> str:
+    if isinstance(spec, type):
+        return getattr(spec, "wrapper_name", "") or spec.__qualname__
+    return repr(spec)
+
+
+class ColumnFormat:
+    """How one column spec is stored in Spark and merged there.
+
+    Attributes:
+        spec: the column spec this format serves.
+        lattice: the lattice class of the values.
+        kind: ``"value"``, ``"boolean"``, ``"array"``, ``"bag"``, ``"map"`` or ``"pickle"``.
+        native: whether merging lowers to Spark SQL aggregates (no Python worker).
+    """
+
+    kind = ""
+    native = True
+
+    def __init__(self, spec: Any, lattice: type[Lattice]) -> None:
+        self.spec = spec
+        self.lattice = lattice
+
+    def to_cell(self, value: Lattice) -> Any:
+        """Return the Python object Spark stores for ``value`` (a Row field)."""
+        raise NotImplementedError  # pragma: no cover - every subclass overrides it
+
+    def from_cell(self, cell: Any) -> Lattice:
+        """Return the lattice value stored in ``cell`` (a collected Row field)."""
+        raise NotImplementedError  # pragma: no cover - every subclass overrides it
+
+    def spark_type(self, element: Any = None, key: Any = None) -> Any:
+        """Return the Spark ``DataType`` of the column (see :func:`blooml.spark.spark_type`)."""
+        raise NotImplementedError  # pragma: no cover - every subclass overrides it
+
+    def _check(self, value: Any) -> None:
+        if type(value) is not self.lattice:
+            if isinstance(value, Lattice):
+                raise LatticeTypeError(self.lattice, type(value), f"store as {self.spec!r}")
+            raise LatticeValueError(
+                _spec_name(self.spec),
+                value,
+                f"expected a {self.lattice.__qualname__} value to store in a Spark column",
+            )
+
+    def __repr__(self) -> str:
+        return f"<ColumnFormat {self.kind} for {_spec_name(self.spec)}>"
+
+
+class _ValueFormat(ColumnFormat):
+    """``lmax``/``lmin``: the value itself; ⊥ is NULL; merge is SQL ``max``/``min``."""
+
+    kind = "value"
+
+    def __init__(self, spec: Any, lattice: type[Lattice], sql_agg: str) -> None:
+        super().__init__(spec, lattice)
+        self.sql_agg = sql_agg
+
+    def to_cell(self, value: Lattice) -> Any:
+        self._check(value)
+        return value.reveal()
+
+    def from_cell(self, cell: Any) -> Lattice:
+        return self.lattice() if cell is None else self.lattice(plain(cell))
+
+    def spark_type(self, element: Any = None, key: Any = None) -> Any:
+        return _need(element, "element", self.spec)
+
+    def aggregate(self, column: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        return getattr(F, self.sql_agg)(column)
+
+
+class _BoolFormat(ColumnFormat):
+    """``lbool``: a boolean; ⊥ is false (NULL reads as ⊥); merge is SQL ``bool_or``."""
+
+    kind = "boolean"
+
+    def to_cell(self, value: Lattice) -> Any:
+        self._check(value)
+        return bool(value.reveal())
+
+    def from_cell(self, cell: Any) -> Lattice:
+        return self.lattice(bool(cell)) if cell is not None else self.lattice()
+
+    def spark_type(self, element: Any = None, key: Any = None) -> Any:
+        from pyspark.sql.types import BooleanType
+
+        return BooleanType()
+
+    def aggregate(self, column: Any) -> Any:
+        from pyspark.sql import functions as F
+
+        return F.coalesce(F.bool_or(column), F.lit(False))
+
+
+class _ArrayFormat(ColumnFormat):
+    """``lset``/``lpset``: an array of distinct elements; ⊥ is [] (or NULL); merge is a union."""
+
+    kind = "array"
+
+    def to_cell(self, value: Lattice) -> Any:
+        self._check(value)
+        return _sorted_if_possible(value.reveal())
+
+    def from_cell(self, cell: Any) -> Lattice:
+        if cell is None:
+            return self.lattice()
+        return self.lattice([plain_hashable(e) for e in cell])
+
+    def spark_type(self, element: Any = None, key: Any = None) -> Any:
+        from pyspark.sql.types import ArrayType
+
+        return ArrayType(_need(element, "element", self.spec), containsNull=False)
+
+
+class _BagFormat(ColumnFormat):
+    """``lbag``: a map element → multiplicity; ⊥ is {}; merge keeps the larger multiplicity."""
+
+    kind = "bag"
+
+    def to_cell(self, value: Lattice) -> Any:
+        self._check(value)
+        return dict(_bag_items(value))
+
+    def from_cell(self, cell: Any) -> Lattice:
+        if not cell:
+            return self.lattice()
+        return self.lattice({plain_hashable(k): int(n) for k, n in cell.items()})
+
+    def spark_type(self, element: Any = None, key: Any = None) -> Any:
+        from pyspark.sql.types import LongType, MapType
+
+        return MapType(_need(element, "element", self.spec), LongType(), valueContainsNull=False)
+
+
+class _MapFormat(ColumnFormat):
+    """``MapOf(V)``: a map key → V's cell; ⊥ is {}; merge merges V per map key."""
+
+    kind = "map"
+
+    def __init__(self, spec: MapOf, lattice: type[Lattice], values: ColumnFormat) -> None:
+        super().__init__(spec, lattice)
+        self.values = values
+        self.native = values.native
+
+    def to_cell(self, value: Lattice) -> Any:
+        self._check(value)
+        to = self.values.to_cell
+        return {k: to(v) for k, v in _map_items(value)}
+
+    def from_cell(self, cell: Any) -> Lattice:
+        if not cell:
+            return self.lattice()
+        fr = self.values.from_cell
+        return self.lattice({plain_hashable(k): fr(v) for k, v in cell.items()})
+
+    def spark_type(self, element: Any = None, key: Any = None) -> Any:
+        from pyspark.sql.types import MapType
+
+        return MapType(
+            _need(key, "key", self.spec),
+            self.values.spark_type(element, None if self.values.kind != "map" else key),
+            valueContainsNull=True,
+        )
+
+
+class _PickleFormat(ColumnFormat):
+    """Any lattice as pickled bytes (``binary``); ⊥ is NULL; merged by ``merge_by_key``."""
+
+    kind = "pickle"
+    native = False
+
+    def to_cell(self, value: Lattice) -> Any:
+        self._check(value)
+        return bytearray(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def from_cell(self, cell: Any) -> Lattice:
+        if cell is None:
+            return self.lattice()
+        value = pickle.loads(bytes(cell))  # only ever our own column: see Pickled
+        if type(value) is not self.lattice:
+            raise LatticeTypeError(self.lattice, type(value), "read a pickled column cell as")
+        return value  # type: ignore[no-any-return]
+
+    def spark_type(self, element: Any = None, key: Any = None) -> Any:
+        from pyspark.sql.types import BinaryType
+
+        return BinaryType()
+
+
+def _need(t: Any, what: str, spec: Any) -> Any:
+    if t is None:
+        raise TypeError(
+            f"spark_type({_spec_name(spec)}) needs the Spark type of the {what}s "
+            f"(for example {what}=LongType())"
+        )
+    return t
+
+
+def _builtin(name: str) -> type[Lattice] | None:
+    import blooml.lattices as lat
+
+    cls = getattr(lat, name, None)
+    return cls if isinstance(cls, type) and issubclass(cls, Lattice) else None
+
+
+def column_format(spec: Any) -> ColumnFormat:
+    """Return the :class:`ColumnFormat` for a column spec (see the module docstring's table).
+
+    Raises:
+        TypeError: ``spec`` is neither a Lattice subclass, :class:`MapOf` nor :class:`Pickled`,
+            or it is ``lmap`` itself (use ``MapOf(value_class)``: the column needs one value
+            class).
+    """
+    if isinstance(spec, Pickled):
+        return _PickleFormat(spec, spec.lattice)
+    if isinstance(spec, MapOf):
+        lmap = _builtin("lmap")
+        if lmap is None:  # pragma: no cover - lmap is a builtin
+            raise TypeError("MapOf needs blooml.lattices.lmap")
+        return _MapFormat(spec, lmap, column_format(spec.values))
+    if not (isinstance(spec, type) and issubclass(spec, Lattice)):
+        raise TypeError(
+            "a lattice column spec is a Lattice subclass (lmax, lset, a CRDT, your class), "
+            f"MapOf(value_class) or Pickled(class); got {spec!r}"
+        )
+    if spec is _builtin("lmax"):
+        return _ValueFormat(spec, spec, "max")
+    if spec is _builtin("lmin"):
+        return _ValueFormat(spec, spec, "min")
+    if spec is _builtin("lbool"):
+        return _BoolFormat(spec, spec)
+    if spec is not None and spec in (_builtin("lset"), _builtin("lpset")):
+        return _ArrayFormat(spec, spec)
+    if spec is _builtin("lbag"):
+        return _BagFormat(spec, spec)
+    if spec is _builtin("lmap"):
+        raise TypeError(
+            "an lmap column needs the lattice class of its values: use MapOf(lmax) (or "
+            "MapOf(lset), ...) as the spec, or Pickled(lmap) for maps of mixed value classes"
+        )
+    return _PickleFormat(spec, spec)
+
+
+def spec_of(value: Lattice) -> Any:
+    """Return the natural column spec of a value (``MapOf(V)`` for an ``lmap`` of ``V``)."""
+    cls = type(value)
+    if cls is _builtin("lmap"):
+        classes = {spec_of(v) for _, v in _map_items(value)}
+        if len(classes) == 1:
+            return MapOf(classes.pop())
+        if not classes:
+            raise TypeError(
+                "cannot tell the value class of an empty lmap: pass the spec, e.g. MapOf(lmax)"
+            )
+        return Pickled(cls)
+    return cls
+
+
+# -- plain Python values from collected Spark cells ---------------------------------------------
+
+
+def plain(cell: Any) -> Any:
+    """Turn a collected cell into plain Python: Rows (structs) become tuples, recursively."""
+    from pyspark.sql import Row
+
+    if isinstance(cell, Row):
+        return tuple(plain(x) for x in cell)
+    if isinstance(cell, list):
+        return [plain(x) for x in cell]
+    if isinstance(cell, dict):
+        return {plain_hashable(k): plain(v) for k, v in cell.items()}
+    return cell
+
+
+def plain_hashable(cell: Any) -> Any:
+    """Like :func:`plain`, with arrays as tuples (set elements and map keys must be hashable)."""
+    if isinstance(cell, (list, tuple)):
+        return tuple(plain_hashable(x) for x in cell)
+    if isinstance(cell, dict):
+        raise LatticeValueError(
+            "spark", cell, "a map cannot be a set element or a map key (it is not hashable)"
+        )
+    return cell
+
+
+def _sorted_if_possible(items: Any) -> list[Any]:
+    try:
+        return sorted(items)
+    except TypeError:
+        return list(items)
+
+
+def _bag_items(value: Lattice) -> Any:
+    raw = value.reveal()
+    return raw.items() if isinstance(raw, Mapping) or hasattr(raw, "items") else raw
+
+
+def _map_items(value: Lattice) -> Any:
+    raw = value.reveal()
+    return raw.items() if hasattr(raw, "items") else raw

@@ -1,0 +1,240 @@
+"""Lattice columns: the schema mapping both ways, and merge_column (SQL and Python paths)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _spark_helpers import CRDTS, KEYS, ORDERED, SPARK_SETTINGS, merged_by_key
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blooml.errors import LatticeTypeError, LatticeValueError
+from blooml.lattices import Lattice, lbool, lmax, lmin
+from blooml.spark import (
+    MapOf,
+    Pickled,
+    column_format,
+    from_spark,
+    merge_column,
+    spark_type,
+    to_dataframe,
+    to_rdd,
+    to_spark,
+)
+
+pytestmark = pytest.mark.spark
+T = pytest.importorskip("pyspark.sql.types", reason="Spark tests need pyspark")
+
+
+def _schema(spec: Any, element: Any = None, key: Any = None) -> Any:
+    return T.StructType(
+        [
+            T.StructField("k", T.StringType(), True),
+            T.StructField("v", spark_type(spec, element, key=key), True),
+        ]
+    )
+
+
+def _df(spark: Any, pairs: list[tuple[str, Lattice]], spec: Any, element: Any = None) -> Any:
+    rows = [(k, to_spark(v, spec)) for k, v in pairs]
+    return spark.createDataFrame(rows, _schema(spec, element))
+
+
+def _read(df: Any, spec: Any) -> dict[Any, Lattice]:
+    return {row["k"]: from_spark(row["v"], spec) for row in df.collect()}
+
+
+def _types(df: Any) -> list[tuple[str, Any]]:
+    return [(f.name, f.dataType) for f in df.schema.fields]
+
+
+def _plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+# -- the schema mapping ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "cell"),
+    [
+        (lmax(3), 3),
+        (lmax(), None),
+        (lmin("x"), "x"),
+        (lmin(), None),
+        (lbool(True), True),
+        (lbool(), False),
+    ],
+)
+def test_to_spark_native_cells(value: Lattice, cell: Any) -> None:
+    assert to_spark(value) == cell
+    assert from_spark(cell, type(value)) == value
+
+
+def test_from_spark_null_is_bottom() -> None:
+    for cls in (lmax, lmin, lbool):
+        assert from_spark(None, cls) == cls()
+    assert from_spark(None, Pickled(lmax)) == lmax()
+
+
+def test_spark_types() -> None:
+    assert spark_type(lmax, T.LongType()) == T.LongType()
+    assert spark_type(lmin, T.StringType()) == T.StringType()
+    assert spark_type(lbool) == T.BooleanType()
+    assert spark_type(Pickled(lmax)) == T.BinaryType()
+    with pytest.raises(TypeError, match=r"needs the Spark type of the elements"):
+        spark_type(lmax)
+
+
+@pytest.mark.parametrize(
+    ("spec", "element", "values"),
+    [
+        (lmax, T.LongType(), [lmax(-(2**62)), lmax(), lmax(7)]),
+        (lmin, T.StringType(), [lmin("b"), lmin(), lmin("ä")]),
+        (lmax, T.DoubleType(), [lmax(1.5), lmax(-0.25)]),
+        (
+            lmax,
+            T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.StringType())]),
+            [lmax((1, "z")), lmax((2, "a")), lmax()],
+        ),
+        (lbool, None, [lbool(True), lbool(False)]),
+        (Pickled(lmax), None, [lmax(3), lmax()]),
+    ],
+)
+def test_round_trip_through_a_dataframe(spark: Any, spec: Any, element: Any, values: Any) -> None:
+    pairs = [(str(i), v) for i, v in enumerate(values)]
+    assert _read(_df(spark, pairs, spec, element), spec) == dict(pairs)
+
+
+@settings(max_examples=6, deadline=None)
+@given(st.data())
+def test_round_trip_of_crdts_pickled(spark: Any, data: Any) -> None:
+    if not CRDTS:
+        pytest.skip("the CRDT modules are not importable")
+    cls = data.draw(st.sampled_from(sorted(CRDTS, key=lambda c: c.__qualname__)))
+    value = data.draw(CRDTS[cls])
+    assert column_format(cls).kind == "pickle"
+    df = _df(spark, [("a", value), ("b", cls())], cls)
+    assert _read(df, cls) == {"a": value, "b": cls()}
+
+
+def test_to_spark_errors() -> None:
+    with pytest.raises(LatticeTypeError, match="lmin"):
+        to_spark(lmin(1), lmax)
+    with pytest.raises(LatticeValueError, match="expected a lmax value"):
+        to_spark(3, lmax)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="column spec"):
+        to_spark(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="column spec"):
+        from_spark(3, int)
+    with pytest.raises(LatticeValueError):
+        from_spark(float("nan"), lmax)
+    with pytest.raises(LatticeTypeError):
+        from_spark(to_spark(lmin(1), Pickled(lmin)), Pickled(lmax))
+
+
+def test_lmap_needs_the_value_class() -> None:
+    lmap = pytest.importorskip("blooml.lattices").__dict__.get("lmap")
+    if lmap is None:
+        pytest.skip("lmap has not landed")
+    with pytest.raises(TypeError, match=r"MapOf\(lmax\)"):
+        column_format(lmap)
+    with pytest.raises(TypeError, match="lattice class of the map's values"):
+        MapOf(int)
+
+
+# -- merge_column ---------------------------------------------------------------------------
+
+
+@st.composite
+def column_case(draw: Any, lattices: dict[type[Lattice], Any]) -> Any:
+    cls = draw(st.sampled_from(sorted(lattices, key=lambda c: c.__qualname__)))
+    pairs = draw(st.lists(st.tuples(KEYS, lattices[cls]), max_size=30))
+    return cls, pairs, draw(st.integers(1, 4))
+
+
+@settings(**SPARK_SETTINGS)
+@given(column_case(ORDERED))
+def test_merge_column_native_equals_in_process(spark: Any, case: Any) -> None:
+    cls, pairs, parts = case
+    element = None if cls is lbool else T.LongType()
+    df = _df(spark, pairs, cls, element).repartition(parts)
+    out = merge_column(df, "k", "v", cls)
+    assert out.columns == ["k", "v"]
+    assert _types(out) == _types(df)
+    got = _read(out, cls)
+    want = merged_by_key(pairs)
+    # a key whose rows are all ⊥ reads back as ⊥ either way
+    assert got == want
+
+
+@settings(**SPARK_SETTINGS)
+@given(column_case({**ORDERED, **CRDTS}))
+def test_merge_column_pickled_equals_in_process(spark: Any, case: Any) -> None:
+    cls, pairs, parts = case
+    df = _df(spark, pairs, Pickled(cls)).repartition(parts)
+    out = merge_column(df, "k", "v", Pickled(cls))
+    assert _types(out) == _types(df)
+    assert _read(out, Pickled(cls)) == merged_by_key(pairs)
+
+
+def test_native_merge_runs_no_python(spark: Any) -> None:
+    df = spark.sql("SELECT * FROM VALUES ('a', 1L), ('a', 5L), ('b', 2L) AS t(k, v)")
+    out = merge_column(df, "k", "v", lmax)
+    plan = _plan(out)
+    assert "LocalTableScan" in plan and "Python" not in plan and "ExistingRDD" not in plan, plan
+    assert _read(out, lmax) == {"a": lmax(5), "b": lmax(2)}
+    pairs = [("a", lmax(1)), ("a", lmax(5)), ("b", lmax(2))]
+    py = merge_column(_df(spark, pairs, Pickled(lmax)), "k", "v", Pickled(lmax))
+    assert "ExistingRDD" in _plan(py)  # the Python path, for contrast
+    assert _read(py, Pickled(lmax)) == {"a": lmax(5), "b": lmax(2)}
+
+
+def test_merge_column_several_keys_and_odd_names(spark: Any) -> None:
+    rows = [("x", 1, True), ("x", 1, False), ("x", 2, False), ("y", 1, None)]
+    df = spark.createDataFrame(rows, "`the key` string, `n.o` int, `done!` boolean")
+    out = merge_column(df, ["the key", "n.o"], "done!", lbool)
+    assert out.columns == ["the key", "n.o", "done!"]
+    got = {(r[0], r[1]): r[2] for r in out.collect()}
+    assert got == {("x", 1): True, ("x", 2): False, ("y", 1): False}
+    py = merge_column(
+        df.selectExpr("`the key`", "`n.o`", "`done!`"), ["the key", "n.o"], "done!", lbool
+    )
+    assert {(r[0], r[1]): r[2] for r in py.collect()} == got
+
+
+def test_merge_column_multi_key_python_path(spark: Any) -> None:
+    pairs = [(("a", 1), lmin(4)), (("a", 1), lmin(2)), (("a", 2), lmin(9))]
+    rows = [(k1, k2, to_spark(v, Pickled(lmin))) for (k1, k2), v in pairs]
+    df = spark.createDataFrame(rows, "k1 string, k2 int, v binary")
+    out = merge_column(df, ["k1", "k2"], "v", Pickled(lmin), num_partitions=2)
+    got = {(r.k1, r.k2): from_spark(r.v, Pickled(lmin)) for r in out.collect()}
+    assert got == {("a", 1): lmin(2), ("a", 2): lmin(9)}
+
+
+def test_to_rdd_and_to_dataframe(spark: Any) -> None:
+    pairs = [("a", lmax(1)), ("b", lmax(2))]
+    df = _df(spark, pairs, lmax, T.LongType())
+    assert sorted(to_rdd(df, "k", "v", lmax).collect()) == sorted(pairs)
+    back = to_dataframe(to_rdd(df, "k", "v", lmax), "k", "v", lmax, schema=df.schema)
+    assert _read(back, lmax) == dict(pairs)
+    inferred = to_dataframe(to_rdd(df, "k", "v", lmax), ["k"], "v", lmax)
+    assert inferred.columns == ["k", "v"] and _read(inferred, lmax) == dict(pairs)
+    multi = spark.sparkContext.parallelize([(("a", 1), lmin(3))])
+    out = to_dataframe(multi, ["s", "n"], "m", lmin).collect()
+    assert [tuple(r) for r in out] == [("a", 1, 3)]
+
+
+def test_merge_column_errors(spark: Any) -> None:
+    df = spark.createDataFrame([("a", 1)], "k string, v long")
+    with pytest.raises(ValueError, match=r"no column 'w' in the DataFrame \(columns: k, v\)"):
+        merge_column(df, "k", "w", lmax)
+    with pytest.raises(ValueError, match="cannot also be a key column"):
+        merge_column(df, ["k", "v"], "v", lmax)
+    with pytest.raises(ValueError, match="at least one column"):
+        merge_column(df, [], "v", lmax)
+    with pytest.raises(TypeError, match="expects a pyspark DataFrame"):
+        merge_column(df.rdd, "k", "v", lmax)
+    with pytest.raises(TypeError, match="column spec"):
+        merge_column(df, "k", "v", "lmax")
