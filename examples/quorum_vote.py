@@ -54,7 +54,7 @@ class QuorumDemo(QuorumVote):
         self.result <= self.result_chn.map(lambda r: (r.addr, self.tick_count))
 
 
-BALLOTS: list[list[str]] = [["alice"], ["bob", "alice"], [], ["alice"], ["carol", "dave"], []]
+BALLOTS: list[list[str]] = [["alice"], ["bob", "alice"], [], ["alice"], ["carol", "dave"], [], []]
 
 
 def main() -> dict[str, Any]:
@@ -67,7 +67,7 @@ def main() -> dict[str, Any]:
         p.ballot.insert([(v,) for v in cast])
         p.tick()
         votes = sorted(p.votes.value.reveal())
-        cnt = p.cnt.value.reveal()
+        cnt = p.cnt.value.reveal()  # None would be ⊥; size() of the empty set is 0
         done = bool(p.quorum_done.value)
         result = sorted(tuple(r) for r in p.result)
         trace.append({"tick": p.tick_count, "votes": votes, "cnt": cnt, "done": done})

@@ -1,0 +1,96 @@
+"""Shared helpers of the Bloom^L benchmarks: timing, peak memory, loading examples, verdicts."""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import platform
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_example(name: str) -> ModuleType:
+    """Import ``examples/<name>.py`` (the benchmarks measure the example programs themselves)."""
+    mod_name = f"blooml_example_{name}"
+    if mod_name in sys.modules:
+        return sys.modules[mod_name]
+    spec = importlib.util.spec_from_file_location(mod_name, ROOT / "examples" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
+    """Run ``fn`` once after a full collection; return (seconds, result)."""
+    gc.collect()
+    t0 = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - t0, result
+
+
+def best_of(repeat: int, fn: Callable[[], T]) -> tuple[float, T]:
+    """The fastest of ``repeat`` runs (the least disturbed by other processes) and its result."""
+    best = float("inf")
+    result: Any = None
+    for _ in range(repeat):
+        t, result = timed(fn)
+        best = min(best, t)
+    return best, result
+
+
+def peak_memory(fn: Callable[[], Any]) -> int:
+    """Peak bytes allocated by Python while ``fn`` runs (tracemalloc; run apart from timing,
+    because tracing slows allocation down)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        fn()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak
+
+
+def mib(n: int) -> str:
+    """``n`` bytes in MiB, for printing."""
+    return f"{n / 2**20:.1f} MiB"
+
+
+def header(title: str, params: dict[str, Any]) -> None:
+    """Print the benchmark's title, the machine and its parameters."""
+    print(f"== {title}")
+    print(f"   python {platform.python_version()} on {platform.machine()}, {platform.system()}")
+    for k, v in params.items():
+        print(f"   {k}: {v}")
+
+
+class Verdicts:
+    """Collects target checks; ``exit_code()`` is 1 if any was missed."""
+
+    def __init__(self) -> None:
+        self.missed: list[str] = []
+
+    def check(self, name: str, ok: bool, detail: str) -> None:
+        """Record and print one check."""
+        print(f"   [{'ok' if ok else 'MISSED'}] {name}: {detail}")
+        if not ok:
+            self.missed.append(name)
+
+    def exit_code(self) -> int:
+        """0 when every target was met, else 1 (after printing which were missed)."""
+        if self.missed:
+            print(f"targets missed: {', '.join(self.missed)}")
+            return 1
+        print("all targets met")
+        return 0

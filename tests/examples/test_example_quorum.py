@@ -1,0 +1,67 @@
+"""examples/quorum_vote.py: the seed figure, run over the loopback channel."""
+
+from __future__ import annotations
+
+from _examples import load_example
+from hypothesis import given
+from hypothesis import strategies as st
+
+from blooml import lbool, lmax, lset
+
+qv = load_example("quorum_vote")
+
+
+def run(ballots: list[list[str]]) -> tuple[object, list[dict[str, object]]]:
+    p = qv.QuorumDemo()
+    trace = []
+    for cast in ballots:
+        p.ballot.insert([(v,) for v in cast])
+        p.tick()
+        trace.append(
+            {
+                "votes": set(p.votes.value.reveal()),
+                "cnt": p.cnt.value,
+                "done": p.quorum_done.value,
+                "result": {tuple(r) for r in p.result},
+            }
+        )
+    return p, trace
+
+
+def test_main_trace() -> None:
+    out = qv.main()
+    votes = [t["votes"] for t in out["trace"]]
+    # a vote cast in tick t is visible in tick t + 1 (the channel delivers at a later tick)
+    assert votes[0] == []
+    assert votes[1] == ["alice"]
+    assert votes[2] == ["alice", "bob"]
+    assert votes[4] == ["alice", "bob"]
+    assert votes[5] == ["alice", "bob", "carol", "dave"]
+    assert [t["cnt"] for t in out["trace"]] == [0, 1, 2, 2, 2, 4, 4]
+    assert [t["done"] for t in out["trace"]] == [False] * 5 + [True, True]
+    # quorum reached in tick 6: the result message arrives in tick 7
+    assert out["result_tick"] == 7
+
+
+def test_result_arrives_one_tick_after_quorum() -> None:
+    p, trace = run([["a", "b", "c"], [], [], []])
+    assert [t["done"] for t in trace] == [lbool(False), lbool(True), lbool(True), lbool(True)]
+    assert trace[1]["result"] == set()
+    assert trace[2]["result"] == {(qv.RESULT_ADDR, 3)}
+    # when_true keeps deriving the same message, which the table holds once
+    assert trace[3]["result"] == {(qv.RESULT_ADDR, 3)}
+    assert p.cnt.value == lmax(3)
+    assert p.votes.value == lset({"a", "b", "c"})
+
+
+@given(st.lists(st.lists(st.sampled_from(["v1", "v2", "v3", "v4", "v5"]), max_size=4), max_size=6))
+def test_counts_distinct_voters_whatever_the_order(ballots: list[list[str]]) -> None:
+    ballots = [*ballots, [], []]  # let the last votes and the result arrive
+    _, trace = run(ballots)
+    for i, t in enumerate(trace):
+        seen = {v for cast in ballots[:i] for v in cast}  # cast before this tick
+        assert t["votes"] == seen
+        assert t["cnt"] == lmax(len(seen))
+        assert bool(t["done"]) == (len(seen) >= qv.QUORUM_SIZE)
+    everyone = {v for cast in ballots for v in cast}
+    assert bool(trace[-1]["result"]) == (len(everyone) >= qv.QUORUM_SIZE)
