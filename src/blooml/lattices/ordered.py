@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from numbers import Number
 from typing import Any, TypeVar
 
@@ -29,6 +30,11 @@ def _check_ordered(cls_name: str, value: Any) -> None:
     if isinstance(value, Lattice):
         raise LatticeValueError(
             cls_name, value, f"expected a plain ordered value, not a lattice ({value!r})"
+        )
+    if isinstance(value, AbstractSet):
+        # <= on sets is inclusion, a partial order: max/min would depend on merge order.
+        raise LatticeValueError(
+            cls_name, value, "sets are only partially ordered (by inclusion); use lset"
         )
     try:
         ok = value <= value
@@ -88,9 +94,13 @@ class lmax(_Ordered):
         if a is None:
             return other
         try:
-            return other if b > a else self
+            if b > a:
+                return other
+            if a >= b:
+                return self
         except TypeError:
             raise self._cmp_error(other) from None
+        raise self._cmp_error(other)  # partially ordered values: no order-independent max
 
     @morph
     def gt(self, n: Any) -> lbool:
@@ -147,9 +157,13 @@ class lmin(_Ordered):
         if a is None:
             return other
         try:
-            return other if b < a else self
+            if b < a:
+                return other
+            if a <= b:
+                return self
         except TypeError:
             raise self._cmp_error(other) from None
+        raise self._cmp_error(other)  # partially ordered values: no order-independent min
 
     @morph
     def lt(self, n: Any) -> lbool:
