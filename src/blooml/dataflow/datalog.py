@@ -518,7 +518,7 @@ def _path(edges: dict[str, set[str]], src: str, dst: str, allowed: list[str]) ->
         cur = prev.get(cur)
         if cur is not None:
             path.append(cur)
-    return [*path[::-1], dst] if src == dst else path[::-1] + [path[-1]]
+    return [*path[::-1], dst] if src == dst else [*path[::-1], path[-1]]
 
 
 # -- from-scratch evaluation (reference and baseline) ----------------------------------------

@@ -13,6 +13,7 @@ the current one (the output of ``Z1Trace``); the current delta arrives separatel
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -664,10 +665,8 @@ def _aggregator(agg: Any) -> Aggregator:
 
 def _group(vals: dict[Any, int]) -> tuple[tuple[Any, int], ...]:
     items = list(vals.items())
-    try:
+    with contextlib.suppress(TypeError):
         items.sort(key=lambda vw: vw[0])
-    except TypeError:
-        pass
     return tuple(items)
 
 

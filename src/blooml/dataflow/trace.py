@@ -79,7 +79,7 @@ class _Batch:
         return len(self.keys)
 
     def rows(self) -> Iterator[tuple[tuple[Any, Any, Any], int]]:
-        return zip(zip(self.keys, self.vals, self.times), self.weights)  # type: ignore[return-value]
+        return zip(zip(self.keys, self.vals, self.times, strict=False), self.weights, strict=False)  # type: ignore[return-value]
 
     def span(self, key: Any, fallback: bool) -> range:
         """Indices of the updates whose key equals ``key``."""
@@ -316,7 +316,12 @@ class Trace:
                     out.extend((vals[i], times[i], ws[i]) for i in r if b.keys[i] == key)
                 else:
                     out.extend(
-                        zip(vals[r.start : r.stop], times[r.start : r.stop], ws[r.start : r.stop])
+                        zip(
+                            vals[r.start : r.stop],
+                            times[r.start : r.stop],
+                            ws[r.start : r.stop],
+                            strict=False,
+                        )
                     )
         return out
 
@@ -330,7 +335,9 @@ class Trace:
                 if fb:
                     out.extend((b.times[i], b.weights[i]) for i in r if b.keys[i] == key)
                 else:
-                    out.extend(zip(b.times[r.start : r.stop], b.weights[r.start : r.stop]))
+                    out.extend(
+                        zip(b.times[r.start : r.stop], b.weights[r.start : r.stop], strict=False)
+                    )
         return out
 
     def __iter__(self) -> Iterator[tuple[Any, Any, Any, int]]:
@@ -340,7 +347,7 @@ class Trace:
         """
         if len(self._spine) == 1:
             b = self._spine[0]
-            yield from zip(b.keys, b.vals, b.times, b.weights)
+            yield from zip(b.keys, b.vals, b.times, b.weights, strict=False)
             return
         if self._fallback:
             rows = _consolidate(b.rows() for b in self._spine)

@@ -8,6 +8,7 @@ one dict operation per element. Zero weights are never stored.
 
 from __future__ import annotations
 
+import contextlib
 import operator as _operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any
@@ -40,10 +41,9 @@ def _add_into(d: dict[Any, int], elem: Any, w: int, where: str) -> None:
 
 def _sorted_items(items: Iterable[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
     lst = list(items)
-    try:
+    # Mixed types that cannot be compared keep insertion order: still a faithful repr.
+    with contextlib.suppress(TypeError):
         lst.sort(key=lambda kv: kv[0])
-    except TypeError:  # mixed types: keep insertion order, it is still a faithful repr
-        pass
     return lst
 
 
