@@ -66,6 +66,12 @@ class _Text:
     def __repr__(self) -> str:
         return self.text
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Text) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
 
 @dataclass(frozen=True)
 class Check:
