@@ -21,6 +21,25 @@ from blooml.lattices import __all__ as _lattice_names
 __version__ = "0.1.0"
 
 # -- rule layer (bloom/) --
+from blooml.bloom import (
+    LocalNetwork,
+    Program,
+    accum,
+    avg,
+    bloom,
+    bool_and,
+    bool_or,
+    channel,
+    count,
+    interface,
+    max_,
+    min_,
+    periodic,
+    rows,
+    scratch,
+    sum_,
+    table,
+)
 
 __all__ = [
     "BloomError",
@@ -32,4 +51,21 @@ __all__ = [
     "UnstratifiableError",
     "__version__",
     *_lattice_names,
+    "LocalNetwork",
+    "Program",
+    "accum",
+    "avg",
+    "bloom",
+    "bool_and",
+    "bool_or",
+    "channel",
+    "count",
+    "interface",
+    "max_",
+    "min_",
+    "periodic",
+    "rows",
+    "scratch",
+    "sum_",
+    "table",
 ]

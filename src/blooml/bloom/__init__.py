@@ -1,0 +1,40 @@
+"""The Bloom^L DSL: ``Program``, ``@bloom``, state declarations, aggregates and ``rows``.
+
+The DSL records rules as IR (:mod:`blooml.ir`) and evaluates nothing; program instances run
+on the embedded engine (:mod:`blooml.engine`). See ``docs/bloom.md``.
+"""
+
+from blooml.bloom._decl import channel, interface, periodic, scratch, table
+from blooml.bloom._exprs import (
+    accum,
+    avg,
+    bool_and,
+    bool_or,
+    count,
+    max_,
+    min_,
+    rows,
+    sum_,
+)
+from blooml.bloom.program import Program, bloom
+from blooml.engine.network import LocalNetwork
+
+__all__ = [
+    "LocalNetwork",
+    "Program",
+    "accum",
+    "avg",
+    "bloom",
+    "bool_and",
+    "bool_or",
+    "channel",
+    "count",
+    "interface",
+    "max_",
+    "min_",
+    "periodic",
+    "rows",
+    "scratch",
+    "sum_",
+    "table",
+]

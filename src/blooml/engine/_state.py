@@ -1,0 +1,93 @@
+"""Run-time state besides relations: lattice variables and pending (next-tick) inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blooml.errors import BloomError
+
+__all__ = ["LatVarState", "Pending"]
+
+
+class LatVarState:
+    """One lattice variable: its value and the increments merged into it this tick.
+
+    ``incs[lo:hi]`` is the current delta (its merge is what a morphism is applied to);
+    ``changes`` counts changes over the program's life (for "did it change since" checks).
+    """
+
+    __slots__ = ("changes", "cls", "hi", "incs", "lo", "name", "value")
+
+    def __init__(self, name: str, cls: type, initial: Any) -> None:
+        self.name = name
+        self.cls = cls
+        self.value = initial
+        self.incs: list[Any] = []
+        self.lo = 0
+        self.hi = 0
+        self.changes = 0
+
+    def merge_in(self, v: Any, where: str) -> bool:
+        """Merge ``v`` into the value; return whether it grew."""
+        if type(v) is not self.cls:
+            wn = getattr(self.cls, "wrapper_name", "") or self.cls.__qualname__
+            raise BloomError(
+                f"{where}: cannot merge {v!r} ({type(v).__qualname__}) into lattice variable "
+                f"{self.name!r} of type {wn}"
+            )
+        cur = self.value
+        new = cur.merge(v)
+        if new is cur or new == cur:
+            return False
+        self.value = new
+        self.incs.append(v)
+        self.changes += 1
+        return True
+
+    def delta_value(self) -> Any:
+        """The merge of the current delta's increments, or ``None`` when there are none."""
+        lo, hi = self.lo, self.hi
+        if lo >= hi:
+            return None
+        incs = self.incs
+        d = incs[lo]
+        for i in range(lo + 1, hi):
+            d = d.merge(incs[i])
+        return d
+
+    def begin(self) -> Any:
+        """Start a tick; return what ``rollback`` needs."""
+        self.incs = []
+        self.lo = self.hi = 0
+        return (self.value, self.changes)
+
+    def rollback(self, token: Any) -> None:
+        """Restore the value as it was at ``begin``."""
+        self.value, self.changes = token
+        self.incs = []
+        self.lo = self.hi = 0
+
+
+class Pending:
+    """Facts for the next tick: ``<+`` inserts, ``<-`` deletes, ``<+-`` replacements, lattice
+    merges, external input and arrived channel messages."""
+
+    __slots__ = ("deletes", "inserts", "lats", "replaces")
+
+    def __init__(self) -> None:
+        self.inserts: dict[str, list[Any]] = {}
+        self.deletes: dict[str, list[Any]] = {}
+        self.replaces: dict[str, list[Any]] = {}
+        self.lats: dict[str, list[Any]] = {}
+
+    def add(self, kind: str, name: str, items: list[Any]) -> None:
+        """Queue ``items`` under ``kind`` (``inserts``, ``deletes``, ``replaces``, ``lats``)."""
+        d: dict[str, list[Any]] = getattr(self, kind)
+        lst = d.get(name)
+        if lst is None:
+            d[name] = list(items)
+        else:
+            lst.extend(items)
+
+    def __bool__(self) -> bool:
+        return bool(self.inserts or self.deletes or self.replaces or self.lats)

@@ -1,0 +1,372 @@
+"""The embedded engine: one program instance's state and its timesteps.
+
+A tick (see ``docs/bloom.md``): (1) inputs become visible: scratches are emptied, expired soft
+state dropped, the previous tick's ``<+-``/``<-``/``<+`` facts, external input, arrived
+messages and periodic firings applied; (2) each stratum runs to fixpoint, semi-naively;
+(3) ``<+ <- <~ <+-`` rules are evaluated on the final state; their facts wait for the next tick
+and messages are sent once the tick has committed.
+
+Across ticks the evaluation is incremental: a rule whose head persists (a table or a lattice
+variable) is evaluated on what changed since the last tick (new rows, lattice increments),
+because what it derived before is still there. It is evaluated in full when that may not hold:
+on the first tick, after its head lost tuples, when a lattice variable its functions read grew,
+or when it reads ``tick_count``. Heads that do not persist (scratches, channels, interfaces)
+are re-derived in full every tick, as in Bud. A tick is atomic: every change is logged and
+undone if anything raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from blooml.engine._lat_eval import LatEval
+from blooml.engine._state import LatVarState, Pending
+from blooml.engine.compile import compile_node
+from blooml.engine.relation import Relation
+from blooml.engine.views import CollectionView, LatticeView
+from blooml.errors import BloomError
+from blooml.ir.program import ProgramIR, Rule
+
+__all__ = ["Runtime"]
+
+_NOTE_MARK = "blooml: "
+
+
+def _note(exc: BaseException, text: str) -> None:
+    notes = getattr(exc, "__notes__", ())
+    if not any(n.startswith(_NOTE_MARK) for n in notes):
+        exc.add_note(_NOTE_MARK + text)
+
+
+class CompiledRule:
+    """A rule bound to one runtime: its evaluator, head and incremental bookkeeping."""
+
+    __slots__ = (
+        "body",
+        "fresh",
+        "head_lat",
+        "head_rel",
+        "is_lat_body",
+        "op",
+        "persistent",
+        "read_vars",
+        "rule",
+        "seen_removals",
+        "where",
+    )
+
+    def __init__(self, rule: Rule, rt: Runtime) -> None:
+        self.rule = rule
+        self.op = rule.op
+        self.where = rule.describe()
+        self.head_rel: Relation | None = rt.rels.get(rule.head)
+        self.head_lat: LatVarState | None = rt.lats.get(rule.head)
+        self.body = compile_node(rule.body, rt, raw=self.head_rel is not None)
+        self.is_lat_body = isinstance(self.body, LatEval)
+        self.read_vars = [rt.lats[v] for v in sorted(rule.reads)]
+        if self.head_rel is not None:
+            self.persistent = self.head_rel.persistent and rule.op in ("<=", "<+", "<+-")
+        else:
+            self.persistent = True
+        self.fresh = True
+        self.seen_removals = 0
+
+    def full_mode(self, first_round: bool) -> bool:
+        """Whether this evaluation must be over the whole state (see the module docstring)."""
+        if first_round:
+            if self.fresh or not self.persistent or self.rule.reads_tick:
+                return True
+            head = self.head_rel
+            if head is not None and head.removals != self.seen_removals:
+                return True
+            return any(v.incs for v in self.read_vars)
+        return any(v.hi > v.lo for v in self.read_vars)
+
+    def evaluate(self, full: bool) -> Any:
+        """The body's rows (or lattice value) to apply to the head."""
+        b = self.body
+        if self.is_lat_body:
+            return b.value() if full else b.delta()
+        return b.full() if full else b.delta()
+
+
+class Runtime:
+    """State and tick loop of one program instance (``program._rt``)."""
+
+    def __init__(
+        self,
+        ir: ProgramIR,
+        program: Any,
+        proxy: Any,
+        *,
+        addr: str,
+        clock: Callable[[], float],
+    ) -> None:
+        self.ir = ir
+        self.program = program
+        self.proxy = proxy
+        self.addr = addr
+        self.clock = clock
+        self.network: Any = None
+        self.tick_count = 0
+        self.now = clock()
+        self.rels = {name: Relation(info) for name, info in ir.collections.items()}
+        self.lats = {
+            name: LatVarState(name, info.cls, info.initial) for name, info in ir.lattices.items()
+        }
+        self.rules = [CompiledRule(r, self) for r in ir.rules]
+        self.strata = [[self.rules[i] for i in s] for s in ir.strata]
+        self.temporal = [self.rules[i] for i in ir.temporal]
+        self.pending = Pending()
+        self.outbox: list[tuple[str, str, tuple[Any, ...]]] = []
+        self.periodic = {
+            name: [self.now + (info.period or 0.0), 0]
+            for name, info in ir.collections.items()
+            if info.kind == "periodic"
+        }
+        self._views: dict[str, Any] = {}
+
+    # -- access ---------------------------------------------------------------------------------
+
+    def view(self, name: str) -> Any:
+        """The user-facing view of collection or lattice variable ``name``."""
+        v = self._views.get(name)
+        if v is None:
+            v = CollectionView(self, name) if name in self.rels else LatticeView(self, name)
+            self._views[name] = v
+        return v
+
+    def read_attr(self, name: str) -> Any:
+        """``self.<name>`` inside a rule function while a tick runs."""
+        var = self.lats.get(name)
+        if var is not None:
+            return var.value
+        if name == "tick_count":
+            return self.tick_count
+        if name in self.rels:
+            raise BloomError(
+                f"self.{name} is a collection: rule functions cannot read collections (it "
+                "would hide a dependency); join with it, or use notin/include"
+            )
+        return getattr(self.program, name)
+
+    # -- the tick -------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Run one atomic timestep."""
+        now = self.clock()
+        rel_tokens = {n: r.begin() for n, r in self.rels.items()}
+        lat_tokens = {n: v.begin() for n, v in self.lats.items()}
+        saved = (
+            self.pending,
+            self.tick_count,
+            self.now,
+            {k: list(v) for k, v in self.periodic.items()},
+        )
+        consumed = self.pending
+        self.pending = Pending()
+        self.outbox = []
+        self.now = now
+        prev_rt = self.proxy._rt
+        self.proxy._rt = self
+        try:
+            self._apply_inputs(consumed, now)
+            for stratum in self.strata:
+                self._run_stratum(stratum)
+            self._run_temporal()
+        except BaseException:
+            for n, r in self.rels.items():
+                r.rollback(rel_tokens[n])
+            for n, v in self.lats.items():
+                v.rollback(lat_tokens[n])
+            self.pending, self.tick_count, self.now, self.periodic = saved
+            self.outbox = []
+            for cr in self.rules:
+                cr.fresh = True  # change tracking is not rolled back: start over in full
+            raise
+        finally:
+            self.proxy._rt = prev_rt
+        for r in self.rels.values():
+            r.commit()
+        self.tick_count += 1
+        outbox, self.outbox = self.outbox, []
+        for addr, chan, row in outbox:
+            self._deliver(addr, chan, row)
+
+    def _apply_inputs(self, pend: Pending, now: float) -> None:
+        for rel in self.rels.values():
+            if not rel.persistent:
+                rel.clear()
+            elif rel.ttl is not None:
+                rel.expire(now)
+        for name, rows in pend.replaces.items():
+            rel = self.rels[name]
+            for row in rows:
+                rel.remove_key(row)
+            for row in rows:
+                rel.add(row, now)
+        for name, rows in pend.deletes.items():
+            rel = self.rels[name]
+            for row in rows:
+                rel.remove(row)
+        for name, rows in pend.inserts.items():
+            rel = self.rels[name]
+            for row in rows:
+                rel.add(row, now)
+        for name, values in pend.lats.items():
+            var = self.lats[name]
+            for v in values:
+                var.merge_in(v, f"input to {name}")
+        for name, state in self.periodic.items():
+            if now >= state[0]:
+                rel = self.rels[name]
+                rel.add(rel.make_row((state[1], now), name), now)
+                state[1] += 1
+                period = self.ir.collections[name].period or 0.0
+                state[0] += period
+                if state[0] <= now:
+                    state[0] = now + period
+
+    def _open_all(self, from_start: bool) -> bool:
+        """Advance every delta window; return whether any is non-empty."""
+        live = False
+        for rel in self.rels.values():
+            if from_start:
+                rel.lo = 0
+            else:
+                rel.lo = rel.hi
+            rel.hi = len(rel.tick_new)
+            live = live or rel.hi > rel.lo
+        for var in self.lats.values():
+            var.lo = 0 if from_start else var.hi
+            var.hi = len(var.incs)
+            live = live or var.hi > var.lo
+        return live
+
+    def _run_stratum(self, rules: list[CompiledRule]) -> None:
+        self._open_all(True)
+        first = True
+        while True:
+            for cr in rules:
+                self._fire(cr, first)
+            first = False
+            if not self._open_all(False):
+                break
+
+    def _run_temporal(self) -> None:
+        self._open_all(True)
+        for cr in self.temporal:
+            self._fire(cr, True)
+
+    def _fire(self, cr: CompiledRule, first: bool) -> None:
+        full = cr.full_mode(first)
+        try:
+            out = cr.evaluate(full)
+            if cr.op == "<=":
+                self._emit(cr, out)
+            else:
+                self._defer(cr, out)
+        except BaseException as exc:
+            _note(exc, f"in {cr.where}")
+            raise
+        cr.fresh = False
+        if cr.head_rel is not None:
+            cr.seen_removals = cr.head_rel.removals
+
+    def _emit(self, cr: CompiledRule, out: Any) -> None:
+        rel = cr.head_rel
+        if rel is not None:
+            now = self.now
+            add = rel.add
+            row_type = rel.row_type
+            arity = rel.arity
+            new = tuple.__new__
+            for r in out:
+                if type(r) is tuple and len(r) == arity:
+                    r = new(row_type, r)
+                elif type(r) is not row_type:
+                    if r is None:
+                        continue
+                    r = rel.make_row(r, cr.where)
+                add(r, now)
+            return
+        var = cr.head_lat
+        assert var is not None
+        value = self._fold(cr, out)
+        if value is not None:
+            var.merge_in(value, cr.where)
+
+    def _fold(self, cr: CompiledRule, out: Any) -> Any:
+        """A lattice head: the body's value, or its rows folded with merge."""
+        if cr.is_lat_body:
+            return out
+        var = cr.head_lat
+        assert var is not None
+        b = None
+        for r in out:
+            if r is None:
+                continue
+            item = (r[0] if len(r) == 1 else tuple(r)) if isinstance(r, tuple) else r
+            if b is None:
+                b = var.cls.builder()
+            b.add(item)
+        return None if b is None else b.freeze()
+
+    def _defer(self, cr: CompiledRule, out: Any) -> None:
+        op = cr.op
+        if cr.head_lat is not None:
+            value = self._fold(cr, out)
+            if value is not None:
+                if type(value) is not cr.head_lat.cls:
+                    cr.head_lat.merge_in(value, cr.where)  # raises the type error
+                self.pending.add("lats", cr.rule.head, [value])
+            return
+        rel = cr.head_rel
+        assert rel is not None
+        rows = []
+        for r in out:
+            if r is None:
+                continue
+            rows.append(rel.make_row(r, cr.where))
+        if not rows:
+            return
+        if op == "<~":
+            loc = rel.info.loc
+            assert loc is not None
+            for row in rows:
+                self._check_addr(row[loc], rel.name, row)
+                self.outbox.append((row[loc], rel.name, tuple(row)))
+            return
+        kind = {"<+": "inserts", "<-": "deletes", "<+-": "replaces"}[op]
+        if kind != "inserts":
+            for row in rows:
+                rel._bad_key(row)
+        self.pending.add(kind, rel.name, rows)
+
+    # -- channels -------------------------------------------------------------------------------
+
+    def _check_addr(self, addr: Any, chan: str, row: Any) -> None:
+        if self.network is not None:
+            self.network.check(self, addr, chan, row)
+        elif addr != self.addr:
+            raise BloomError(
+                f"channel {chan!r}: message {tuple(row)!r} is addressed to {addr!r}, but this "
+                f"program ({self.addr!r}) has no network; only its own address is delivered "
+                "(loopback). Pass network=LocalNetwork() to connect programs"
+            )
+
+    def _deliver(self, addr: Any, chan: str, row: tuple[Any, ...]) -> None:
+        if self.network is not None:
+            self.network.send(self, addr, chan, row)
+        else:
+            self.receive(chan, row)
+
+    def receive(self, chan: str, row: tuple[Any, ...]) -> None:
+        """A message arrived on channel ``chan``: visible at this program's next tick."""
+        rel = self.rels[chan]
+        self.pending.add("inserts", chan, [rel.make_row(row, f"message on {chan}")])
+
+    def is_fresh(self, rule: Rule) -> bool:  # pragma: no cover - debugging aid
+        """Whether ``rule`` will next be evaluated in full."""
+        return self.rules[rule.index].fresh

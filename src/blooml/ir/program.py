@@ -1,0 +1,238 @@
+"""The IR of a whole program: its state, its rules, the dependency graph and the strata."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from blooml.ir.nodes import Lat, Node
+
+__all__ = ["TEMPORAL_OPS", "CollectionInfo", "Edge", "LatticeInfo", "ProgramIR", "Rule"]
+
+#: Operators whose effect is visible at a later tick (they break cycles).
+TEMPORAL_OPS = frozenset({"<+", "<-", "<~", "<+-"})
+
+
+@attrs.frozen
+class CollectionInfo:
+    """A declared collection.
+
+    Attributes:
+        name: the attribute name.
+        kind: ``table``, ``scratch``, ``channel``, ``periodic`` or ``interface``.
+        keys: key column names (``@`` stripped); ``values``: the other columns.
+        loc: index of the location column of a channel (``None`` otherwise).
+        ttl: lifetime in seconds of a soft-state table (``None``: hard state).
+        period: seconds between firings of a ``periodic``.
+        direction: ``"input"``/``"output"`` for interfaces.
+    """
+
+    name: str
+    kind: str
+    keys: tuple[str, ...]
+    values: tuple[str, ...] = ()
+    loc: int | None = None
+    ttl: float | None = None
+    period: float | None = None
+    direction: str | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Every column, keys first."""
+        return (*self.keys, *self.values)
+
+    @property
+    def persistent(self) -> bool:
+        """Whether tuples survive the end of a tick (tables do; the rest are scratches)."""
+        return self.kind == "table"
+
+    def describe(self) -> str:
+        """One line such as ``table path [src, dst, hop] -> [c]``."""
+        keys = ", ".join(("@" if i == self.loc else "") + k for i, k in enumerate(self.keys))
+        text = f"{self.kind} {self.name} [{keys}]"
+        if self.values:
+            text += f" -> [{', '.join(self.values)}]"
+        if self.ttl is not None:
+            text += f" ttl={self.ttl}s"
+        if self.period is not None:
+            text += f" every {self.period}s"
+        if self.direction is not None:
+            text += f" ({self.direction})"
+        return text
+
+
+@attrs.frozen
+class LatticeInfo:
+    """A declared lattice variable: its class and initial value (⊥ unless given)."""
+
+    name: str
+    cls: type
+    initial: Any
+
+    def describe(self) -> str:
+        """One line such as ``lattice votes: lset = lset(frozenset())``."""
+        wn = getattr(self.cls, "wrapper_name", "") or self.cls.__qualname__
+        return f"lattice {self.name}: {wn} = {self.initial!r}"
+
+
+@attrs.frozen(repr=False)
+class Rule:
+    """One statement ``head op body``.
+
+    Attributes:
+        index: position in the program (rules are numbered in definition order).
+        head: the name of the collection or lattice variable on the left.
+        op: ``<=``, ``<+``, ``<-``, ``<~`` or ``<+-``.
+        body: the right-hand side (a :class:`~blooml.ir.nodes.Rel` or
+            :class:`~blooml.ir.nodes.Lat` node).
+        block: the ``@bloom`` method it was written in; ``file``/``line``: where.
+        reads: lattice variables read inside the rule's functions (re-evaluated on growth).
+        reads_tick: whether a function reads ``self.tick_count``.
+    """
+
+    index: int
+    head: str
+    op: str
+    body: Node
+    block: str
+    file: str
+    line: int
+    reads: frozenset[str] = frozenset()
+    reads_tick: bool = False
+
+    @property
+    def temporal(self) -> bool:
+        """Whether the effect is visible only at a later tick."""
+        return self.op in TEMPORAL_OPS
+
+    @property
+    def where(self) -> str:
+        """``file:line`` of the rule."""
+        return f"{self.file.rsplit('/', 1)[-1]}:{self.line}"
+
+    def describe(self) -> str:
+        """``rule 3 (paths.py:14, block rules): path <= map(link, ...)``."""
+        return f"rule {self.index} ({self.where}, block {self.block}): {self}"
+
+    def __str__(self) -> str:
+        return f"{self.head} {self.op} {self.body!r}"
+
+    def __repr__(self) -> str:
+        return f"<Rule {self.describe()}>"
+
+
+@attrs.frozen
+class Edge:
+    """A dependency ``src -> dst`` created by rule ``rule``; ``kind`` is ``monotone``,
+    ``nonmonotone`` or ``temporal``."""
+
+    src: str
+    dst: str
+    kind: str
+    rule: int
+
+
+@attrs.frozen(repr=False)
+class ProgramIR:
+    """Everything an engine needs to run a program, and what ``blooml analyze`` prints.
+
+    Attributes:
+        name: the program class's qualified name.
+        collections: declared collections by name; ``lattices``: lattice variables by name.
+        rules: every rule, in definition order.
+        edges: the dependency graph.
+        strata: rule indices per stratum (same-tick rules only), evaluated in order.
+        stratum_of: stratum of each collection / lattice variable.
+        temporal: indices of the rules evaluated at the end of a tick (``<+ <- <~ <+-``).
+    """
+
+    name: str
+    collections: dict[str, CollectionInfo]
+    lattices: dict[str, LatticeInfo]
+    rules: tuple[Rule, ...]
+    edges: tuple[Edge, ...]
+    strata: tuple[tuple[int, ...], ...]
+    stratum_of: dict[str, int]
+    temporal: tuple[int, ...]
+
+    def is_lattice(self, name: str) -> bool:
+        """Whether ``name`` is a lattice variable."""
+        return name in self.lattices
+
+    def nonmonotone_after_channels(self) -> list[tuple[Rule, list[str]]]:
+        """Rules with a non-monotone dependency downstream of a channel (CALM points of order).
+
+        Returns ``(rule, channels)`` pairs: the channels whose contents reach the rule's
+        non-monotone input.
+        """
+        succ: dict[str, set[str]] = {}
+        for e in self.edges:
+            succ.setdefault(e.src, set()).add(e.dst)
+        out: list[tuple[Rule, list[str]]] = []
+        chans = [c for c, info in self.collections.items() if info.kind == "channel"]
+        reach: dict[str, set[str]] = {}
+        for c in chans:
+            seen = {c}
+            stack = [c]
+            while stack:
+                for nxt in succ.get(stack.pop(), ()):
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        stack.append(nxt)
+            reach[c] = seen
+        for rule in self.rules:
+            srcs = {e.src for e in self.edges if e.rule == rule.index and e.kind == "nonmonotone"}
+            if not srcs and rule.temporal:
+                srcs = {
+                    e.src for e in self.edges if e.rule == rule.index and _nonmono_body(rule.body)
+                }
+            hit = sorted(c for c in chans if reach[c] & srcs)
+            if hit:
+                out.append((rule, hit))
+        return out
+
+    def format(self) -> str:
+        """A readable printout: state, strata with their rules, edges."""
+        lines = [f"program {self.name}", "", "state:"]
+        for c in self.collections.values():
+            lines.append(f"  {c.describe()}")
+        for lat in self.lattices.values():
+            lines.append(f"  {lat.describe()}")
+        for i, stratum in enumerate(self.strata):
+            lines.append("")
+            lines.append(f"stratum {i}:")
+            lines.extend(f"  [{self.rules[r].where}] {self.rules[r]}" for r in stratum)
+        if self.temporal:
+            lines.append("")
+            lines.append("end of tick (<+ <- <~ <+-):")
+            lines.extend(f"  [{self.rules[r].where}] {self.rules[r]}" for r in self.temporal)
+        lines.append("")
+        lines.append("dependencies:")
+        seen: set[tuple[str, str, str]] = set()
+        for e in self.edges:
+            if (e.src, e.dst, e.kind) not in seen:
+                seen.add((e.src, e.dst, e.kind))
+                mark = {"monotone": "->", "nonmonotone": "-!->", "temporal": "~>"}[e.kind]
+                lines.append(f"  {e.src} {mark} {e.dst}  ({e.kind}, rule {e.rule})")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def __repr__(self) -> str:
+        return (
+            f"<ProgramIR {self.name}: {len(self.collections)} collections, "
+            f"{len(self.lattices)} lattices, {len(self.rules)} rules, {len(self.strata)} strata>"
+        )
+
+
+def _nonmono_body(node: Node) -> bool:
+    from blooml.ir.graph import has_nonmonotone
+
+    return has_nonmonotone(node)
+
+
+def is_lattice_node(node: Node) -> bool:
+    """Whether ``node`` evaluates to a lattice value."""
+    return isinstance(node, Lat)
