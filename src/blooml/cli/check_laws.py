@@ -187,4 +187,4 @@ def _load_file(path: Path) -> Any:
 def _describe(obj: Any) -> str:
     if isinstance(obj, type):
         return f"the class {obj.__module__}.{obj.__qualname__}"
-    return f"a {type(obj).__qualname__} ({obj!r:.60})"
+    return f"{obj!r:.60} (of type {type(obj).__qualname__})"

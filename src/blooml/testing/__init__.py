@@ -39,3 +39,8 @@ __all__ = [
     "elements",
     "register",
 ]
+
+# Public names show (and pickle) as blooml.testing.X, not as their private home module.
+for _obj in (LatticeLaws, LawCheckError, LawReport, LawViolation, check_laws, elements, register):
+    _obj.__module__ = __name__
+del _obj
