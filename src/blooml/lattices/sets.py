@@ -290,11 +290,19 @@ class lset(Lattice):
         if n_small == 0:
             return big
         if n_small * _BULK_RATIO <= len(bv):
-            if _contains_all(bv, sv):
-                return big
             if type(bv) is frozenset:
+                if bv.issuperset(_elems(sv)):
+                    return big
                 bv = big._as_trie()
-            return type(self)._make(bv.update(_boxed(sv)))
+                boxed = _boxed(sv)
+            else:
+                boxed = _boxed(sv)
+                for t in boxed:  # O(small); stops at the first new element
+                    if t not in bv:
+                        break
+                else:
+                    return big
+            return type(self)._make(bv.update(boxed))
         fb, fs = _fz(bv), _fz(sv)
         if fb.issuperset(fs):
             return big
