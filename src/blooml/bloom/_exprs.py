@@ -106,7 +106,9 @@ class OpWrap(_Expr):
         self.expr = expr
 
     def __pos__(self) -> OpWrap:
-        raise BloomError(f"`++` is not a Bloom operator (in front of {self.expr!r})")
+        if self.op == "<-":
+            return OpWrap("<+-", self.expr)
+        raise BloomError(f"`+{self.op[-1]}` is not a Bloom operator (in front of {self.expr!r})")
 
     def __neg__(self) -> OpWrap:
         raise BloomError(f"`--`/`-+` is not a Bloom operator (in front of {self.expr!r})")

@@ -40,6 +40,9 @@ class RuleSpec:
     file: str
     line: int
 
+    def __bool__(self) -> bool:
+        _no_bool(f"the rule `{self.head} {self.op} ...`")
+
 
 class Recorder:
     """Collects the rules of the ``@bloom`` block being run (one per thread of definition)."""

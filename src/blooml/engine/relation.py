@@ -29,8 +29,12 @@ MISSING: Any = object()
 _EMPTY: dict[Any, Any] = {}
 
 
+def _unit(row: Any) -> tuple[()]:
+    return ()
+
+
 def _getter(cols: tuple[int, ...]) -> Any:
-    return itemgetter(*cols)
+    return itemgetter(*cols) if cols else _unit
 
 
 class Relation:

@@ -195,6 +195,13 @@ class Runtime:
             self._deliver(addr, chan, row)
 
     def _apply_inputs(self, pend: Pending, now: float) -> None:
+        try:
+            self._apply_pending(pend, now)
+        except BaseException as exc:
+            _note(exc, "while applying the facts queued for this tick (<+, <-, <+-, inserts)")
+            raise
+
+    def _apply_pending(self, pend: Pending, now: float) -> None:
         for rel in self.rels.values():
             if not rel.persistent:
                 rel.clear()
