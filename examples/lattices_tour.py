@@ -10,7 +10,7 @@ import pickle
 import random
 from typing import Any
 
-from blooml import kind_of, lbag, lbool, lmap, lmax, lmin, lpset, lset
+from blooml import kind_of, lbag, lmap, lmax, lmin, lpset, lset
 
 
 def section(title: str) -> None:
