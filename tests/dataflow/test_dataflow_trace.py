@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -59,7 +61,7 @@ def test_spine_merges_by_size() -> None:
         tr = tr.insert(ZSet({i: 1}), i)
     sizes = tr.batch_sizes()
     assert sum(sizes) == 1000 and len(sizes) <= 12
-    assert all(a >= b for a, b in zip(sizes, sizes[1:], strict=False))
+    assert all(a >= b for a, b in itertools.pairwise(sizes))
     assert tr.history(500) == [(500, 1)] and tr.history(5000) == []
 
 
