@@ -5,12 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _spark_helpers import CRDTS, KEYS, ORDERED, SPARK_SETTINGS, merged_by_key
+from _spark_helpers import (
+    COLLECTIONS,
+    CRDTS,
+    KEYS,
+    ORDERED,
+    SPARK_SETTINGS,
+    merged_by_key,
+    native_specs,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blooml.errors import LatticeTypeError, LatticeValueError
-from blooml.lattices import Lattice, lbool, lmax, lmin
+from blooml.lattices import Lattice, lbag, lbool, lmap, lmax, lmin, lpset, lset
 from blooml.spark import (
     MapOf,
     Pickled,
@@ -25,6 +33,8 @@ from blooml.spark import (
 
 pytestmark = pytest.mark.spark
 T = pytest.importorskip("pyspark.sql.types", reason="Spark tests need pyspark")
+NATIVE = native_specs(T)
+_NATIVE_SPECS = st.sampled_from(sorted(NATIVE, key=repr))
 
 
 def _schema(spec: Any, element: Any = None, key: Any = None) -> Any:
@@ -36,9 +46,11 @@ def _schema(spec: Any, element: Any = None, key: Any = None) -> Any:
     )
 
 
-def _df(spark: Any, pairs: list[tuple[str, Lattice]], spec: Any, element: Any = None) -> Any:
+def _df(
+    spark: Any, pairs: list[tuple[str, Lattice]], spec: Any, element: Any = None, key: Any = None
+) -> Any:
     rows = [(k, to_spark(v, spec)) for k, v in pairs]
-    return spark.createDataFrame(rows, _schema(spec, element))
+    return spark.createDataFrame(rows, _schema(spec, element, key))
 
 
 def _read(df: Any, spec: Any) -> dict[Any, Lattice]:
@@ -46,7 +58,8 @@ def _read(df: Any, spec: Any) -> dict[Any, Lattice]:
 
 
 def _types(df: Any) -> list[tuple[str, Any]]:
-    return [(f.name, f.dataType) for f in df.schema.fields]
+    # nullability may differ (an aggregate's result is never NULL, say); the types may not
+    return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
 
 
 def _plan(df: Any) -> str:
@@ -65,11 +78,40 @@ def _plan(df: Any) -> str:
         (lmin(), None),
         (lbool(True), True),
         (lbool(), False),
+        (lset({3, 1, 2}), [1, 2, 3]),
+        (lset(), []),
+        (lpset({0.5, 2}), [0.5, 2]),
+        (lbag(["x", "x", "y"]), {"x": 2, "y": 1}),
+        (lbag(), {}),
     ],
 )
 def test_to_spark_native_cells(value: Lattice, cell: Any) -> None:
     assert to_spark(value) == cell
     assert from_spark(cell, type(value)) == value
+
+
+def test_lmap_cells() -> None:
+    m = lmap({"a": lmax(1), "b": lmax()})
+    assert to_spark(m) == {"a": 1, "b": None}  # spec inferred: MapOf(lmax)
+    assert from_spark({"a": 1, "b": None}, MapOf(lmax)) == m  # a key mapped to ⊥ stays a key
+    nested = lmap({"a": lmap({"x": lset([1])})})
+    assert to_spark(nested) == {"a": {"x": [1]}}
+    assert from_spark({"a": {"x": [1]}}, MapOf(MapOf(lset))) == nested
+    assert from_spark(None, MapOf(lmax)) == lmap() == from_spark({}, MapOf(lmax))
+    assert to_spark(lmap(), MapOf(lbool)) == {}
+    with pytest.raises(TypeError, match=r"empty lmap: pass the spec"):
+        to_spark(lmap())
+    mixed = lmap({"a": lmax(1), "b": lmin(1)})
+    assert column_format(MapOf(lmax)).native and not column_format(Pickled(lmap)).native
+    assert from_spark(to_spark(mixed), Pickled(lmap)) == mixed  # mixed values: pickled
+
+
+def test_structs_and_arrays_come_back_as_tuples() -> None:
+    from pyspark.sql import Row
+
+    assert from_spark([Row(a=1, b="x"), Row(a=2, b="y")], lset) == lset([(1, "x"), (2, "y")])
+    assert from_spark(Row(a=1, b="x"), lmax) == lmax((1, "x"))
+    assert from_spark({(1, 2): 3}, lbag) == lbag({(1, 2): 3})
 
 
 def test_from_spark_null_is_bottom() -> None:
@@ -83,6 +125,16 @@ def test_spark_types() -> None:
     assert spark_type(lmin, T.StringType()) == T.StringType()
     assert spark_type(lbool) == T.BooleanType()
     assert spark_type(Pickled(lmax)) == T.BinaryType()
+    assert spark_type(lset, T.LongType()) == T.ArrayType(T.LongType(), False)
+    assert spark_type(lbag, T.StringType()) == T.MapType(T.StringType(), T.LongType(), False)
+    assert spark_type(MapOf(lbool), key=T.StringType()) == T.MapType(
+        T.StringType(), T.BooleanType(), True
+    )
+    assert spark_type(MapOf(MapOf(lset)), T.LongType(), key=T.StringType()) == T.MapType(
+        T.StringType(), T.MapType(T.StringType(), T.ArrayType(T.LongType(), False)), True
+    )
+    with pytest.raises(TypeError, match=r"needs the Spark type of the keys"):
+        spark_type(MapOf(lmax), T.LongType())
     with pytest.raises(TypeError, match=r"needs the Spark type of the elements"):
         spark_type(lmax)
 
@@ -107,11 +159,20 @@ def test_round_trip_through_a_dataframe(spark: Any, spec: Any, element: Any, val
     assert _read(_df(spark, pairs, spec, element), spec) == dict(pairs)
 
 
+@settings(**SPARK_SETTINGS)
+@given(st.data())
+def test_round_trip_of_every_native_spec(spark: Any, data: Any) -> None:
+    spec = data.draw(_NATIVE_SPECS)
+    strategy, element, key = NATIVE[spec]
+    values = data.draw(st.lists(strategy, max_size=6))
+    pairs = [(str(i), v) for i, v in enumerate(values)]
+    assert column_format(spec).native
+    assert _read(_df(spark, pairs, spec, element, key), spec) == dict(pairs)
+
+
 @settings(max_examples=6, deadline=None)
 @given(st.data())
 def test_round_trip_of_crdts_pickled(spark: Any, data: Any) -> None:
-    if not CRDTS:
-        pytest.skip("the CRDT modules are not importable")
     cls = data.draw(st.sampled_from(sorted(CRDTS, key=lambda c: c.__qualname__)))
     value = data.draw(CRDTS[cls])
     assert column_format(cls).kind == "pickle"
@@ -135,9 +196,6 @@ def test_to_spark_errors() -> None:
 
 
 def test_lmap_needs_the_value_class() -> None:
-    lmap = pytest.importorskip("blooml.lattices").__dict__.get("lmap")
-    if lmap is None:
-        pytest.skip("lmap has not landed")
     with pytest.raises(TypeError, match=r"MapOf\(lmax\)"):
         column_format(lmap)
     with pytest.raises(TypeError, match="lattice class of the map's values"):
@@ -147,44 +205,70 @@ def test_lmap_needs_the_value_class() -> None:
 # -- merge_column ---------------------------------------------------------------------------
 
 
-@st.composite
-def column_case(draw: Any, lattices: dict[type[Lattice], Any]) -> Any:
-    cls = draw(st.sampled_from(sorted(lattices, key=lambda c: c.__qualname__)))
-    pairs = draw(st.lists(st.tuples(KEYS, lattices[cls]), max_size=30))
-    return cls, pairs, draw(st.integers(1, 4))
-
-
 @settings(**SPARK_SETTINGS)
-@given(column_case(ORDERED))
-def test_merge_column_native_equals_in_process(spark: Any, case: Any) -> None:
-    cls, pairs, parts = case
-    element = None if cls is lbool else T.LongType()
-    df = _df(spark, pairs, cls, element).repartition(parts)
-    out = merge_column(df, "k", "v", cls)
+@given(st.data())
+def test_merge_column_native_equals_in_process(spark: Any, data: Any) -> None:
+    spec = data.draw(_NATIVE_SPECS)
+    strategy, element, key = NATIVE[spec]
+    pairs = data.draw(st.lists(st.tuples(KEYS, strategy), max_size=30))
+    df = _df(spark, pairs, spec, element, key).repartition(data.draw(st.integers(1, 4)))
+    out = merge_column(df, "k", "v", spec)
     assert out.columns == ["k", "v"]
     assert _types(out) == _types(df)
-    got = _read(out, cls)
-    want = merged_by_key(pairs)
-    # a key whose rows are all ⊥ reads back as ⊥ either way
-    assert got == want
+    assert _read(out, spec) == merged_by_key(pairs)
+
+
+_EVERY_CLASS = {**ORDERED, **COLLECTIONS, **CRDTS}
 
 
 @settings(**SPARK_SETTINGS)
-@given(column_case({**ORDERED, **CRDTS}))
-def test_merge_column_pickled_equals_in_process(spark: Any, case: Any) -> None:
-    cls, pairs, parts = case
-    df = _df(spark, pairs, Pickled(cls)).repartition(parts)
-    out = merge_column(df, "k", "v", Pickled(cls))
+@given(st.data())
+def test_merge_column_pickled_equals_in_process(spark: Any, data: Any) -> None:
+    cls = data.draw(st.sampled_from(sorted(_EVERY_CLASS, key=lambda c: c.__qualname__)))
+    pairs = data.draw(st.lists(st.tuples(KEYS, _EVERY_CLASS[cls]), max_size=30))
+    spec = cls if cls in CRDTS else Pickled(cls)
+    df = _df(spark, pairs, spec).repartition(data.draw(st.integers(1, 4)))
+    out = merge_column(df, "k", "v", spec)
     assert _types(out) == _types(df)
-    assert _read(out, Pickled(cls)) == merged_by_key(pairs)
+    assert _read(out, spec) == merged_by_key(pairs)
 
 
-def test_native_merge_runs_no_python(spark: Any) -> None:
-    df = spark.sql("SELECT * FROM VALUES ('a', 1L), ('a', 5L), ('b', 2L) AS t(k, v)")
-    out = merge_column(df, "k", "v", lmax)
+@pytest.mark.parametrize(
+    ("spec", "values", "want"),
+    [
+        (lmax, "1L, 5L, 2L", {"a": lmax(5), "b": lmax(2)}),
+        (lset, "array(1, 2), array(2, 3), array()", {"a": lset([1, 2, 3]), "b": lset()}),
+        (
+            MapOf(lmin),
+            "map('x', 4), map('x', 2, 'y', 9), map()",
+            {"a": lmap({"x": lmin(2), "y": lmin(9)}), "b": lmap()},
+        ),
+        (lbag, "map('p', 1), map('p', 3), map('q', 1)", {"a": lbag({"p": 3}), "b": lbag(["q"])}),
+    ],
+)
+def test_native_merge_runs_no_python(spark: Any, spec: Any, values: str, want: Any) -> None:
+    a1, a2, b = (v.strip() for v in _split(values))
+    df = spark.sql(f"SELECT * FROM VALUES ('a', {a1}), ('a', {a2}), ('b', {b}) AS t(k, v)")
+    out = merge_column(df, "k", "v", spec)
     plan = _plan(out)
     assert "LocalTableScan" in plan and "Python" not in plan and "ExistingRDD" not in plan, plan
-    assert _read(out, lmax) == {"a": lmax(5), "b": lmax(2)}
+    assert _read(out, spec) == want
+
+
+def _split(values: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in values:
+        if ch == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+    return [*parts, cur]
+
+
+def test_python_path_for_contrast(spark: Any) -> None:
     pairs = [("a", lmax(1)), ("a", lmax(5)), ("b", lmax(2))]
     py = merge_column(_df(spark, pairs, Pickled(lmax)), "k", "v", Pickled(lmax))
     assert "ExistingRDD" in _plan(py)  # the Python path, for contrast

@@ -5,7 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _spark_helpers import CRDTS, KEYS, ORDERED, SPARK_SETTINGS, merged_by_key
+from _spark_helpers import (
+    COLLECTIONS,
+    CRDTS,
+    ITEMS,
+    KEYS,
+    ORDERED,
+    SPARK_SETTINGS,
+    merged_by_key,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +26,7 @@ PythonException = pytest.importorskip(
     "pyspark.errors", reason="Spark tests need pyspark (pip install 'blooml[spark]')"
 ).PythonException
 
-ALL = {**ORDERED, **CRDTS}
+ALL = {**ORDERED, **COLLECTIONS, **CRDTS}
 
 
 @st.composite
@@ -86,9 +94,10 @@ def test_merge_by_key_bad_arguments(sc: Any) -> None:
 
 @st.composite
 def keyed_items(draw: Any) -> tuple[type[Lattice], list[tuple[str, Any]], int]:
-    cls = draw(st.sampled_from([lmax, lmin, lbool]))
-    item = st.booleans() if cls is lbool else st.integers(-100, 100)
-    return cls, draw(st.lists(st.tuples(KEYS, item), max_size=40)), draw(st.integers(1, 4))
+    """Plain items of a builtin, or lattice values of a CRDT (from_item keeps those)."""
+    items = {**ITEMS, **CRDTS}
+    cls = draw(st.sampled_from(sorted(items, key=lambda c: c.__qualname__)))
+    return cls, draw(st.lists(st.tuples(KEYS, items[cls]), max_size=40)), draw(st.integers(1, 4))
 
 
 @settings(**SPARK_SETTINGS)
@@ -111,7 +120,7 @@ def test_fold_equals_in_process_fold(sc: Any, case: Any) -> None:
 
 
 def test_fold_of_rows_uses_from_item(sc: Any) -> None:
-    llww = pytest.importorskip("blooml.lattices.crdts").llww
+    from blooml.lattices import llww
 
     rows = [("draft", 1, "a"), ("final", 3, "b"), ("mid", 2, "a")]
     assert fold(sc.parallelize(rows, 2), llww) == llww.fold(rows)

@@ -276,7 +276,7 @@ def _merge_native(df: Any, keys: list[str], column: str, fmt: ColumnFormat) -> A
     out = _merge_groups(src, groups, value, fmt, f"{tag}_0")
     return out.select(
         *[F.col(g).alias(k) for g, k in zip(groups, keys, strict=True)],
-        F.col(value).cast(df.schema[column].dataType).alias(column),
+        F.col(value).alias(column),
     )
 
 
