@@ -46,27 +46,31 @@ class Closure(Program):
     link = table(["src", "dst"])
     path = table(["src", "dst"])
 
+    # fmt: off
     @bloom
     def rules(self):
         self.path <= self.link
         self.path <= self.link.join(self.path, self.link.dst == self.path.src).map(
             lambda lk, p: (lk.src, p.dst)
         )
+    # fmt: on
 
 
 class ShortestFrom(Program):
     """Single-source shortest paths: ``dist`` holds an ``lmin`` per reachable node."""
 
-    source = table(["node"])
+    source = table(["v"])
     link = table(["src", "dst", "c"])
-    dist = table(["node"], ["d"])
+    dist = table(["v"], ["d"])
 
+    # fmt: off
     @bloom
     def rules(self):
-        self.dist <= self.source.map(lambda s: (s.node, lmin(0)))
-        self.dist <= self.dist.join(self.link, self.dist.node == self.link.src).map(
+        self.dist <= self.source.map(lambda s: (s.v, lmin(0)))
+        self.dist <= self.dist.join(self.link, self.dist.v == self.link.src).map(
             lambda d, lk: (lk.dst, d.d + lk.c)
         )
+    # fmt: on
 
 
 def engine_closure(edges: list[tuple[int, int]]) -> set[tuple[int, int]]:
@@ -83,7 +87,7 @@ def engine_sssp(edges: list[tuple[int, int, int]], source: int) -> dict[int, int
     p.link.insert(edges)
     p.source.insert([(source,)])
     p.tick()
-    return {r.node: r.d.reveal() for r in p.dist}
+    return {r.v: r.d.reveal() for r in p.dist}
 
 
 # -- the hand-written baselines: plain semi-naive evaluation over dicts and sets -------------

@@ -30,18 +30,22 @@ class Assignment(Program):
     can_do = table(["task", "worker"])
     assigned = table(["task"], ["worker"])
 
+    # fmt: off
     @bloom
     def assign(self):
         self.assigned <= self.can_do.choose(["task"], seed=0)
+    # fmt: on
 
 
 def assignment_with_seed(seed: int) -> type[Assignment]:
     """``Assignment`` with its ``assign`` block overridden to use ``seed``."""
 
     class Seeded(Assignment):
+        # fmt: off
         @bloom
         def assign(self):
             self.assigned <= self.can_do.choose(["task"], seed=seed)
+        # fmt: on
 
     Seeded.__name__ = Seeded.__qualname__ = f"Assignment_seed{seed}"
     return Seeded
@@ -65,29 +69,37 @@ class AsyncAsChoice(Program):
     arrived = scratch(["msg"])
     seen = table(["msg"], ["tick"])
 
+    # fmt: off
     @bloom
     def options(self):
         self.option <= self.send.join(self.delay).map(lambda m, d: (m.msg, self.tick_count + d.d))
+    # fmt: on
 
+    # fmt: off
     @bloom
     def schedule(self):
         self.scheduled <= self.option.choose(["msg"], seed=0)
+    # fmt: on
 
+    # fmt: off
     @bloom
     def deliver(self):
         self.arrived <= self.scheduled.filter(lambda s: s.due == self.tick_count).map(
             lambda s: s.msg
         )
         self.seen <= self.arrived.map(lambda a: (a.msg, self.tick_count))
+    # fmt: on
 
 
 def async_with_seed(seed: int) -> type[AsyncAsChoice]:
     """``AsyncAsChoice`` with its ``schedule`` block overridden to use ``seed``."""
 
     class Seeded(AsyncAsChoice):
+        # fmt: off
         @bloom
         def schedule(self):
             self.scheduled <= self.option.choose(["msg"], seed=seed)
+        # fmt: on
 
     Seeded.__name__ = Seeded.__qualname__ = f"AsyncAsChoice_seed{seed}"
     return Seeded

@@ -32,21 +32,25 @@ from blooml import LocalNetwork, Program, bloom, channel, interface, lmax, scrat
 class Sequence(Program):
     """A per-name sequence that jumps to the current tick on each event, and a gap-free counter."""
 
-    event = interface(["name"])
-    seq = table(["name"], ["n"])
+    event = interface(["ident"])
+    seq = table(["ident"], ["n"])
     counter = lmax(0)
 
+    # fmt: off
     @bloom
     def sequence(self):
         # seq(A, N)@next <- seq(A, _)@N, event(A)@N   (a first event starts the sequence)
-        self.seq < +self.event.map(lambda e: (e.name, self.tick_count))
+        self.seq <+ self.event.map(lambda e: (e.ident, self.tick_count))
         # seq(A, X)@next <- seq(A, X), notin event(A): the table persists by itself; the old
         # value must go where an event replaces it
-        self.seq < -self.seq.join(self.event, self.seq.name == self.event.name).map(lambda s, e: s)
+        self.seq <- self.seq.join(self.event, self.seq.ident == self.event.ident).map(lambda s, e: s)
+    # fmt: on
 
+    # fmt: off
     @bloom
     def count_ticks_with_events(self):
-        self.counter < +self.event.map(lambda e: self.counter + 1)
+        self.counter <+ self.event.map(lambda e: self.counter + 1)
+    # fmt: on
 
 
 class LamportSender(Program):
@@ -55,9 +59,11 @@ class LamportSender(Program):
     q = interface(["dst", "a"], ["b"])
     p_wait_chn = channel(["@dst", "a", "b", "n"])
 
+    # fmt: off
     @bloom
     def send(self):
-        self.p_wait_chn < ~self.q.map(lambda r: (r.dst, r.a, r.b, self.tick_count))
+        self.p_wait_chn <~ self.q.map(lambda r: (r.dst, r.a, r.b, self.tick_count))
+    # fmt: on
 
 
 class LamportReceiver(Program):
@@ -68,47 +74,62 @@ class LamportReceiver(Program):
     release = scratch(["a", "b", "n"])
     p = table(["a", "b"], ["at_tick"])
 
+    # fmt: off
     @bloom
     def wait(self):
         self.p_wait <= self.p_wait_chn.map(lambda m: (m.a, m.b, m.n))
         self.release <= self.p_wait.filter(lambda w: w.n < self.tick_count)
-        self.p < +self.release.map(lambda w: (w.a, w.b, self.tick_count + 1))
-        self.p_wait < -self.release
+        self.p <+ self.release.map(lambda w: (w.a, w.b, self.tick_count + 1))
+        self.p_wait <- self.release
+    # fmt: on
+
+
+SEQUENCE_EVENTS: dict[int, list[str]] = {
+    0: ["x"],
+    1: [],
+    2: ["x", "y"],
+    3: [],
+    4: [],
+    5: ["y"],
+    6: [],
+}
 
 
 def run_sequence() -> list[tuple[int, dict[str, int], int]]:
-    """Fire events at chosen ticks; return ``(tick, seq, counter)`` after each."""
+    """Fire ``SEQUENCE_EVENTS`` (tick -> event idents); return ``(tick, seq, counter)`` as
+    they stand after each tick. Ticks are numbered from 0, as ``self.tick_count`` reads."""
     s = Sequence()
-    plan = {1: ["x"], 2: [], 3: ["x", "y"], 4: [], 5: [], 6: ["y"], 7: []}
     out = []
-    for tick, names in plan.items():
-        s.event.insert([(n,) for n in names])
-        s.tick()
+    for tick, idents in SEQUENCE_EVENTS.items():
         assert s.tick_count == tick
-        out.append((tick, {r.name: r.n for r in s.seq}, s.counter.value.reveal()))
+        s.event.insert([(n,) for n in idents])
+        s.tick()
+        out.append((tick, {r.ident: r.n for r in s.seq}, s.counter.value.reveal()))
     return out
 
 
 def run_lamport(head_start: int = 8) -> dict[str, Any]:
     """The sender runs ``head_start`` ticks alone, then sends one message to the receiver.
 
-    Returns the send tick, the tick the message arrived and the tick ``p`` saw it.
+    Returns the sender's tick at sending, the receiver's tick when the message arrived and
+    when ``p`` first held it, and the receiver's log ``(tick, p_wait rows, p rows)``.
     """
     net = LocalNetwork()
     sender = LamportSender(addr="sender", network=net)
     sender.tick(head_start)  # the sender's clock is ahead: it started earlier
     receiver = LamportReceiver(addr="receiver", network=net)
     sender.q.insert([("receiver", "greeting", "hello")])
+    sent_at = sender.tick_count  # the tick that will send it
     arrived = released = None
-    sent_at = sender.tick_count + 1
     log = []
     for _ in range(3 * head_start + 5):
+        rtick = receiver.tick_count
         net.tick()
         waiting = sorted(tuple(r) for r in receiver.p_wait)
         got = sorted((r.a, r.b) for r in receiver.p)
-        log.append((receiver.tick_count, waiting, got))
+        log.append((rtick, waiting, got))
         if waiting and arrived is None:
-            arrived = receiver.tick_count
+            arrived = rtick
         if got:
             released = next(iter(receiver.p)).at_tick
             break
@@ -117,25 +138,32 @@ def run_lamport(head_start: int = 8) -> dict[str, Any]:
 
 def main() -> dict[str, Any]:
     """Run both; return the sequence trace and the Lamport timings."""
-    print("1. A Dedalus sequence: seq jumps to the tick of each event; counter counts them.\n")
-    print("  tick  events   seq                counter")
-    plan = {1: "x", 2: "-", 3: "x, y", 4: "-", 5: "-", 6: "y", 7: "-"}
+    print("1. A Dedalus sequence: seq jumps to the tick of each event; counter counts them.")
+    print("   (ticks are numbered from 0: the value self.tick_count has inside the rules)\n")
+    print("  tick  events   seq after the tick   counter")
     trace = run_sequence()
     for tick, seq, counter in trace:
-        print(f"  {tick:>4}  {plan[tick]:<7}  {seq!s:<17}  {counter}")
-    print("  (both are visible one tick after the event: <+ is the seed's @next)")
+        events = ", ".join(SEQUENCE_EVENTS[tick]) or "-"
+        print(f"  {tick:>4}  {events:<7}  {seq!s:<19}  {counter}")
+    print("  both change one tick after the event: <+ is the seed's @next")
 
     print("\n2. Lamport-clock rewriting of p(A, B)@async <- q(A, B).\n")
     lam = run_lamport()
-    print(f"  the sender, 8 ticks ahead, sends q('greeting', 'hello') at its tick {lam['sent_at']}")
-    for rtick, waiting, got in lam["log"]:
-        state = f"p_wait = {waiting}" if waiting else "p_wait = []"
-        if got:
-            state = f"p = {got}"
+    print(
+        f"  the sender has run 8 ticks more than the receiver; it sends "
+        f"q('greeting', 'hello') in its tick {lam['sent_at']}"
+    )
+    shown = [lam["log"][0], ("...", None, None), *lam["log"][-3:]]
+    for rtick, waiting, got in shown:
+        if waiting is None:
+            print("   ...")
+            continue
+        state = f"p = {got}" if got else f"p_wait = {waiting}, p = []"
         print(f"  receiver tick {rtick:>2}: {state}")
     print(
-        f"  arrived at receiver tick {lam['arrived']}, held until its clock passed "
-        f"{lam['sent_at']}, visible in p at tick {lam['released']}"
+        f"  it arrived in receiver tick {lam['arrived']}, waited in p_wait until the receiver's "
+        f"clock passed {lam['sent_at']},\n  and p holds it from tick {lam['released']}: no "
+        "effect is seen before the time of its cause."
     )
     return {"sequence": trace, "lamport": lam}
 

@@ -44,15 +44,19 @@ class KVS(Program):
     store = lmap()
     kvget_response = table(["reqid"], ["key", "value"])  # value: lmax((version, value))
 
+    # fmt: off
     @bloom
     def put(self):
         self.store <= self.kvput.map(lambda p: (p.key, lmax((p.version, p.value))))
+    # fmt: on
 
+    # fmt: off
     @bloom
     def get(self):
         self.kvget_response <= self.kvget.map(
             lambda g: (g.reqid, g.key, self.store.at(g.key, lmax))
         )
+    # fmt: on
 
 
 class ReplicatedKVS(KVS):
@@ -62,10 +66,12 @@ class ReplicatedKVS(KVS):
     sync = channel(["@addr"], ["kv"])
     gossip = periodic(1.0)
 
+    # fmt: off
     @bloom
     def anti_entropy(self):
-        self.sync < ~self.gossip.join(self.peer).map(lambda t, p: (p.addr, self.store))
+        self.sync <~ self.gossip.join(self.peer).map(lambda t, p: (p.addr, self.store))
         self.store <= self.sync.map(lambda s: s.kv)
+    # fmt: on
 
 
 class TableKVS(Program):
@@ -76,18 +82,22 @@ class TableKVS(Program):
     kvstate = table(["key"], ["value"])
     kvget_response = table(["reqid"], ["key", "value"])
 
+    # fmt: off
     @bloom
     def mutate(self):
-        self.kvstate < +self.kvput.map(lambda p: (p.key, p.value))
-        self.kvstate < -self.kvstate.join(self.kvput, self.kvstate.key == self.kvput.key).map(
+        self.kvstate <+ self.kvput.map(lambda p: (p.key, p.value))
+        self.kvstate <- self.kvstate.join(self.kvput, self.kvstate.key == self.kvput.key).map(
             lambda s, p: s
         )
+    # fmt: on
 
+    # fmt: off
     @bloom
     def get(self):
         self.kvget_response <= self.kvget.join(
             self.kvstate, self.kvget.key == self.kvstate.key
         ).map(lambda g, s: (g.reqid, s.key, s.value))
+    # fmt: on
 
 
 def value_of(v: lmax) -> Any:

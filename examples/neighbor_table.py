@@ -35,15 +35,19 @@ class NeighborTable(Program):
     hello = channel(["@dst", "src"], ["sent"])
     neighbor = table(["nbr"], ["last_hello"], ttl=TTL)  # soft state
 
+    # fmt: off
     @bloom
     def heartbeat(self):
-        self.hello < ~self.beat.join(self.link).join(self.me).map(
+        self.hello <~ self.beat.join(self.link).join(self.me).map(
             lambda b, lk, m: (lk.nbr, m.addr, b.time)
         )
+    # fmt: on
 
+    # fmt: off
     @bloom
     def listen(self):
         self.neighbor <= self.hello.map(lambda h: (h.src, h.sent))
+    # fmt: on
 
 
 class FakeClock:

@@ -33,6 +33,7 @@ class PriorityQueue(Program):
     priority_queue = scratch(["user", "prio"], ["job"])
     processed = table(["user", "prio"], ["job", "tick"])
 
+    # fmt: off
     @bloom
     def queue(self):
         self.omin <= self.m_priority_queue.group(["user"], min_("prio"))
@@ -41,14 +42,17 @@ class PriorityQueue(Program):
             self.m_priority_queue.user == self.omin.user,
             self.m_priority_queue.prio == self.omin.prio,
         ).map(lambda q, o: q)
-        self.priority_queue < +self.del_m_priority_queue
-        self.m_priority_queue < -self.del_m_priority_queue
+        self.priority_queue <+ self.del_m_priority_queue
+        self.m_priority_queue <- self.del_m_priority_queue
+    # fmt: on
 
+    # fmt: off
     @bloom
     def log(self):
         self.processed <= self.priority_queue.map(
             lambda p: (p.user, p.prio, p.job, self.tick_count)
         )
+    # fmt: on
 
 
 class GlobalPriorityQueue(PriorityQueue):
@@ -56,14 +60,16 @@ class GlobalPriorityQueue(PriorityQueue):
 
     gmin = scratch(["prio"])
 
+    # fmt: off
     @bloom
     def queue(self):  # replaces PriorityQueue.queue
         self.gmin <= self.m_priority_queue.group([], min_("prio"))
         self.del_m_priority_queue <= self.m_priority_queue.join(
             self.gmin, self.m_priority_queue.prio == self.gmin.prio
         ).map(lambda q, g: q)
-        self.priority_queue < +self.del_m_priority_queue
-        self.m_priority_queue < -self.del_m_priority_queue
+        self.priority_queue <+ self.del_m_priority_queue
+        self.m_priority_queue <- self.del_m_priority_queue
+    # fmt: on
 
 
 # the seed's facts, all with the same time suffix (@123): they arrive in one tick

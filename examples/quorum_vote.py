@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from blooml import Program, bloom, channel, interface, lbool, lmax, lset, table
+from blooml import Program, bloom, channel, interface, lbool, lmax, lmin, lset, table
 
 QUORUM_SIZE = 3
 RESULT_ADDR = "localhost"  # the result goes back to this very program (loopback)
@@ -34,24 +34,29 @@ class QuorumVote(Program):
     cnt = lmax()
     quorum_done = lbool()
 
+    # fmt: off
     @bloom
     def logic(self):
         self.votes <= self.vote_chn.map(lambda v: v.voter_id)
         self.cnt <= self.votes.size()
         self.quorum_done <= self.cnt.gt_eq(QUORUM_SIZE)
-        self.result_chn < ~self.quorum_done.when_true(lambda: [(RESULT_ADDR,)])
+        self.result_chn <~ self.quorum_done.when_true(lambda: [(RESULT_ADDR,)])
+    # fmt: on
 
 
 class QuorumDemo(QuorumVote):
     """``QuorumVote`` plus a ballot box that votes over the loopback channel."""
 
     ballot = interface(["voter_id"], input=True)
-    result = table(["addr"], ["tick"])
+    # when_true keeps sending while the quorum holds: ``first`` (an lmin) keeps the first tick
+    result = table(["addr"], ["first"])
 
+    # fmt: off
     @bloom
     def loopback(self):
-        self.vote_chn < ~self.ballot.map(lambda b: (RESULT_ADDR, b.voter_id))
-        self.result <= self.result_chn.map(lambda r: (r.addr, self.tick_count))
+        self.vote_chn <~ self.ballot.map(lambda b: (RESULT_ADDR, b.voter_id))
+        self.result <= self.result_chn.map(lambda r: (r.addr, lmin(self.tick_count)))
+    # fmt: on
 
 
 BALLOTS: list[list[str]] = [["alice"], ["bob", "alice"], [], ["alice"], ["carol", "dave"], [], []]
@@ -64,17 +69,18 @@ def main() -> dict[str, Any]:
     p = QuorumDemo()
     trace: list[dict[str, Any]] = []
     for cast in BALLOTS:
+        t = p.tick_count  # ticks are numbered from 0, like Bud's budtime
         p.ballot.insert([(v,) for v in cast])
         p.tick()
         votes = sorted(p.votes.value.reveal())
         cnt = p.cnt.value.reveal()  # None would be ⊥; size() of the empty set is 0
         done = bool(p.quorum_done.value)
-        result = sorted(tuple(r) for r in p.result)
-        trace.append({"tick": p.tick_count, "votes": votes, "cnt": cnt, "done": done})
+        result = sorted((r.addr, r.first.reveal()) for r in p.result)
+        trace.append({"tick": t, "votes": votes, "cnt": cnt, "done": done})
         shown_cast = ", ".join(cast) if cast else "-"
-        shown_res = f"arrived at tick {result[0][1]}" if result else "-"
+        shown_res = f"arrived in tick {result[0][1]}" if result else "-"
         print(
-            f"  {p.tick_count:>4}  {shown_cast:<18}  {'{' + ', '.join(votes) + '}':<27}  "
+            f"  {t:>4}  {shown_cast:<18}  {'{' + ', '.join(votes) + '}':<27}  "
             f"{cnt!s:>10}  {done!s:<5}  {shown_res}"
         )
     rows = list(p.result)
@@ -83,7 +89,7 @@ def main() -> dict[str, Any]:
         "visible one tick after it is cast (the channel delivers at a later tick), and the\n"
         "result message one tick after the quorum (when_true fires once cnt.gt_eq holds)."
     )
-    return {"trace": trace, "result_tick": rows[0].tick if rows else None}
+    return {"trace": trace, "result_tick": rows[0].first.reveal() if rows else None}
 
 
 if __name__ == "__main__":

@@ -39,24 +39,32 @@ class ReliableDelivery(DeliveryProtocol):
     send_buf = table(["dst", "src", "ident"], ["payload"])
     timer = periodic(RETRY_SECONDS)
 
+    # fmt: off
     @bloom
     def send_packet(self):
         self.send_buf <= self.pipe_in
-        self.data_chan < ~self.pipe_in
+        self.data_chan <~ self.pipe_in
+    # fmt: on
 
+    # fmt: off
     @bloom
     def timer_retry(self):
-        self.data_chan < ~self.send_buf.join(self.timer).map(lambda p, t: p)
+        self.data_chan <~ self.send_buf.join(self.timer).map(lambda p, t: p)
+    # fmt: on
 
+    # fmt: off
     @bloom
     def send_ack(self):
-        self.ack_chan < ~self.data_chan.map(lambda p: (p.src, p.dst, p.ident))
+        self.ack_chan <~ self.data_chan.map(lambda p: (p.src, p.dst, p.ident))
+    # fmt: on
 
+    # fmt: off
     @bloom
     def recv_ack(self):
         got_ack = self.ack_chan.join(self.send_buf, self.ack_chan.ident == self.send_buf.ident)
         self.pipe_out <= got_ack.map(lambda a, sb: sb)
-        self.send_buf < -got_ack.map(lambda a, sb: sb)
+        self.send_buf <- got_ack.map(lambda a, sb: sb)
+    # fmt: on
 
 
 class Node(ReliableDelivery):
@@ -66,6 +74,7 @@ class Node(ReliableDelivery):
     inbox = table(["src", "ident"], ["payload", "first"])
     confirmed = table(["dst", "ident"], ["payload", "first"])
 
+    # fmt: off
     @bloom
     def record(self):
         self.inbox <= self.data_chan.map(
@@ -74,6 +83,7 @@ class Node(ReliableDelivery):
         self.confirmed <= self.pipe_out.map(
             lambda o: (o.dst, o.ident, o.payload, lmin(self.tick_count))
         )
+    # fmt: on
 
 
 class FlakyNode(Node):
@@ -81,10 +91,12 @@ class FlakyNode(Node):
 
     lose = table(["ident"])
 
+    # fmt: off
     @bloom
     def send_packet(self):  # replaces ReliableDelivery.send_packet (same name)
         self.send_buf <= self.pipe_in
-        self.data_chan < ~self.pipe_in.notin(self.lose, self.pipe_in.ident == self.lose.ident)
+        self.data_chan <~ self.pipe_in.notin(self.lose, self.pipe_in.ident == self.lose.ident)
+    # fmt: on
 
 
 class FakeClock:
@@ -112,20 +124,25 @@ def main() -> dict[str, Any]:
     bob = Node(addr="bob", clock=clock, network=net)
     alice.lose.insert([(2,)])
     alice.pipe_in.insert(MESSAGES)
-    print("   t  tick  alice.send_buf (unacked)   bob.inbox                     alice.confirmed")
+    print("  clock  tick  alice's timer  alice.send_buf  bob.inbox      alice.confirmed")
+    print("                              (unacked ids)   (id@arrival)   (id@ack tick)")
     trace: list[dict[str, Any]] = []
     for _ in range(10):
         clock.now += 1.0
+        t = alice.tick_count  # ticks are numbered from 0, like Bud's budtime
         net.tick()
+        fired = bool(list(alice.timer))
         buf = sorted(r.ident for r in alice.send_buf)
         inbox = sorted((r.ident, r.first.reveal()) for r in bob.inbox)
         conf = sorted((r.ident, r.first.reveal()) for r in alice.confirmed)
-        trace.append({"tick": alice.tick_count, "send_buf": buf, "inbox": inbox, "confirmed": conf})
-        shown_inbox = ", ".join(f"#{i}@{t}" for i, t in inbox) or "-"
-        shown_conf = ", ".join(f"#{i}@{t}" for i, t in conf) or "-"
+        trace.append(
+            {"tick": t, "timer": fired, "send_buf": buf, "inbox": inbox, "confirmed": conf}
+        )
+        shown_inbox = ", ".join(f"#{i}@{at}" for i, at in inbox) or "-"
+        shown_conf = ", ".join(f"#{i}@{at}" for i, at in conf) or "-"
         print(
-            f"  {clock.now:>2g}  {alice.tick_count:>4}  {buf!s:<25}  {shown_inbox:<28}  "
-            f"{shown_conf}"
+            f"  {clock.now:>4g}s  {t:>4}  {'fires' if fired else '':<13}  {buf!s:<14}  "
+            f"{shown_inbox:<13}  {shown_conf}"
         )
         if not buf and len(conf) == len(MESSAGES):
             break

@@ -56,11 +56,13 @@ class CartClient(CartProtocol):
     client_checkout = interface(["server", "client", "session"], ["n_actions"])
     response = table(["session"], ["items"])
 
+    # fmt: off
     @bloom
     def client(self):
-        self.action_msg < ~self.client_action
-        self.checkout_msg < ~self.client_checkout
+        self.action_msg <~ self.client_action
+        self.checkout_msg <~ self.client_checkout
         self.response <= self.response_msg.map(lambda r: (r.session, r.items))
+    # fmt: on
 
 
 class CartServer(CartProtocol):
@@ -78,6 +80,7 @@ class CartServer(CartProtocol):
     line = scratch(["session", "entry"])  # entry: an (item, n) pair
     contents = scratch(["session"], ["lines"])
 
+    # fmt: off
     @bloom
     def checkout(self):
         self.checkout_log <= self.checkout_msg.map(lambda c: (c.session, c.client, c.n_actions))
@@ -92,15 +95,16 @@ class CartServer(CartProtocol):
         )
         self.line <= self.final.filter(lambda f: f.n > 0).map(lambda f: (f.session, (f.item, f.n)))
         self.contents <= self.line.group(["session"], accum("entry"))
-        self.response_msg < ~self.ready.join(
+        self.response_msg <~ self.ready.join(
             self.contents, self.ready.session == self.contents.session
         ).map(lambda r, c: (r.client, r.session, tuple(sorted(c.lines))))
-        self.response_msg < ~self.ready.notin(
+        self.response_msg <~ self.ready.notin(
             self.contents, self.ready.session == self.contents.session
         ).map(lambda r: (r.client, r.session, ()))
-        self.checkout_log < -self.ready.join(
+        self.checkout_log <- self.ready.join(
             self.checkout_log, self.ready.session == self.checkout_log.session
         ).map(lambda r, c: c)
+    # fmt: on
 
 
 class DisorderlyCart(CartServer):
@@ -108,14 +112,18 @@ class DisorderlyCart(CartServer):
 
     action_log = table(["session", "reqid"], ["item", "qty"])
 
+    # fmt: off
     @bloom
     def on_action(self):
         self.action_log <= self.action_msg.map(lambda a: (a.session, a.reqid, a.item, a.qty))
+    # fmt: on
 
+    # fmt: off
     @bloom
     def tally(self):
         self.done <= self.action_log.group(["session"], count())
         self.final <= self.action_log.group(["session", "item"], sum_("qty"))
+    # fmt: on
 
 
 class DestructiveCart(CartServer):
@@ -126,32 +134,38 @@ class DestructiveCart(CartServer):
     state = table(["session", "item"], ["n"])
     applied = table(["session", "reqid"])
 
+    # fmt: off
     @bloom
     def on_action(self):
         # arrival order: the tick it arrived in, then the request id (ties within one tick)
         self.queue <= self.action_msg.map(
             lambda a: (a.session, (self.tick_count, a.reqid), a.reqid, a.item, a.qty)
         )
+    # fmt: on
 
+    # fmt: off
     @bloom
     def apply_one(self):
         self.step <= self.queue.argmin(["session"], "order")
-        self.queue < -self.step.map(lambda s: (s.session, s.order, s.reqid, s.item, s.qty))
-        self.applied < +self.step.map(lambda s: (s.session, s.reqid))
+        self.queue <- self.step.map(lambda s: (s.session, s.order, s.reqid, s.item, s.qty))
+        self.applied <+ self.step.map(lambda s: (s.session, s.reqid))
         # read-modify-write: replace the old count (or start from zero) with a clamped new one
         changed = self.step.join(
             self.state, self.step.session == self.state.session, self.step.item == self.state.item
         )
-        self.state < -changed.map(lambda s, old: old)
-        self.state < +changed.map(lambda s, old: (s.session, s.item, max(0, old.n + s.qty)))
-        self.state < +self.step.notin(
+        self.state <- changed.map(lambda s, old: old)
+        self.state <+ changed.map(lambda s, old: (s.session, s.item, max(0, old.n + s.qty)))
+        self.state <+ self.step.notin(
             self.state, self.step.session == self.state.session, self.step.item == self.state.item
         ).map(lambda s: (s.session, s.item, max(0, s.qty)))
+    # fmt: on
 
+    # fmt: off
     @bloom
     def tally(self):
         self.done <= self.applied.group(["session"], count())
         self.final <= self.state
+    # fmt: on
 
 
 class LoopbackDisorderlyCart(CartClient, DisorderlyCart):

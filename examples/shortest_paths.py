@@ -31,6 +31,7 @@ class Paths(Program):
     best = table(["src", "dst"], ["c"])
     seen = lset()  # the sources seen so far (a lattice variable folded from rows)
 
+    # fmt: off
     @bloom
     def rules(self):
         self.path <= self.link.map(lambda lk: (lk.src, lk.dst, "direct", lmin(lk.c)))
@@ -39,6 +40,7 @@ class Paths(Program):
         )
         self.best <= self.path.map(lambda p: (p.src, p.dst, p.c))
         self.seen <= self.link.map(lambda lk: lk.src)
+    # fmt: on
 
 
 ROADS: list[tuple[str, str, int]] = [

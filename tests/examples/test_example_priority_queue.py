@@ -11,7 +11,7 @@ pq = load_example("priority_queue")
 Job = tuple[str, int, str]
 
 
-def per_user_model(jobs: list[Job], first_tick: int = 2) -> list[tuple[int, str, str, int]]:
+def per_user_model(jobs: list[Job], first_tick: int = 1) -> list[tuple[int, str, str, int]]:
     """Each user's k-th smallest position runs at tick ``first_tick + k``."""
     out = []
     for user in {u for u, _, _ in jobs}:
@@ -20,7 +20,7 @@ def per_user_model(jobs: list[Job], first_tick: int = 2) -> list[tuple[int, str,
     return sorted(out)
 
 
-def global_model(jobs: list[Job], first_tick: int = 2) -> list[tuple[int, str, str, int]]:
+def global_model(jobs: list[Job], first_tick: int = 1) -> list[tuple[int, str, str, int]]:
     ordered = sorted(jobs, key=lambda j: j[1])
     return sorted((first_tick + k, u, j, p) for k, (u, p, j) in enumerate(ordered))
 
@@ -35,16 +35,16 @@ jobs_st = st.lists(
 def test_seed_facts_per_user() -> None:
     out = pq.main()
     assert out["per_user"] == [
-        (2, "alice", "ssh", 204),
-        (2, "bob", "bash", 200),
-        (2, "eve", "john", 1),
-        (3, "bob", "ssh", 205),
+        (1, "alice", "ssh", 204),
+        (1, "bob", "bash", 200),
+        (1, "eve", "john", 1),
+        (2, "bob", "ssh", 205),
     ]
     assert [(t, j, p) for t, _, j, p in out["global"]] == [
-        (2, "john", 1),
-        (3, "bash", 200),
-        (4, "ssh", 204),
-        (5, "ssh", 205),
+        (1, "john", 1),
+        (2, "bash", 200),
+        (3, "ssh", 204),
+        (4, "ssh", 205),
     ]
 
 
@@ -61,9 +61,9 @@ def test_global_order_matches_model(jobs: list[Job]) -> None:
 def test_late_arrivals_join_the_queue() -> None:
     p = pq.PriorityQueue()
     p.m_priority_queue.insert([("ann", 5, "a"), ("ann", 9, "b")])
-    p.tick()  # tick 1: (ann, 5) chosen
+    p.tick()  # tick 0: (ann, 5) chosen, emitted in tick 1
     p.m_priority_queue.insert([("ann", 1, "urgent")])
     p.tick(4)
     log = sorted((r.tick, r.job) for r in p.processed)
-    assert log == [(2, "a"), (3, "urgent"), (4, "b")]
+    assert log == [(1, "a"), (2, "urgent"), (3, "b")]
     assert len(p.m_priority_queue) == 0

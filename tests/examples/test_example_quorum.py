@@ -22,7 +22,7 @@ def run(ballots: list[list[str]]) -> tuple[object, list[dict[str, object]]]:
                 "votes": set(p.votes.value.reveal()),
                 "cnt": p.cnt.value,
                 "done": p.quorum_done.value,
-                "result": {tuple(r) for r in p.result},
+                "result": {(r.addr, r.first.reveal()) for r in p.result},
             }
         )
     return p, trace
@@ -39,17 +39,17 @@ def test_main_trace() -> None:
     assert votes[5] == ["alice", "bob", "carol", "dave"]
     assert [t["cnt"] for t in out["trace"]] == [0, 1, 2, 2, 2, 4, 4]
     assert [t["done"] for t in out["trace"]] == [False] * 5 + [True, True]
-    # quorum reached in tick 6: the result message arrives in tick 7
-    assert out["result_tick"] == 7
+    # quorum reached in tick 5: the result message arrives in tick 6 (ticks count from 0)
+    assert out["result_tick"] == 6
 
 
 def test_result_arrives_one_tick_after_quorum() -> None:
     p, trace = run([["a", "b", "c"], [], [], []])
     assert [t["done"] for t in trace] == [lbool(False), lbool(True), lbool(True), lbool(True)]
     assert trace[1]["result"] == set()
-    assert trace[2]["result"] == {(qv.RESULT_ADDR, 3)}
+    assert trace[2]["result"] == {(qv.RESULT_ADDR, 2)}
     # when_true keeps deriving the same message, which the table holds once
-    assert trace[3]["result"] == {(qv.RESULT_ADDR, 3)}
+    assert trace[3]["result"] == {(qv.RESULT_ADDR, 2)}
     assert p.cnt.value == lmax(3)
     assert p.votes.value == lset({"a", "b", "c"})
 
