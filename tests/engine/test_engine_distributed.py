@@ -221,3 +221,49 @@ def test_rows_with_async_operator():
     p = P()
     p.tick(2)
     assert tuples(p.got) == {(1,)}
+
+
+def test_async_sends_what_is_derived_anew_and_periodic_joins_resend():
+    class P(Program):
+        t = table(["v"])
+        tock = periodic(5)
+        chan = channel(["@a", "v"])
+        retry = channel(["@a", "v"])
+        got = table(["v", "tick"])
+        again = table(["v", "tick"])
+
+        @bloom
+        def rules(self):
+            self.chan < ~self.t.map(lambda r: ("localhost", r.v))
+            self.retry < ~self.t.join(self.tock).map(lambda r, k: ("localhost", r.v))
+            self.got <= self.chan.map(lambda m: (m.v, self.tick_count))
+            self.again <= self.retry.map(lambda m: (m.v, self.tick_count))
+
+    clock = Clock()
+    p = P(clock=clock)
+    p.t.insert([(1,)])
+    p.tick(3)
+    assert tuples(p.got) == {(1, 1)}  # sent once, when derived
+    clock.t = 5
+    p.tick(2)
+    clock.t = 10
+    p.tick(2)
+    assert tuples(p.again) == {(1, 4), (1, 6)}  # re-sent at every firing
+
+
+def test_columns_named_like_internal_attributes():
+    class P(Program):
+        a = table(["node", "name", "info", "cls"])
+        b = table(["node"], ["name"])
+
+        @bloom
+        def rules(self):
+            self.b <= self.a.join(self.b, self.a.node == self.b.node).map(
+                lambda x, y: (x.name, y.name)
+            )
+
+    p = P()
+    p.a.insert([("n", "x", 1, 2), ("x", "q", 1, 2)])
+    p.b.insert([("n", "x")])
+    p.tick()
+    assert tuples(p.b) == {("n", "x"), ("x", "x"), ("q", "x")}

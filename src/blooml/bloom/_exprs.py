@@ -164,7 +164,7 @@ class ColumnRef(_Expr):
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        return f"{self.source.name}.{self.col}"
+        return f"{self.source._name}.{self.col}"
 
 
 class PredExpr(_Expr):
@@ -271,38 +271,38 @@ def _resolve_col(node: N.Rel, col: str | int, what: str) -> int:
 class RelExpr(_Expr):
     """A lazy set of rows: the right-hand side of a rule (or a part of one)."""
 
-    __slots__ = ("node",)
+    __slots__ = ("_node",)
 
     def __init__(self, node: N.Rel) -> None:
-        self.node = node
+        self._node = node
 
     def __repr__(self) -> str:
-        return repr(self.node)
+        return repr(self._node)
 
     # row functions
     def map(self, fn: Callable[..., Any]) -> RelExpr:
         """Apply ``fn`` to each row (each tuple of rows after a join); a tuple result is a row,
         any other value a one-column row, ``None`` drops the row."""
         _check_fn("map", fn)
-        return RelExpr(N.Map(self.node, fn))
+        return RelExpr(N.Map(self._node, fn))
 
     pro = map
 
     def filter(self, fn: Callable[..., Any]) -> RelExpr:
         """Keep the rows for which ``fn(row)`` is true."""
         _check_fn("filter", fn)
-        return RelExpr(N.Filter(self.node, fn))
+        return RelExpr(N.Filter(self._node, fn))
 
     def flat_map(self, fn: Callable[..., Any]) -> RelExpr:
         """``fn(row)`` returns an iterable of rows (or ``None``)."""
         _check_fn("flat_map", fn)
-        return RelExpr(N.FlatMap(self.node, fn))
+        return RelExpr(N.FlatMap(self._node, fn))
 
     # joins
     def _inputs(self) -> tuple[list[N.Rel], list[N.Pred]]:
-        if isinstance(self.node, N.Join) and self.node.how == "inner":
-            return list(self.node.inputs), list(self.node.preds)
-        return [self.node], []
+        if isinstance(self._node, N.Join) and self._node.how == "inner":
+            return list(self._node.inputs), list(self._node.preds)
+        return [self._node], []
 
     def join(self, other: Any, *preds: Any) -> RelExpr:
         """Inner equi-join: ``a.join(b, a.x == b.y, ...)``; chain ``.join(c, ...)`` for a third.
@@ -311,14 +311,14 @@ class RelExpr(_Expr):
         receives them as separate arguments.
         """
         inputs, old = self._inputs()
-        inputs.append(_as_rel(other, "join").node)
+        inputs.append(_as_rel(other, "join")._node)
         new = [_resolve_pred(p, inputs, "join") for p in preds]
         return RelExpr(N.Join(tuple(inputs), tuple(old + new), "inner"))
 
     def natjoin(self, other: Any) -> RelExpr:
         """Natural join: equality on every column name the two sides share."""
         inputs, old = self._inputs()
-        right = _as_rel(other, "natjoin").node
+        right = _as_rel(other, "natjoin")._node
         rcols = right.columns
         if rcols is None:
             raise BloomError(f"natjoin: {right!r} has no known column names")
@@ -334,7 +334,7 @@ class RelExpr(_Expr):
 
     def leftjoin(self, other: Any, *preds: Any) -> RelExpr:
         """Left outer join: like ``join``; a left row without a match pairs with ``None``."""
-        inputs = [self.node, _as_rel(other, "leftjoin").node]
+        inputs = [self._node, _as_rel(other, "leftjoin")._node]
         new = [_resolve_pred(p, inputs, "leftjoin") for p in preds]
         return RelExpr(N.Join(tuple(inputs), tuple(new), "left"))
 
@@ -346,8 +346,8 @@ class RelExpr(_Expr):
         Without predicates, a row matches an equal row. Predicates are column equalities
         ``a.x == b.y``; a function ``fn(a_row, b_row)`` is an extra match test.
         """
-        right = _as_rel(other, "notin").node
-        inputs = [self.node, right]
+        right = _as_rel(other, "notin")._node
+        inputs = [self._node, right]
         ps: list[N.Pred] = []
         fn = None
         for p in preds:
@@ -361,7 +361,7 @@ class RelExpr(_Expr):
                 raise BloomError(
                     f"notin: expected `a.x == b.y` predicates or a function, got {p!r}"
                 )
-        return RelExpr(N.NotIn(self.node, right, tuple(ps), fn))
+        return RelExpr(N.NotIn(self._node, right, tuple(ps), fn))
 
     # aggregation and choice
     def _keys(self, keys: Any, what: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
@@ -369,8 +369,8 @@ class RelExpr(_Expr):
             return (), ()
         if isinstance(keys, (str, int)):
             keys = [keys]
-        idx = tuple(_resolve_col(self.node, k, what) for k in keys)
-        cols = self.node.columns
+        idx = tuple(_resolve_col(self._node, k, what) for k in keys)
+        cols = self._node.columns
         names = tuple(cols[i] for i in idx) if cols is not None else ()
         return idx, names
 
@@ -384,20 +384,20 @@ class RelExpr(_Expr):
                 raise BloomError(
                     f"group: expected aggregates such as count() or sum_('c'), got {a!r}"
                 )
-            col = None if a.col is None else _resolve_col(self.node, a.col, f"group {a!r}")
+            col = None if a.col is None else _resolve_col(self._node, a.col, f"group {a!r}")
             if col is None and a.fn != "count":
                 raise BloomError(f"group: {a.fn} needs a column")
             name = a.fn if a.col is None else f"{a.fn}_{a.col}"
             specs.append(N.Agg(a.fn, col, name))
-        return RelExpr(N.Group(self.node, idx, tuple(specs), names))
+        return RelExpr(N.Group(self._node, idx, tuple(specs), names))
 
     def argagg(self, how: str, keys: Sequence[str | int] | None, col: str | int) -> RelExpr:
         """Rows whose ``col`` is the ``how`` (``"min"`` or ``"max"``) of their ``keys`` group."""
         if how not in ("min", "max"):
             raise BloomError(f"argagg: how must be 'min' or 'max', got {how!r}")
         idx, _ = self._keys(keys, f"arg{how}")
-        c = _resolve_col(self.node, col, f"arg{how}")
-        return RelExpr(N.ArgAgg(self.node, how, idx, c))
+        c = _resolve_col(self._node, col, f"arg{how}")
+        return RelExpr(N.ArgAgg(self._node, how, idx, c))
 
     def argmin(self, keys: Sequence[str | int] | None, col: str | int) -> RelExpr:
         """Rows with the minimum ``col`` in their ``keys`` group (every tied row)."""
@@ -411,7 +411,7 @@ class RelExpr(_Expr):
         """Fold ``fn(memo, row)`` over the rows (sorted by their repr, for determinism),
         starting at ``init``; the result is a row, a list of rows, or ``None`` for none."""
         _check_fn("reduce", fn)
-        return RelExpr(N.Reduce(self.node, init, fn))
+        return RelExpr(N.Reduce(self._node, init, fn))
 
     def choose(self, key_cols: Sequence[str | int], seed: int = 0) -> RelExpr:
         """Keep one row per ``key_cols`` value (Dedalus ``choose``), deterministically from
@@ -419,17 +419,17 @@ class RelExpr(_Expr):
         idx, _ = self._keys(key_cols, "choose")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise BloomError(f"choose: seed must be an int, got {seed!r}")
-        return RelExpr(N.Choose(self.node, idx, seed))
+        return RelExpr(N.Choose(self._node, idx, seed))
 
     # tests
     def include(self, row: Any) -> LatExpr:
         """``lbool``: whether ``row`` is among the rows (monotone)."""
         t = row if isinstance(row, tuple) else (row,)
-        return LatExpr(N.Include(self.node, t), _lbool())
+        return LatExpr(N.Include(self._node, t), _lbool())
 
     def empty(self) -> LatExpr:
         """``lbool``: whether there are no rows (non-monotone: stratified)."""
-        return LatExpr(N.Empty(self.node), _lbool())
+        return LatExpr(N.Empty(self._node), _lbool())
 
 
 def _lbool() -> type:
@@ -444,7 +444,7 @@ def _resolve_pred(p: Any, inputs: list[N.Rel], what: str) -> N.Pred:
     sides = []
     used: set[int] = set()
     for ref in (p.left, p.right):
-        name = ref.source.name
+        name = ref.source._name
         hits = [i for i, inp in enumerate(inputs) if isinstance(inp, N.Scan) and inp.name == name]
         if not hits:
             raise BloomError(
@@ -533,14 +533,14 @@ class _MethodRef:
 class LatExpr(_Expr):
     """A lazy lattice value: a lattice variable, a constant, or a method call on one."""
 
-    __slots__ = ("cls", "node")
+    __slots__ = ("_cls", "_node")
 
     def __init__(self, node: N.Lat, cls: type | None) -> None:
-        self.node = node
-        self.cls = cls
+        self._node = node
+        self._cls = cls
 
     def __repr__(self) -> str:
-        return repr(self.node)
+        return repr(self._node)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -548,16 +548,16 @@ class LatExpr(_Expr):
         return _MethodRef(self, name)
 
     def _call(self, name: str, args: tuple[Any, ...]) -> Any:
-        if name == "to_collection" and (self.cls is None or not hasattr(self.cls, name)):
-            rel = RelExpr(N.LatRows(self.node))
+        if name == "to_collection" and (self._cls is None or not hasattr(self._cls, name)):
+            rel = RelExpr(N.LatRows(self._node))
             if args:
                 if len(args) != 1 or not callable(args[0]):
                     raise BloomError("to_collection takes at most one function")
                 return rel.map(args[0])
             return rel
-        kind, cls = _classify(self.cls, name)
+        kind, cls = _classify(self._cls, name)
         conv = tuple(_lift_arg(a) for a in args)
-        node = N.LatMethod(self.node, name, conv, kind, cls)  # type: ignore[arg-type]
+        node = N.LatMethod(self._node, name, conv, kind, cls)  # type: ignore[arg-type]
         if name in ("when_true", "to_collection"):
             return RelExpr(N.LatRows(node))
         return LatExpr(node, _result_class(cls, name, args))
@@ -577,7 +577,7 @@ class LatExpr(_Expr):
 
 def _lift_arg(a: Any) -> Any:
     if isinstance(a, (LatExpr, RelExpr)):
-        return a.node
+        return a._node
     if isinstance(a, _Expr):
         raise BloomError(f"{a!r} cannot be a lattice method argument")
     return a
@@ -602,7 +602,7 @@ def lift_rows(items: Iterable[Any], what: str = "rows") -> RelExpr:
         cells = []
         for c in row:
             if isinstance(c, (LatExpr, RelExpr)):
-                cells.append(c.node)
+                cells.append(c._node)
             elif isinstance(c, _Expr):
                 raise BloomError(f"{what}: {c!r} cannot be a cell of a literal row")
             else:

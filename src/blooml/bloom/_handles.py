@@ -85,7 +85,7 @@ def _record(head: str, kind: str, op: str, body: Any, lattice_cls: type | None) 
 
 def _body(body: Any, ctx: str, lattice_cls: type | None) -> N.Node:
     if isinstance(body, (RelExpr, LatExpr)):
-        node = body.node
+        node = body._node
     elif isinstance(body, OpWrap):
         raise BloomError(f"{ctx}: malformed operator {body!r}")
     elif isinstance(body, Lattice):
@@ -96,7 +96,7 @@ def _body(body: Any, ctx: str, lattice_cls: type | None) -> N.Node:
             )
         node = N.LatConst(body)
     elif isinstance(body, (list, tuple, set, frozenset)):
-        node = lift_rows(body, ctx).node
+        node = lift_rows(body, ctx)._node
     elif isinstance(body, ColumnRef):
         raise BloomError(f"{ctx}: a column reference {body!r} is not a right-hand side")
     else:
@@ -125,45 +125,45 @@ class _Head:
     """Mixin: ``<=`` and ``<`` (with ``+``/``-``/``~`` on the right) record rules."""
 
     __slots__ = ()
-    name: str
+    _name: str
     _kind: str
     _lcls: type | None
 
     def __le__(self, body: Any) -> Any:
-        return _record(self.name, self._kind, "<=", body, self._lcls)
+        return _record(self._name, self._kind, "<=", body, self._lcls)
 
     def __lt__(self, body: Any) -> Any:
         if not isinstance(body, OpWrap):
             raise BloomError(
-                f"`{self.name} < ...` is not a rule: the operators are <=, <+, <-, <~ and <+- "
+                f"`{self._name} < ...` is not a rule: the operators are <=, <+, <-, <~ and <+- "
                 "(for literal rows with <+ <- <~ write rows([...]))"
             )
-        return _record(self.name, self._kind, body.op, body.expr, self._lcls)
+        return _record(self._name, self._kind, body.op, body.expr, self._lcls)
 
     def __bool__(self) -> bool:
-        _no_bool(f"handle {self.name!r}")
+        _no_bool(f"handle {self._name!r}")
 
 
 class CollectionHandle(_Head, RelExpr):
     """``self.<collection>`` in a ``@bloom`` block: a right-hand side, a head, and the source
     of column references (``self.link.dst``)."""
 
-    __slots__ = ("_kind", "_lcls", "info", "name")
+    __slots__ = ("_info", "_kind", "_lcls", "_name")
 
     def __init__(self, info: CollectionInfo) -> None:
         super().__init__(N.Scan(info.name, info.columns))
-        self.name = info.name
-        self.info = info
+        self._name = info.name
+        self._info = info
         self._kind = info.kind
         self._lcls = None
 
     def __getattr__(self, col: str) -> ColumnRef:
         if col.startswith("_"):
             raise AttributeError(col)
-        cols = self.info.columns
+        cols = self._info.columns
         if col not in cols:
             raise AttributeError(
-                f"{self.info.kind} {self.name!r} has no column or method {col!r} "
+                f"{self._info.kind} {self._name!r} has no column or method {col!r} "
                 f"(columns: {list(cols)})"
             )
         return ColumnRef(self, col, cols.index(col))
@@ -174,18 +174,18 @@ class CollectionHandle(_Head, RelExpr):
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        return self.name
+        return self._name
 
 
 class LatticeHandle(_Head, LatExpr):
     """``self.<lattice variable>`` in a ``@bloom`` block."""
 
-    __slots__ = ("_kind", "_lcls", "info", "name")
+    __slots__ = ("_info", "_kind", "_lcls", "_name")
 
     def __init__(self, info: LatticeInfo) -> None:
         super().__init__(N.LatVar(info.name, info.cls), info.cls)
-        self.name = info.name
-        self.info = info
+        self._name = info.name
+        self._info = info
         self._kind = "lattice"
         self._lcls = info.cls
 
@@ -195,4 +195,4 @@ class LatticeHandle(_Head, LatExpr):
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
-        return self.name
+        return self._name

@@ -66,7 +66,11 @@ class CompiledRule:
         self.is_lat_body = isinstance(self.body, LatEval)
         self.read_vars = [rt.lats[v] for v in sorted(rule.reads)]
         if self.head_rel is not None:
-            self.persistent = self.head_rel.persistent and rule.op in ("<=", "<+", "<+-")
+            # A message is an event: `<~` sends what the body derives anew (as for a table
+            # head); a scratch head must hold every derivation, every tick.
+            self.persistent = rule.op == "<~" or (
+                self.head_rel.persistent and rule.op in ("<=", "<+", "<+-")
+            )
         else:
             self.persistent = True
         self.fresh = True
@@ -78,7 +82,7 @@ class CompiledRule:
             if self.fresh or not self.persistent or self.rule.reads_tick:
                 return True
             head = self.head_rel
-            if head is not None and head.removals != self.seen_removals:
+            if head is not None and head.persistent and head.removals != self.seen_removals:
                 return True
             return any(v.incs for v in self.read_vars)
         return any(v.hi > v.lo for v in self.read_vars)
