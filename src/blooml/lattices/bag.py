@@ -125,9 +125,15 @@ class lbag(Lattice):
             big, bv, sv = other, b, a
         if len(sv) == 0:
             return big
+        items = trie_items(sv)
         get = bv.get
+        if get(items[0][0]) is None:
+            # Probably disjoint elements (growth): one Rust-side update, no Python loop.
+            grown = bv.update(sv)
+            if len(grown) == len(bv) + len(sv):
+                return lbag._make(grown)
         updates = {}
-        for be, m in trie_items(sv):
+        for be, m in items:
             old = get(be)
             if old is None or m > old:
                 updates[be] = m

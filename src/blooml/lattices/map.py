@@ -166,9 +166,15 @@ class lmap(Lattice):
             big, bv, sv = other, b, a
         if len(sv) == 0:
             return big
+        items = trie_items(sv)
         get = bv.get
+        if get(items[0][0]) is None:
+            # Probably disjoint keys (growth): one Rust-side update, no Python loop.
+            grown = bv.update(sv)
+            if len(grown) == len(bv) + len(sv):
+                return lmap._make(grown)
         updates = {}
-        for bk, v in trie_items(sv):
+        for bk, v in items:
             old = get(bk)
             if old is None:
                 updates[bk] = v

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from numbers import Number
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyrsistent import pmap
@@ -142,6 +143,9 @@ def trie_items(trie: HashTrieSet | HashTrieMap) -> list[Any]:
     return list(trie.items()) if isinstance(trie, HashTrieMap) else list(trie)  # pragma: no cover
 
 
+_unbox = itemgetter(0)
+
+
 def _elems(v: Store) -> Iterable[Any]:
     return v if type(v) is frozenset else [t[0] for t in trie_items(v)]
 
@@ -151,7 +155,7 @@ def _boxed(v: Store) -> Iterable[tuple[Any]]:
 
 
 def _fz(v: Store) -> frozenset[Any]:
-    return v if type(v) is frozenset else frozenset([t[0] for t in trie_items(v)])
+    return v if type(v) is frozenset else frozenset(map(_unbox, trie_items(v)))
 
 
 def _has(v: Store, x: Any) -> bool:
