@@ -71,7 +71,7 @@ def freeze_element(owner: str, value: Any) -> Hashable:
         return value
     if isinstance(value, tuple):
         frozen = [freeze_element(owner, e) for e in value]
-        return type(value)(*frozen) if hasattr(value, "_fields") else tuple(frozen)
+        return type(value)(*frozen) if hasattr(value, "_fields") else tuple(frozen)  # type: ignore[arg-type]
     if isinstance(value, list):
         return tuple(freeze_element(owner, e) for e in value)
     if isinstance(value, (set, frozenset)):
@@ -139,30 +139,30 @@ _FAST_REDUCE = _probe_reduce()
 def trie_items(trie: HashTrieSet | HashTrieMap) -> list[Any]:
     """Raw entries of a ``HashTrieSet`` (or ``(key, value)`` pairs of a ``HashTrieMap``)."""
     if _FAST_REDUCE:
-        return trie.__reduce__()[1][0]  # type: ignore[no-any-return]
+        return trie.__reduce__()[1][0]  # type: ignore[no-any-return, return-value]
     return list(trie.items()) if isinstance(trie, HashTrieMap) else list(trie)  # pragma: no cover
 
 
 _unbox = itemgetter(0)
 
 
-def _elems(v: Store) -> Iterable[Any]:
+def _elems(v: Any) -> Iterable[Any]:
     return v if type(v) is frozenset else [t[0] for t in trie_items(v)]
 
 
-def _boxed(v: Store) -> Iterable[tuple[Any]]:
+def _boxed(v: Any) -> Iterable[tuple[Any]]:
     return trie_items(v) if type(v) is not frozenset else [(x,) for x in v]
 
 
-def _fz(v: Store) -> frozenset[Any]:
+def _fz(v: Any) -> frozenset[Any]:
     return v if type(v) is frozenset else frozenset(map(_unbox, trie_items(v)))
 
 
-def _has(v: Store, x: Any) -> bool:
+def _has(v: Any, x: Any) -> bool:
     return x in v if type(v) is frozenset else (x,) in v
 
 
-def _contains_all(big: Store, small: Store) -> bool:
+def _contains_all(big: Any, small: Any) -> bool:
     if type(big) is frozenset:
         return big.issuperset(_elems(small))
     return all(t in big for t in _boxed(small))
@@ -285,7 +285,8 @@ class lset(Lattice):
         contains the smaller."""
         if other is self:
             return self
-        a, b = self._v, other._v
+        a: Any = self._v
+        b: Any = other._v
         if len(a) >= len(b):
             big, bv, sv = self, a, b
         else:
@@ -315,7 +316,7 @@ class lset(Lattice):
     def _as_trie(self) -> HashTrieSet:
         # Same value, new representation: safe to swap in place (hash and equality do not
         # depend on it), so the O(n) conversion happens once per value.
-        v = self._v
+        v: Any = self._v
         if type(v) is frozenset:
             v = HashTrieSet([(x,) for x in v])
             _set_v(self, v)
@@ -526,7 +527,7 @@ def _check_non_negative(owner: str, x: Any) -> None:
             owner, x, f"{owner} holds non-negative numbers only, got a {type(x).__name__}"
         )
     try:
-        ok = x >= 0
+        ok = x >= 0  # type: ignore[operator]
     except (TypeError, ArithmeticError):
         raise LatticeValueError(owner, x, f"{owner} holds real numbers only") from None
     if ok is not True:
