@@ -466,3 +466,10 @@ def test_trie_survives_mixed_types_with_equal_hashes():
     assert big.merge(lset([1.0])) is big
     assert len(big.merge(lset([2.5, ()]))) == 103
     assert big == lset([*range(100), ""])
+
+
+def test_registered_by_wrapper_name():
+    from blooml import lattice_class, lbag
+
+    for cls in (lset, lpset, lbag, lmap):
+        assert lattice_class(cls.wrapper_name) is cls
