@@ -3,8 +3,12 @@ replicas converging whatever order they apply operations and merge in."""
 
 from __future__ import annotations
 
+import doctest
+import importlib
 import pickle
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -24,7 +28,7 @@ from blooml.lattices.crdts import (
     lpncounter,
     lvclock,
 )
-from blooml.testing import check_laws
+from blooml.testing import LawViolation, check_laws
 from blooml.testing._crdt_strategies import METHOD_ARGS
 
 # -- strategies ---------------------------------------------------------------------------------
@@ -280,3 +284,47 @@ def test_every_crdt_is_exported_and_registered() -> None:
         assert getattr(blooml, cls.__name__, cls) is cls
         assert lattice_class(cls.wrapper_name) is cls
         assert cls.wrapper_name == cls.__name__
+
+
+class _HydroDomPair(ldompair):
+    """ldompair with Hydro's rule for incomparable firsts (merge the seconds): not a lattice."""
+
+    __slots__ = ()
+
+    def merge(self, other: _HydroDomPair) -> _HydroDomPair:
+        a, b = self._v, other._v
+        if a is None or b is None:
+            return self if b is None else other
+        k = a[0].merge(b[0])
+        if k != a[0] and k != b[0]:
+            return _HydroDomPair._make((k, a[1].merge(b[1])))
+        return _HydroDomPair._make(super().merge(other)._v)
+
+
+def test_law_checker_rejects_merging_seconds_on_incomparable_firsts() -> None:
+    grid = st.builds(lpair, st.builds(lmax, st.integers(0, 1)), st.builds(lmax, st.integers(0, 1)))
+    values = st.builds(_HydroDomPair, grid, st.builds(lmax, st.integers(0, 3)))
+    with pytest.raises(LawViolation, match="associative"):
+        check_laws(_HydroDomPair, values | st.just(_HydroDomPair()), max_examples=200, seed=1)
+
+
+# -- documentation examples run ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "module", ["pair", "registers", "clock", "counters", "sets"], ids=lambda m: m
+)
+def test_docstring_examples(module: str) -> None:
+    mod = importlib.import_module(f"blooml.lattices.crdts.{module}")
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0
+
+
+def test_docs_crdts_md_examples() -> None:
+    text = (Path(__file__).parents[2] / "docs" / "crdts.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) >= 4
+    namespace: dict[str, Any] = {}
+    exec("from blooml import *", namespace)
+    for block in blocks:
+        exec(block, namespace)
