@@ -23,7 +23,7 @@ except ImportError as _exc:  # pragma: no cover - the test extra is installed in
         "blooml.testing needs hypothesis: pip install 'blooml[test]' (or pip install hypothesis)"
     ) from _exc
 
-# COLLECTIONS-PENDING from blooml.testing import _collection_strategies as _collection_strategies
+from blooml.testing import _collection_strategies as _collection_strategies
 from blooml.testing import _crdt_strategies as _crdt_strategies  # registers the CRDTs
 from blooml.testing._errors import LawCheckError, LawViolation
 from blooml.testing._laws import LawReport, check_laws

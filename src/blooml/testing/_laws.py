@@ -8,6 +8,7 @@ example, and turns the minimal one into a :class:`LawViolation`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import zlib
@@ -131,18 +132,81 @@ class _Bottom:
 _BOTTOM = _Bottom()
 
 
-@dataclass(frozen=True)
 class _Rows:
-    """A collection of rows returned by a method, ordered by ⊆ and joined by ∪."""
+    """A collection of rows returned by a method, as a Bloom collection: a set of rows in which
+    rows that differ only in their lattice columns are one row with those columns merged.
+    Ordered by inclusion (lattice columns by their own order), joined by union."""
 
-    rows: frozenset[Any]
+    __slots__ = ("groups",)
+
+    def __init__(self, groups: dict[Any, tuple[Lattice, ...]]) -> None:
+        self.groups = groups  # plain part of the row -> its lattice columns
+
+    @classmethod
+    def of(cls, rows: Iterable[Any]) -> _Rows:
+        """Group ``rows``; raises ``TypeError`` for unhashable rows."""
+        out = cls({})
+        for row in rows:
+            out._add(*_split_row(row))
+        return out
+
+    def _add(self, key: Any, lattices: tuple[Lattice, ...]) -> None:
+        have = self.groups.get(key)
+        if have is not None:
+            lattices = tuple(x.merge(y) for x, y in zip(have, lattices, strict=True))
+        self.groups[key] = lattices
+
+    def join(self, other: _Rows) -> _Rows:
+        """Union, merging the lattice columns of rows with the same plain part."""
+        out = _Rows(dict(self.groups))
+        for key, lattices in other.groups.items():
+            out._add(key, lattices)
+        return out
+
+    def __le__(self, other: _Rows) -> bool:
+        for key, lattices in self.groups.items():
+            theirs = other.groups.get(key)
+            if theirs is None or not all(x <= y for x, y in zip(lattices, theirs, strict=True)):
+                return False
+        return True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Rows) and self.groups == other.groups
+
+    __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        try:
-            items = sorted(self.rows)
-        except TypeError:
-            items = list(self.rows)
-        return f"rows{{{', '.join(short_repr(r) for r in items)}}}"
+        rows = [_join_row(key, lattices) for key, lattices in self.groups.items()]
+        with contextlib.suppress(TypeError):
+            rows.sort()
+        return f"rows{{{', '.join(short_repr(r) for r in rows)}}}"
+
+
+_LATTICE_COLUMN = "<lattice column>"
+
+
+def _split_row(row: Any) -> tuple[Any, tuple[Lattice, ...]]:
+    if isinstance(row, list):
+        row = tuple(row)
+    if isinstance(row, Lattice):
+        return (_LATTICE_COLUMN, type(row)), (row,)
+    if isinstance(row, tuple) and any(isinstance(c, Lattice) for c in row):
+        plain = tuple((_LATTICE_COLUMN, type(c)) if isinstance(c, Lattice) else c for c in row)
+        hash(plain)
+        return (type(row), plain), tuple(c for c in row if isinstance(c, Lattice))
+    hash(row)
+    return row, ()
+
+
+def _join_row(key: Any, lattices: tuple[Lattice, ...]) -> Any:
+    if not lattices:
+        return key
+    if key[0] == _LATTICE_COLUMN:
+        return lattices[0]
+    filled = iter(lattices)
+    return tuple(
+        next(filled) if isinstance(c, tuple) and c[:1] == (_LATTICE_COLUMN,) else c for c in key[1]
+    )
 
 
 def _as_result(value: Any, what: str) -> Any:
@@ -157,11 +221,8 @@ def _as_result(value: Any, what: str) -> Any:
             "number, lbool(b) for a condition), None for ⊥, or a collection of rows",
             {what: value},
         )
-    rows = []
-    for row in value:
-        rows.append(tuple(row) if isinstance(row, list) else row)
     try:
-        return _Rows(frozenset(rows))
+        return _Rows.of(value)
     except TypeError as exc:
         raise _Failure(
             f"{what} returned rows that are not hashable ({exc})", {what: value}
@@ -172,7 +233,7 @@ def _is_bottom(x: Any) -> bool:
     if x is _BOTTOM:
         return True
     if isinstance(x, _Rows):
-        return not x.rows
+        return not x.groups
     return bool(x == type(x)())
 
 
@@ -182,7 +243,7 @@ def _join(x: Any, y: Any, what: str) -> Any:
     if y is _BOTTOM:
         return x
     if isinstance(x, _Rows) and isinstance(y, _Rows):
-        return _Rows(x.rows | y.rows)
+        return x.join(y)
     if isinstance(x, Lattice) and isinstance(y, Lattice) and type(x) is type(y):
         return x.merge(y)
     raise _Failure(
@@ -197,7 +258,7 @@ def _leq(x: Any, y: Any, what: str) -> bool:
     if y is _BOTTOM:
         return _is_bottom(x)
     if isinstance(x, _Rows) and isinstance(y, _Rows):
-        return x.rows <= y.rows
+        return x <= y
     if isinstance(x, Lattice) and isinstance(y, Lattice) and type(x) is type(y):
         return bool(x <= y)
     raise _Failure(
