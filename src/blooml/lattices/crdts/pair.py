@@ -35,7 +35,7 @@ def _components(name: str, first: Any, second: Any) -> tuple[Lattice, Lattice] |
                 name,
                 comp,
                 f"the {which} component must be a lattice value (for example lmax(3)), "
-                f"not a {type(comp).__name__}",
+                f"got a plain {type(comp).__name__}",
             )
     return first, second
 

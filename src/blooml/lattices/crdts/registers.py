@@ -136,12 +136,12 @@ class llww(Lattice):
             m = a.merge(b)
         except LatticeValueError as e:
             if e.lattice == "llww":  # a stamp collision, explained by _Written
-                raise LatticeValueError("llww", other, e.reason) from None
+                raise LatticeValueError("llww", e.value, e.reason) from None
             raise LatticeValueError(
                 "llww",
-                other,
-                f"its timestamp cannot be compared with that of {self!r}; every write to one "
-                "register needs mutually comparable timestamps",
+                other.timestamp().reveal(),
+                f"the timestamp of {other!r} cannot be compared with that of {self!r}; every "
+                "write to one register needs mutually comparable timestamps",
             ) from None
         if m is a:
             return self

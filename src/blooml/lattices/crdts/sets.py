@@ -34,16 +34,16 @@ def _set_repr(items: Iterable[Any]) -> str:
     return "{" + ", ".join(body) + "}" if body else "set()"
 
 
-def _lset_of(name: str, what: str, items: Any) -> lset:
+def _lset_of(name: str, what: str, one: str, items: Any) -> lset:
+    """Validate a collection argument (``what``: its description; ``one``: one item's) as lset."""
     if isinstance(items, lset):
         values: Iterable[Any] = items.reveal()
     elif isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
         raise LatticeValueError(name, items, f"{what} must be a set (an iterable) of values")
     else:
-        values = items
-    values = list(values)
+        values = list(items)
     for v in values:
-        _check_plain(name, what.rstrip("s") if what.endswith("s") else what, v)
+        _check_plain(name, one, v)
     return lset(values)
 
 
@@ -56,7 +56,7 @@ def _tag_map(name: str, which: str, m: Any) -> lmap:
     entries: dict[Hashable, lset] = {}
     for elem, tags in m.items():
         _check_plain(name, "an element", elem)
-        ts = _lset_of(name, f"the tags of {elem!r}", tags)
+        ts = _lset_of(name, f"the tags of {elem!r}", f"a tag of {elem!r}", tags)
         if not ts.is_bottom():
             entries[elem] = ts
     return lmap(entries)
@@ -208,8 +208,8 @@ class l2pset(Lattice):
     def __init__(self, added: Iterable[Hashable] = (), removed: Iterable[Hashable] = ()) -> None:
         super().__init__(
             lpair(
-                _lset_of("l2pset", "added elements", added),
-                _lset_of("l2pset", "removed elements", removed),
+                _lset_of("l2pset", "the added elements", "an element", added),
+                _lset_of("l2pset", "the removed elements", "an element", removed),
             )
         )
 
