@@ -435,3 +435,37 @@ def test_mvreg_replicas_converge_to_the_causally_maximal_writes(ops: Any, rnd: A
     everything = set().union(*state)
     survivors = {w for w in everything if not any(w in seen_by[o] for o in everything)}
     assert merged.values() == {values[w] for w in survivors}
+
+
+# -- as lattice state in a Bloom^L program --------------------------------------------------------
+
+
+def test_crdts_as_lattice_state_of_a_program() -> None:
+    from blooml import Program, bloom, interface, llww, lmax
+
+    class Replica(Program):
+        inc = interface(["node", "n"], input=True)
+        adds = interface(["elem", "tag"], input=True)
+        writes = interface(["value", "ts", "node"], input=True)
+        cnt = lgcounter()
+        total = lmax()
+        cart = lorset()
+        reg = llww()
+
+        @bloom
+        def logic(self):  # type: ignore[no-untyped-def]
+            self.cnt <= self.inc.map(lambda r: (r.node, r.n))  # rows fold via from_item
+            self.total <= self.cnt.value()  # a monotone method feeding an lmax
+            self.cart <= self.adds.map(lambda r: (r.elem, r.tag))
+            self.reg <= self.writes.map(lambda r: (r.value, r.ts, r.node))
+
+    p = Replica()
+    p.inc.insert([("a", 3), ("b", 2)])
+    p.adds.insert([("milk", 1), ("eggs", 2)])
+    p.writes.insert([("v1", 1, "a"), ("v2", 2, "b")])
+    p.tick()
+    assert p.cnt.value == lgcounter({"a": 3, "b": 2}) and p.total.value == lmax(5)
+    assert p.cart.value.elements() == {"milk", "eggs"} and p.reg.value.reveal() == "v2"
+    p.inc.insert([("a", 5)])
+    p.tick()
+    assert p.total.value == lmax(7)
