@@ -1,10 +1,11 @@
 """Structural sharing of the collection lattices, measured against plain-Python baselines.
 
-Run: ``.venv/bin/python benchmarks/bench_lattices.py`` (about 4 minutes: the quadratic
-baselines are measured in full). ``--quick`` measures the two quadratic baselines on the first
-quarter of their merges only and extrapolates (their cost grows with the square of the number
-of merges; both the measured and the extrapolated numbers are printed). Exits 1 when a bar is
-missed.
+Run: ``.venv/bin/python benchmarks/bench_lattices.py`` (a few minutes: the quadratic
+baselines are measured in full). ``--repeat N`` runs each growth benchmark N times on both
+sides and keeps the best, which steadies the ratios on a busy machine. ``--quick`` measures the
+two quadratic baselines on the first quarter of their merges only and extrapolates (their cost
+grows with the square of the number of merges; both the measured and the extrapolated numbers
+are printed). Exits 1 when a bar is missed.
 
 Bars (issue 2, section 4), each a ratio measured in this run:
 
@@ -34,6 +35,9 @@ from rpds import HashTrieMap, HashTrieSet
 from blooml import lmap, lmax, lset
 
 Row = tuple[str, str, float, str]
+
+#: Growth runs per side (baseline and blooml alike); the best run counts. Set by --repeat.
+REPEAT = 1
 
 
 def timed(fn: Callable[[], Any], repeat: int = 1) -> float:
@@ -83,18 +87,18 @@ def set_growth(quick: bool, rows: list[Row]) -> float:
         for d in fdeltas:
             v = v.update(d)
 
-    t_lset = timed(grow_lset)
+    t_lset = timed(grow_lset, REPEAT)
     if quick:
         part = merges // 4
-        t_part = timed(lambda: grow_frozenset(part))
+        t_part = timed(lambda: grow_frozenset(part), REPEAT)
         t_fz = t_part * (merges / part) ** 2
         note = (
             f"extrapolated: {t_part:.2f} s measured for the first {part} merges, "
             f"x{(merges / part) ** 2:.0f} (cost grows with the square of the merges)"
         )
     else:
-        t_fz = timed(lambda: grow_frozenset(merges))
-        note = "measured in full"
+        t_fz = timed(lambda: grow_frozenset(merges), REPEAT)
+        note = "measured in full" + (f", best of {REPEAT}" if REPEAT > 1 else "")
     rows.append(("lset growth", "frozenset union (baseline)", t_fz, note))
     rows.append(("lset growth", "lset.merge", t_lset, f"{t_fz / t_lset:.0f}x faster (bar: 50x)"))
     rows.append(("lset growth", "info: pyrsistent pset.update", timed(grow_pset), ""))
@@ -184,18 +188,18 @@ def map_growth(quick: bool, rows: list[Row]) -> float:
         for d in ddeltas:
             v = v.update(d)
 
-    t_lmap = timed(grow_lmap)
+    t_lmap = timed(grow_lmap, REPEAT)
     if quick:
         part = merges // 4
-        t_part = timed(lambda: grow_dict(part))
+        t_part = timed(lambda: grow_dict(part), REPEAT)
         t_dict = t_part * (merges / part) ** 2
         note = (
             f"extrapolated: {t_part:.2f} s measured for the first {part} merges, "
             f"x{(merges / part) ** 2:.0f} (cost grows with the square of the merges)"
         )
     else:
-        t_dict = timed(lambda: grow_dict(merges))
-        note = "measured in full"
+        t_dict = timed(lambda: grow_dict(merges), REPEAT)
+        note = "measured in full" + (f", best of {REPEAT}" if REPEAT > 1 else "")
     rows.append(("lmap growth", "dict copy-and-update (baseline)", t_dict, note))
     rows.append(
         (
@@ -261,7 +265,15 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="extrapolate the two quadratic baselines from a quarter of their merges",
     )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs of each growth benchmark, baseline and blooml alike (the best counts)",
+    )
     args = parser.parse_args(argv)
+    global REPEAT
+    REPEAT = max(1, args.repeat)
     rows: list[Row] = []
     results = [
         (
