@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections import namedtuple
 
@@ -112,6 +113,10 @@ class TestLpset:
         assert lpset([1, 2, 2, 3.5]).sum() == lmax(6.5)
         assert lpset().sum() == lmax(0)
         assert lpset([0]).size() == lmax(1)
+
+    def test_sum_of_floats_is_correctly_rounded(self):
+        assert lpset([0.1, 0.2, 0.3, 1e16]).sum() == lmax(math.fsum([0.1, 0.2, 0.3, 1e16]))
+        assert lpset([2**70, 1]).sum() == lmax(2**70 + 1)  # ints stay exact
 
     def test_sum_is_distinct(self):
         assert lpset([2, 2]).sum() == lmax(2)

@@ -559,8 +559,15 @@ class lpset(lset):
 
     @monotone
     def sum(self) -> lmax:
-        """The sum of the elements as an ``lmax`` (``lmax(0)`` when empty); O(n)."""
-        return lmax(sum(_elems(self._v), 0))
+        """The sum of the elements as an ``lmax`` (``lmax(0)`` when empty); O(n).
+
+        With floats the sum is ``math.fsum`` (correctly rounded, so independent of the set's
+        iteration order and monotone as the set grows); otherwise it is exact.
+        """
+        elems = _elems(self._v)
+        if any(type(x) is float for x in elems):
+            return lmax(math.fsum(elems))
+        return lmax(sum(elems, 0))
 
 
 # -- builder ------------------------------------------------------------------------------------
