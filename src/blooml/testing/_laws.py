@@ -498,12 +498,18 @@ def _method_check(cls: type[Lattice], plan: MethodPlan, elems: SearchStrategy[An
 # -- running -------------------------------------------------------------------------------
 
 
+def _profile() -> settings:
+    """The active hypothesis settings profile (``settings.default`` is typed optional)."""
+    current = settings.default
+    return settings() if current is None else current
+
+
 def _choose_seed(cls: type[Lattice], given_seed: int | None) -> int:
     if given_seed is not None:
         if isinstance(given_seed, bool) or not isinstance(given_seed, int):
             raise LawCheckError(cls, f"seed must be an int, got {short_repr(given_seed)}")
         return given_seed
-    if settings.default.derandomize:
+    if _profile().derandomize:
         # The active profile asks for reproducible runs (CI): a seed fixed by the class name.
         return zlib.crc32(f"{cls.__module__}.{cls.__qualname__}".encode())
     return random.SystemRandom().randrange(2**32)
@@ -527,7 +533,7 @@ class Session:
                 f"check_laws expects a Lattice subclass, got {short_repr(cls)}",
             )
         if max_examples is None:
-            max_examples = settings.default.max_examples
+            max_examples = _profile().max_examples
         if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
             raise LawCheckError(
                 cls, f"max_examples must be a positive int, got {short_repr(max_examples)}"
@@ -575,7 +581,7 @@ class Session:
 
         @seed(self.seed)
         @settings(
-            settings.default,
+            _profile(),
             max_examples=self.max_examples,
             deadline=None,
             database=None,
