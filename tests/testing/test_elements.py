@@ -6,7 +6,7 @@ import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
 
-from blooml import Lattice, lbool, lmax, lmin
+from blooml import Lattice, lbag, lbool, lmap, lmax, lmin, lpset, lset
 from blooml.testing import LawCheckError, elements, register
 from blooml.testing._strategies import _register_builtin
 
@@ -120,3 +120,63 @@ def test_internal_hook_registers_factories_with_options():
         elements(Pairish, width=2)
     with pytest.raises(LawCheckError, match="must be callable"):
         _register_builtin(Pairish, "not a factory")
+
+
+# -- collection lattices -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [lset, lpset, lbag, lmap])
+def test_collection_elements_include_bottom_and_any_two_merge(cls):
+    seen = []
+
+    @settings(max_examples=60, database=None)
+    @given(elements(cls), elements(cls))
+    def merge_any_two(a, b):
+        assert type(a) is cls
+        assert a <= a.merge(b)  # raises TypeError if two drawn maps were incompatible
+        seen.append(a)
+
+    merge_any_two()
+    assert cls() in seen
+
+
+def test_mixed_lmap_values_are_decided_by_the_key():
+    @settings(max_examples=60, database=None)
+    @given(elements(lmap))
+    def check(m):
+        for key, value in m.reveal().items():
+            if isinstance(key, str):
+                assert type(value) is lmax
+            elif isinstance(key, int):
+                assert type(value) is lset
+            elif key[0] == "flag":
+                assert type(value) is lbool
+            else:
+                assert type(value) is lmap
+                assert all(type(v) is lmin for v in value.reveal().values())
+
+    check()
+
+
+def test_lmap_options():
+    @settings(max_examples=30, database=None)
+    @given(
+        elements(lmap, values=lbool, keys=st.integers(0, 3)),
+        elements(lmap, values=st.integers(0, 3).map(lmin)),
+    )
+    def check(bools, mins):
+        assert all(type(v) is lbool and isinstance(k, int) for k, v in bools.reveal().items())
+        assert all(type(v) is lmin for v in mins.reveal().values())
+
+    check()
+    with pytest.raises(LawCheckError, match="takes a lattice class or a strategy"):
+        elements(lmap, values=3)
+
+
+def test_collection_values_option():
+    @settings(max_examples=30, database=None)
+    @given(elements(lset, values=st.tuples(st.integers(0, 2), st.integers(0, 2))))
+    def rows(s):
+        assert all(isinstance(x, tuple) for x in s.reveal())
+
+    rows()

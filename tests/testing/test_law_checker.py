@@ -524,3 +524,46 @@ def test_violations_pickle():
     back = pickle.loads(pickle.dumps(v))
     assert (back.law, back.lattice, back.example) == (v.law, v.lattice, v.example)
     assert isinstance(v, AssertionError)
+
+
+class KeyMax(Lattice):
+    """A map of key -> lmax, with methods returning rows."""
+
+    wrapper_name = "lkeymax_chk"
+
+    def __init__(self, items: tuple = ()):
+        super().__init__(tuple(sorted(items)))
+
+    def merge(self, other):
+        out = dict(self.reveal())
+        for k, v in other.reveal():
+            out[k] = out[k].merge(v) if k in out else v
+        return KeyMax(tuple(out.items()))
+
+    @morph
+    def rows(self) -> list:
+        """(key, lmax) rows: rows differing only in the lattice column merge, so a morphism."""
+        return [(k, v) for k, v in self.reveal()]
+
+    @monotone
+    def keys(self) -> set:
+        return {k for k, _ in self.reveal()}
+
+    @morph
+    def plain_rows(self) -> list:
+        """(key, number) rows: the numbers are plain values, so this is not a morphism."""
+        return [(k, v.reveal()) for k, v in self.reveal()]
+
+
+KEYMAX = st.dictionaries(st.sampled_from("ab"), st.integers(0, 3).map(lmax), max_size=2).map(
+    lambda d: KeyMax(tuple(d.items()))
+)
+
+
+def test_rows_with_lattice_columns_compare_as_a_bloom_collection():
+    report = check_laws(KeyMax, KEYMAX, args={"plain_rows": None}, max_examples=FAST)
+    assert {"morphism rows", "monotone keys"} <= set(report.checked)
+    v = _violation(KeyMax, elements=KEYMAX)
+    assert (v.law, v.method) == ("morphism", "plain_rows")
+    assert repr(v.observed["f(a ⊔ b)"]) == "[('a', 1)]"
+    assert repr(v.observed["f(a) ⊔ f(b)"]) == "rows{('a', 0), ('a', 1)}"
