@@ -76,7 +76,18 @@ class ScanEval(Eval):
         rel = self.rel
         if rel.lo >= rel.hi:
             return ()
-        return rel.tick_new[rel.lo : rel.hi]
+        rows = rel.tick_new[rel.lo : rel.hi]
+        if rel.simple:
+            return rows
+        # A key merged (or replaced) several times in a round: only its latest row matters,
+        # it subsumes the earlier ones (lattice columns only grow).
+        keyfn = rel.keyfn
+        store = rel.store
+        keys = dict.fromkeys(rows if keyfn is None else map(keyfn, rows))
+        if len(keys) == len(rows):
+            return rows
+        get = store.get
+        return [r for r in map(get, keys) if r is not None]
 
     def size(self) -> int:
         return len(self.rel.store)

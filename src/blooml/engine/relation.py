@@ -16,6 +16,8 @@ from __future__ import annotations
 import heapq
 from collections import namedtuple
 from collections.abc import Iterable
+from itertools import chain
+from functools import partial
 from operator import itemgetter
 from typing import Any
 
@@ -37,11 +39,38 @@ def _getter(cols: tuple[int, ...]) -> Any:
     return itemgetter(*cols) if cols else _unit
 
 
+class _Del:
+    """A deletion in the change log that lazy indexes replay."""
+
+    __slots__ = ("k", "old")
+
+    def __init__(self, k: Any, old: Any) -> None:
+        self.k = k
+        self.old = old
+
+
+_BATCH: Any = object()
+_RAW_MERGE: dict[type, Any] = {}
+
+
+def _raw_merge(cls: type) -> Any:
+    """``cls.merge`` without the base's same-class check (the caller checked the types)."""
+    fn = _RAW_MERGE.get(cls)
+    if fn is None:
+        fn = getattr(cls.merge, "__wrapped__", cls.merge)
+        _RAW_MERGE[cls] = fn
+    return fn
+
+
+def _has_lattice(rows: Iterable[Any]) -> bool:
+    return any(issubclass(t, Lattice) for t in set(map(type, chain.from_iterable(rows))))
+
+
 class Relation:
     """The rows of one collection at run time (see the module docstring)."""
 
     __slots__ = (
-        "_idx_list",
+        "_log",
         "_saved",
         "arity",
         "changes",
@@ -59,6 +88,7 @@ class Relation:
         "persistent",
         "removals",
         "row_type",
+        "simple",
         "store",
         "tick_new",
         "ttl",
@@ -76,9 +106,11 @@ class Relation:
         self.keyfn = None if self.full_key else _getter(tuple(range(self.nkeys)))
         self.persistent = info.persistent
         self.ttl = info.ttl
+        self.simple = self.full_key and self.ttl is None
         self.store: dict[Any, Any] = {}
-        self.indexes: dict[tuple[int, ...], dict[Any, dict[Any, Any]]] = {}
-        self._idx_list: list[tuple[Any, dict[Any, dict[Any, Any]]]] = []
+        # cols -> [index dict (probe value -> {key: row}), position in _log it reflects]
+        self.indexes: dict[tuple[int, ...], list[Any]] = {}
+        self._log: list[Any] = []
         self.tick_new: list[Any] = []
         self.lo = 0
         self.hi = 0
@@ -125,12 +157,108 @@ class Relation:
 
     # -- changes -------------------------------------------------------------------------------
 
+    def add_many(self, rows: list[Any], now: float) -> None:
+        """Insert (or merge) each of ``rows``: tuples of this relation's arity (plain tuples
+        are converted to rows only when stored)."""
+        if not self.simple:
+            if self.ttl is None and self.keyfn is not None:
+                self._add_many_keyed(rows)
+                return
+            add = self.add
+            for r in rows:
+                add(r, now)
+            return
+        store = self.store
+        # plain tuples hash and compare like rows: convert only the new ones
+        fresh = [r for r in rows if r not in store]
+        if not fresh:
+            return
+        if _has_lattice(fresh):
+            for r in fresh:
+                self._bad_key(r)
+        fresh = list(map(partial(tuple.__new__, self.row_type), fresh))
+        before = len(store)
+        store.update(zip(fresh, fresh))
+        if len(store) - before != len(fresh):
+            fresh = list(dict.fromkeys(fresh))
+        self.undo.append((_BATCH, fresh))
+        self.tick_new.extend(fresh)
+        self.changes += len(fresh)
+        if self.indexes:
+            self._log.extend(fresh)
+            self._trim()
+
+    def _add_many_keyed(self, rows: list[Any]) -> None:
+        """``add`` for each row of a hard-state relation with value columns, inlined (this
+        loop carries lattice-column merges such as shortest-path costs)."""
+        store = self.store
+        get = store.get
+        keyfn = self.keyfn
+        rt = self.row_type
+        new_row = tuple.__new__
+        undo = self.undo
+        tick_new = self.tick_new
+        one_value = self.arity - self.nkeys == 1
+        nkeys = self.nkeys
+        logging = bool(self.indexes)
+        changed = 0
+        for row in rows:
+            k = keyfn(row)
+            old = get(k, MISSING)
+            if old is MISSING:
+                if type(row) is not rt:
+                    row = new_row(rt, row)
+                for i in range(nkeys):
+                    if isinstance(row[i], Lattice):
+                        self._bad_key(row)
+                store[k] = row
+                undo.append((k, MISSING))
+                tick_new.append(row)
+                changed += 1
+                if logging:
+                    self._log.append(row)
+                continue
+            if old is row:
+                continue
+            if one_value:
+                a = old[-1]
+                b = row[-1]
+                if a is b:
+                    continue
+                ta = type(a)
+                if ta is type(b) and issubclass(ta, Lattice):
+                    m = _raw_merge(ta)(a, b)
+                    if m is a or m == a:
+                        continue
+                    new = new_row(rt, (*old[:-1], m))
+                    store[k] = new
+                    undo.append((k, old))
+                    tick_new.append(new)
+                    changed += 1
+                    if logging:
+                        self._log.append(_Del(k, old))
+                        self._log.append(new)
+                    continue
+            new = self._merge(k, old, row)
+            if new is not old:
+                self.changes += changed
+                changed = 0
+                self._replace(k, old, new)
+        self.changes += changed
+        if logging:
+            self._trim()
+
     def add(self, row: Any, now: float) -> bool:
-        """Insert (or merge) ``row``; return whether the stored contents changed."""
+        """Insert (or merge) ``row`` (a tuple of this relation's arity); return whether the
+        stored contents changed."""
         k = row if self.keyfn is None else self.keyfn(row)
         store = self.store
         old = store.get(k, MISSING)
         if old is MISSING:
+            if type(row) is not self.row_type:
+                row = tuple.__new__(self.row_type, row)
+                if self.keyfn is None:
+                    k = row
             for i in range(self.nkeys):
                 if isinstance(row[i], Lattice):
                     self._bad_key(row)
@@ -138,41 +266,69 @@ class Relation:
             self.undo.append((k, MISSING))
             self.tick_new.append(row)
             self.changes += 1
-            for get, idx in self._idx_list:
-                p = get(row)
-                b = idx.get(p)
-                if b is None:
-                    idx[p] = {k: row}
-                else:
-                    b[k] = row
+            if self.indexes:
+                self._log.append(row)
+                self._trim()
             if self.ttl is not None:
                 self._touch(k, now)
             return True
-        if old == row:
+        if old is row:
             if self.ttl is not None:
                 self._touch(k, now)
             return False
-        new = self._merge(k, old, row)
+        if self.arity - self.nkeys == 1:
+            # the common shape (keys, one value): merge inline
+            a = old[-1]
+            b = row[-1]
+            if a is b:
+                new = old
+            else:
+                ta = type(a)
+                if ta is type(b) and issubclass(ta, Lattice):
+                    m = _raw_merge(ta)(a, b)
+                    if m is a or m == a:
+                        new = old
+                    else:
+                        new = tuple.__new__(self.row_type, (*old[:-1], m))
+                elif a == b:
+                    new = old
+                else:
+                    new = self._merge(k, old, row)
+        else:
+            new = self._merge(k, old, row)
         if self.ttl is not None:
             self._touch(k, now)
-        if new == old:
+        if new is old:
             return False
+        if type(new) is not self.row_type:
+            new = tuple.__new__(self.row_type, new)
         self._replace(k, old, new)
         return True
 
     def _merge(self, k: Any, old: Any, new: Any) -> Any:
-        out = list(old)
+        """The row stored after ``new`` arrives under ``old``'s key (``old`` if unchanged)."""
+        out = None
         for i in range(self.nkeys, self.arity):
             a, b = old[i], new[i]
-            if a is b or a == b:
+            if a is b:
                 continue
-            if isinstance(a, Lattice) and type(b) is type(a):
-                out[i] = a.merge(b)
+            ta = type(a)
+            if ta is type(b) and issubclass(ta, Lattice):
+                m = _raw_merge(ta)(a, b)
+                if m is a or m == a:
+                    continue
+                if out is None:
+                    out = list(old)
+                out[i] = m
+            elif a == b:
+                continue
             elif self.ttl is not None:
                 return new
             else:
                 key = k if self.keyfn is not None else tuple(k)
                 raise KeyConstraintError(self.name, key, tuple(old), tuple(new))
+        if out is None:
+            return old
         return tuple.__new__(self.row_type, out)
 
     def _replace(self, k: Any, old: Any, new: Any) -> None:
@@ -180,25 +336,15 @@ class Relation:
         self.undo.append((k, old))
         self.tick_new.append(new)
         self.changes += 1
-        if any(
-            old[i] != new[i]
-            for i in range(self.nkeys, self.arity)
-            if not isinstance(old[i], Lattice)
-        ):
-            self.removals += 1
-        for get, idx in self._idx_list:
-            po, pn = get(old), get(new)
-            if po != pn:
-                b = idx.get(po)
-                if b is not None:
-                    b.pop(k, None)
-                    if not b:
-                        del idx[po]
-            b = idx.get(pn)
-            if b is None:
-                idx[pn] = {k: new}
-            else:
-                b[k] = new
+        for i in range(self.nkeys, self.arity):
+            a = old[i]
+            if not isinstance(a, Lattice) and a != new[i]:
+                self.removals += 1
+                break
+        if self.indexes:
+            self._log.append(_Del(k, old))
+            self._log.append(new)
+            self._trim()
 
     def remove(self, row: Any) -> bool:
         """Delete ``row`` (matched on its non-lattice columns); return whether it was there."""
@@ -226,26 +372,22 @@ class Relation:
         self.undo.append((k, old))
         self.removals += 1
         self.changes += 1
-        for get, idx in self._idx_list:
-            p = get(old)
-            b = idx.get(p)
-            if b is not None:
-                b.pop(k, None)
-                if not b:
-                    del idx[p]
+        if self.indexes:
+            self._log.append(_Del(k, old))
+            self._trim()
         if self.ttl is not None:
             self.expiry.pop(k, None)
 
     def clear(self) -> None:
         """Empty a scratch (start of a tick); the old contents are kept for a rollback."""
         if self._saved is None:
-            self._saved = (self.store, self.indexes)
+            self._saved = self.store
         if self.store:
             self.removals += 1
             self.changes += 1
         self.store = {}
-        self.indexes = {cols: {} for cols in self.indexes}
-        self._idx_list = [(_getter(c), i) for c, i in self.indexes.items()]
+        self.indexes = {}
+        self._log = []
 
     # -- soft state ----------------------------------------------------------------------------
 
@@ -268,12 +410,24 @@ class Relation:
 
     # -- indexes -------------------------------------------------------------------------------
 
+    def _trim(self) -> None:
+        # An index that is not probed would make the log grow without bound: past the size
+        # of the relation, rebuilding on the next probe is cheaper than replaying.
+        if len(self._log) > 1024 and len(self._log) > 2 * len(self.store):
+            self.indexes = {}
+            self._log = []
+
     def index(self, cols: tuple[int, ...]) -> dict[Any, dict[Any, Any]]:
-        """The hash index on columns ``cols`` (probe value -> {key: row}), built on first use."""
-        idx = self.indexes.get(cols)
-        if idx is None:
-            idx = {}
-            get = _getter(cols)
+        """The hash index on columns ``cols`` (probe value -> {key: row}).
+
+        Built on first use; afterwards it replays the relation's change log when probed, so
+        an index nobody probes costs nothing to maintain.
+        """
+        entry = self.indexes.get(cols)
+        log = self._log
+        get = _getter(cols)
+        if entry is None:
+            idx: dict[Any, dict[Any, Any]] = {}
             for k, row in self.store.items():
                 p = get(row)
                 b = idx.get(p)
@@ -281,8 +435,34 @@ class Relation:
                     idx[p] = {k: row}
                 else:
                     b[k] = row
-            self.indexes[cols] = idx
-            self._idx_list.append((get, idx))
+            self.indexes[cols] = [idx, len(log)]
+            return idx
+        idx, pos = entry
+        n = len(log)
+        if pos < n:
+            keyfn = self.keyfn
+            for i in range(pos, n):
+                item = log[i]
+                if type(item) is _Del:
+                    p = get(item.old)
+                    b = idx.get(p)
+                    if b is not None:
+                        b.pop(item.k, None)
+                        if not b:
+                            del idx[p]
+                    continue
+                k = item if keyfn is None else keyfn(item)
+                p = get(item)
+                b = idx.get(p)
+                if b is None:
+                    idx[p] = {k: item}
+                else:
+                    b[k] = item
+            entry[1] = n
+            if all(e[1] == n for e in self.indexes.values()):
+                log.clear()
+                for e in self.indexes.values():
+                    e[1] = 0
         return idx
 
     # -- transactions --------------------------------------------------------------------------
@@ -304,19 +484,20 @@ class Relation:
     def rollback(self, token: Any) -> None:
         """Restore the contents as they were at ``begin``."""
         if self._saved is not None:
-            self.store, self.indexes = self._saved
-            self._idx_list = [(_getter(c), i) for c, i in self.indexes.items()]
-        store = self.store
-        undo = self.undo if self._saved is None else []
-        if undo:
-            for k, old in reversed(undo):
-                if old is MISSING:
+            self.store = self._saved
+        else:
+            store = self.store
+            for k, old in reversed(self.undo):
+                if k is _BATCH:
+                    for r in old:
+                        store.pop(r, None)
+                elif old is MISSING:
                     store.pop(k, None)
                 else:
                     store[k] = old
-            # indexes are rebuilt from the restored rows on next use
-            self.indexes = {}
-            self._idx_list = []
+        # indexes are rebuilt from the restored rows on next use
+        self.indexes = {}
+        self._log = []
         self.removals, self.changes, ttl_state = token
         if ttl_state is not None:
             self.expiry, self.heap = ttl_state

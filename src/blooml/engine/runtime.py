@@ -39,6 +39,23 @@ def _note(exc: BaseException, text: str) -> None:
         exc.add_note(_NOTE_MARK + text)
 
 
+_TUPLE = {tuple}
+
+
+def _to_rows(rel: Relation, out: Any, where: str) -> list[Any]:
+    """Rule results as rows of ``rel``: whole batches are converted at C speed when every
+    result is a plain tuple of the right length; anything else goes row by row."""
+    if not out:
+        return []
+    if not isinstance(out, list):
+        out = list(out)
+    types = set(map(type, out))
+    if (types == _TUPLE or types == {rel.row_type}) and set(map(len, out)) == {rel.arity}:
+        return out  # the relation converts the new ones
+    make = rel.make_row
+    return [make(r, where) for r in out if r is not None]
+
+
 class CompiledRule:
     """A rule bound to one runtime: its evaluator, head and incremental bookkeeping."""
 
@@ -288,19 +305,9 @@ class Runtime:
     def _emit(self, cr: CompiledRule, out: Any) -> None:
         rel = cr.head_rel
         if rel is not None:
-            now = self.now
-            add = rel.add
-            row_type = rel.row_type
-            arity = rel.arity
-            new = tuple.__new__
-            for r in out:
-                if type(r) is tuple and len(r) == arity:
-                    r = new(row_type, r)
-                elif type(r) is not row_type:
-                    if r is None:
-                        continue
-                    r = rel.make_row(r, cr.where)
-                add(r, now)
+            rows = _to_rows(rel, out, cr.where)
+            if rows:
+                rel.add_many(rows, self.now)
             return
         var = cr.head_lat
         assert var is not None
@@ -335,11 +342,8 @@ class Runtime:
             return
         rel = cr.head_rel
         assert rel is not None
-        rows = []
-        for r in out:
-            if r is None:
-                continue
-            rows.append(rel.make_row(r, cr.where))
+        make = rel.make_row
+        rows = [make(r, cr.where) for r in _to_rows(rel, out, cr.where)]
         if not rows:
             return
         if op == "<~":
