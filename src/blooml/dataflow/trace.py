@@ -5,8 +5,11 @@ a *spine* of sorted, consolidated batches. Appending a batch adds a small sorted
 merges the newest runs while the older one is not more than twice the size of the newer one,
 so each update is merged O(log n) times over its life and the spine holds O(log n) batches.
 Each batch stores four parallel columns (keys, values, times, weights) instead of one object
-per update, and is sorted by key, then value, then time; look-ups by key are a binary search
-per batch.
+per update, sorted by key (updates of one key keep the order they were appended in, which is
+time order); look-ups by key are a binary search per batch, and full sequential access in
+order of key, then value, then time sorts each read. Merging batches never compares values
+or times, only keys, which is what keeps appends cheap; updates that cancel out are dropped
+when a batch is built from one time's changes and by :meth:`Trace.compact`.
 
 Appending returns a new trace that shares every untouched batch with the old one, so a trace
 can be held by several operators (or kept as a snapshot) without copying.
@@ -14,10 +17,10 @@ can be held by several operators (or kept as a snapshot) without copying.
 
 from __future__ import annotations
 
-import heapq
 import sys
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator
+from operator import itemgetter, ne
 from typing import Any
 
 from blooml.dataflow.errors import (
@@ -62,6 +65,10 @@ def _row_key(row: tuple[tuple[Any, Any, Any], int]) -> Any:
     return _order_key(row[0])
 
 
+def _first(row: tuple[tuple[Any, Any, Any], int]) -> tuple[Any, Any, Any]:
+    return row[0]
+
+
 class _Batch:
     """One sorted, consolidated run of updates, stored column-wise."""
 
@@ -103,17 +110,48 @@ class _Batch:
         return range(i, j)
 
 
+def _columns(
+    keys: list[Any], vals: list[Any], times: list[Any], weights: list[int], fallback: bool
+) -> _Batch:
+    """A batch from columns, stably sorted by key; raises TypeError if keys are unorderable.
+
+    Sorting a permutation of indices by key (and gathering the columns with ``itemgetter``)
+    keeps the work in C: merging two batches costs about one key comparison per update.
+    """
+    n = len(keys)
+    if n > 1:
+        if fallback:
+            order = sorted(range(n), key=lambda i: _order_key(keys[i]))
+        else:
+            order = sorted(range(n), key=keys.__getitem__)
+        if order[0] != 0 or any(map(ne, order, range(n))):
+            gather = itemgetter(*order)
+            return _Batch(
+                list(gather(keys)), list(gather(vals)), list(gather(times)), list(gather(weights))
+            )
+    return _Batch(keys, vals, times, weights)
+
+
 def _build(rows: list[tuple[tuple[Any, Any, Any], int]], fallback: bool) -> _Batch:
-    """Sort (already consolidated, non-zero) rows into a batch; raises TypeError if unorderable."""
-    if fallback:
-        rows.sort(key=_row_key)
-    else:
-        rows.sort()
+    """A batch from consolidated ``((key, value, time), weight)`` rows."""
     if not rows:
         return _Batch([], [], [], [])
     kvts, ws = zip(*rows, strict=True)
     ks, vs, ts = zip(*kvts, strict=True)
-    return _Batch(list(ks), list(vs), list(ts), list(ws))
+    return _columns(list(ks), list(vs), list(ts), list(ws), fallback)
+
+
+def _unzip(rows: list[tuple[tuple[Any, Any, Any], int]]) -> tuple[list[Any], ...]:
+    kvts, ws = zip(*rows, strict=True)
+    ks, vs, ts = zip(*kvts, strict=True)
+    return list(ks), list(vs), list(ts), list(ws)
+
+
+def _merge(a: _Batch, b: _Batch, fallback: bool) -> _Batch:
+    """Merge two batches (older first, so equal keys keep time order)."""
+    return _columns(
+        a.keys + b.keys, a.vals + b.vals, a.times + b.times, a.weights + b.weights, fallback
+    )
 
 
 def _consolidate(parts: Iterable[Iterable[tuple[tuple[Any, Any, Any], int]]]) -> list[Any]:
@@ -191,7 +229,7 @@ class Trace:
         self._spine = ()
         rows = _consolidate([rows])
         if rows:
-            self._spine, self._fallback = self._push((), rows, False)
+            self._spine, self._fallback = self._push((), _unzip(rows), False)
 
     @classmethod
     def _make(cls, spine: tuple[_Batch, ...], indexed: bool | None, fallback: bool) -> Trace:
@@ -206,24 +244,23 @@ class Trace:
 
     @staticmethod
     def _push(
-        spine: tuple[_Batch, ...], rows: list[Any], fallback: bool
+        spine: tuple[_Batch, ...], cols: tuple[list[Any], ...], fallback: bool
     ) -> tuple[tuple[_Batch, ...], bool]:
-        """Append consolidated rows as a batch and merge by size; switch order if needed."""
+        """Append a batch (unsorted columns) and merge by size; switch order if needed."""
         try:
             new = list(spine)
-            new.append(_build(rows, fallback))
+            new.append(_columns(*cols, fallback))  # type: ignore[arg-type]
             while len(new) >= 2 and len(new[-2]) <= _MERGE_RATIO * len(new[-1]):
                 b = new.pop()
                 a = new.pop()
-                merged = _build(_consolidate([a.rows(), b.rows()]), fallback)
-                if merged.keys:
-                    new.append(merged)
+                new.append(_merge(a, b, fallback))
             return tuple(new), fallback
         except TypeError:
             if fallback:
                 raise
             # Mixed, mutually unorderable types: re-sort everything with a total order key.
-            everything = _consolidate([*(b.rows() for b in spine), rows])
+            extra = zip(zip(cols[0], cols[1], cols[2], strict=True), cols[3], strict=True)
+            everything = _consolidate([*(b.rows() for b in spine), extra])
             return (_build(everything, True),), True
 
     def insert(self, batch: ZSet | IndexedZSet, time: Time) -> Trace:
@@ -239,18 +276,27 @@ class Trace:
                 raise TraceKindError("IndexedZSet", batch, "Trace.insert")
             if not batch:
                 return self
-            rows = [((e, None, time), w) for e, w in batch._d.items()]
+            d = batch._d
+            n = len(d)
+            cols: tuple[list[Any], ...] = (list(d), [None] * n, [time] * n, list(d.values()))
             indexed = False
         elif isinstance(batch, IndexedZSet):
             if self._indexed is False:
                 raise TraceKindError("ZSet", batch, "Trace.insert")
             if not batch:
                 return self
-            rows = [((k, v, time), w) for k, vals in batch._d.items() for v, w in vals.items()]
+            ks: list[Any] = []
+            vs: list[Any] = []
+            ws: list[int] = []
+            for k, vals in batch._d.items():
+                ks.extend([k] * len(vals))
+                vs.extend(vals)
+                ws.extend(vals.values())
+            cols = (ks, vs, [time] * len(ks), ws)
             indexed = True
         else:
             raise TraceKindError("ZSet or IndexedZSet", batch, "Trace.insert")
-        spine, fallback = self._push(self._spine, rows, self._fallback)
+        spine, fallback = self._push(self._spine, cols, self._fallback)
         return Trace._make(spine, indexed, fallback)
 
     def compact(self, frontier: int) -> Trace:
@@ -283,7 +329,7 @@ class Trace:
         )
         if not rows:
             return Trace._make((), self._indexed, self._fallback)
-        spine, fallback = self._push((), rows, self._fallback)
+        spine, fallback = self._push((), _unzip(rows), self._fallback)
         return Trace._make(spine, self._indexed, fallback)
 
     # -- reading --
@@ -343,40 +389,27 @@ class Trace:
     def __iter__(self) -> Iterator[tuple[Any, Any, Any, int]]:
         """Iterate ``(key, value, time, weight)`` in order of key, then value, then time.
 
-        Updates with the same key, value and time in different batches are summed first.
+        Updates with the same key, value and time (possible across batches) are summed first.
         """
-        if len(self._spine) == 1:
-            b = self._spine[0]
-            yield from zip(b.keys, b.vals, b.times, b.weights, strict=False)
-            return
+        rows = _consolidate(b.rows() for b in self._spine)
         if self._fallback:
-            rows = _consolidate(b.rows() for b in self._spine)
             rows.sort(key=_row_key)
-            for (k, v, t), w in rows:
-                yield k, v, t, w
-            return
-        merged = heapq.merge(*(b.rows() for b in self._spine), key=lambda r: r[0])
-        cur: Any = None
-        acc = 0
-        for kvt, w in merged:
-            if cur is not None and kvt == cur:
-                acc += w
-                continue
-            if cur is not None and acc:
-                yield (*cur, acc)
-            cur, acc = kvt, w
-        if cur is not None and acc:
-            yield (*cur, acc)
+        else:
+            try:
+                rows.sort(key=_first)
+            except TypeError:  # keys order, but values or times of one key do not
+                rows.sort(key=_row_key)
+        for (k, v, t), w in rows:
+            yield k, v, t, w
 
     def keys(self) -> list[Any]:
-        """The distinct keys, in order."""
-        out: list[Any] = []
-        last: Any = object()
-        for k, _v, _t, _w in self:
-            if not out or k != last:
-                out.append(k)
-                last = k
-        return out
+        """The distinct keys with at least one stored update, in order."""
+        ks: set[Any] = set()
+        for b in self._spine:
+            ks.update(b.keys)
+        if self._fallback:
+            return sorted(ks, key=_order_key)
+        return sorted(ks)
 
     def as_of(self, time: Time) -> ZSet | IndexedZSet:
         """The integral of the stream at ``time``: every update at a time ``<= time`` summed."""
