@@ -606,11 +606,11 @@ class Circuit:
     def _restore(self, saved: list[tuple[Z1, Any]]) -> None:
         for op, value in saved:
             op.push(value)
-        for op in self._stateful():
-            if isinstance(op, _Scheduled):
-                op._todo.clear()
-            elif isinstance(op, JoinTrace):
-                op._future.clear()
+        for other in self._stateful():
+            if isinstance(other, _Scheduled):
+                other._todo.clear()
+            elif isinstance(other, JoinTrace):
+                other._future.clear()
 
     def _run_once(self, time: Time, inputs: Mapping[str, Any], first: bool) -> None:
         vals = self._values

@@ -352,7 +352,8 @@ class Z1Trace(Z1):
 
     def compact(self, frontier: int) -> None:
         """Compact the stored trace below ``frontier`` (see :meth:`Trace.compact`)."""
-        self._state = self._state.compact(frontier)
+        state: Trace = self._state  # type: ignore[assignment]  (a Z1Trace holds traces)
+        self._state = state.compact(frontier)
 
 
 # -- incremental (trace-based) operators ----------------------------------------------------
@@ -396,6 +397,7 @@ def _distinct_delta(hist: list[tuple[Any, int]], w: int, t: Time) -> int:
     if type(t) is int or t is None:
         x = sum(ws for _s, ws in hist)
         return _sign(x + w) - _sign(x)
+    assert isinstance(t, tuple)
     if len(t) == 2:
         return _distinct_2d(hist, w, t[0], t[1])
     return _distinct_general(hist, w, t)
@@ -726,7 +728,7 @@ class AggregateIncremental(_Scheduled):
         agg = self.agg
         out: dict[Any, int] = {}
         flat = type(time) is int or time is None
-        cs = [(time, 1), ("before", -1)] if flat else corners(time)
+        cs: list[tuple[Any, int]] = [(time, 1), ("before", -1)] if flat else corners(time)
         keys = set(delta._d) if flat else self._candidates(delta._d, time)
         for k in keys:
             entries = trace.entries(k)

@@ -249,7 +249,8 @@ class Trace:
         """Append a batch (unsorted columns) and merge by size; switch order if needed."""
         try:
             new = list(spine)
-            new.append(_columns(*cols, fallback))  # type: ignore[arg-type]
+            ks, vs, ts, ws = cols
+            new.append(_columns(ks, vs, ts, ws, fallback))
             while len(new) >= 2 and len(new[-2]) <= _MERGE_RATIO * len(new[-1]):
                 b = new.pop()
                 a = new.pop()
