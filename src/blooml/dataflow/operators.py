@@ -352,7 +352,7 @@ class Z1Trace(Z1):
 
     def compact(self, frontier: int) -> None:
         """Compact the stored trace below ``frontier`` (see :meth:`Trace.compact`)."""
-        state: Trace = self._state  # type: ignore[assignment]  (a Z1Trace holds traces)
+        state: Trace = self._state  # type: ignore[assignment]
         self._state = state.compact(frontier)
 
 
