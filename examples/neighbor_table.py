@@ -79,8 +79,13 @@ def main() -> dict[str, Any]:
     clock = FakeClock()
     net, nodes = build(clock)
     c_links = [(other,) for other in NODES if other != "c"]
+    print("  (one line per change; the clock advances 0.5 s per tick)\n")
     print("     t   a's neighbours   b's neighbours   c's neighbours   event")
     timeline: list[dict[str, Any]] = []
+    prev: dict[str, list[str]] = {}
+    last_from_c: float | None = None
+    vanished: float | None = None
+    last_before: float | None = None
     for step in range(1, 33):
         clock.now = step * 0.5
         event = ""
@@ -92,14 +97,26 @@ def main() -> dict[str, Any]:
             event = "c speaks again"
         net.tick()
         views = {n: sorted(r.nbr for r in node.neighbor) for n, node in nodes.items()}
+        for r in nodes["a"].neighbor:
+            if r.nbr == "c":
+                last_from_c = r.last_hello
+        if vanished is None and clock.now > 4.0 and "c" not in views["a"]:
+            vanished = clock.now
+            last_before = last_from_c
         timeline.append({"t": clock.now, **views})
-        cells = "".join(f"{','.join(views[n]) or '-':<17}" for n in NODES)
-        print(f"  {clock.now:>4g}   {cells}{event}")
+        if event or not prev or views != prev:  # print only what changed
+            cells = "".join(f"{','.join(views[n]) or '-':<17}" for n in NODES)
+            print(f"  {clock.now:>4g}   {cells}{event}".rstrip())
+        prev = views
     print(
-        "\nNo rule deletes anything: c's entries expire TTL seconds after its last heartbeat,\n"
+        f"\nc's last heartbeat before going silent (sent at t={last_before:g}) reached a at a's\n"
+        f"next tick; a's entry for c vanished at t={vanished:g}, TTL = {TTL:g} s after that refresh."
+    )
+    print(
+        "No rule deletes anything: c's entries expire TTL seconds after its last heartbeat,\n"
         "and the next heartbeat after it recovers brings them back."
     )
-    return {"timeline": timeline}
+    return {"timeline": timeline, "last_before": last_before, "vanished": vanished}
 
 
 if __name__ == "__main__":

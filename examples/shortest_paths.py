@@ -82,12 +82,13 @@ def best_costs(p: Paths) -> dict[tuple[str, str], int]:
 
 
 def next_hops(p: Paths) -> dict[tuple[str, str], str]:
-    """For each pair, the first hop of a cheapest path (ties broken by name)."""
+    """For each pair, the first hop of a cheapest path (``"direct"``: the link itself; ties
+    broken by name)."""
     best = best_costs(p)
     hops: dict[tuple[str, str], str] = {}
     for r in sorted(p.path, key=lambda r: (r.src, r.dst, r.hop)):
         if r.c.reveal() == best[(r.src, r.dst)] and (r.src, r.dst) not in hops:
-            hops[(r.src, r.dst)] = r.dst if r.hop == "direct" else r.hop
+            hops[(r.src, r.dst)] = r.hop
     return hops
 
 
@@ -113,11 +114,18 @@ def main() -> dict[str, Any]:
     for s, d, c in ROADS:
         print(f"  {s:>10} -> {d:<10} {c:>2}")
 
+    ir = Paths.ir()
+    print("\nThe program as the engine sees it (Paths.ir()): one stratum, every dependency")
+    print("monotone, the recursion path -> path included, so it runs semi-naively to fixpoint:")
+    text = str(ir)
+    body = text[text.index("stratum 0:") :]
+    print("\n".join(f"  {line}" if line.strip() else "" for line in body.rstrip().splitlines()))
+
     p = Paths()
     p.link.insert(ROADS)
     p.tick()
     before = best_costs(p)
-    print(f"\ntick {p.tick_count}: the fixpoint derived {len(p.path)} path tuples; cheapest costs:")
+    print(f"\nfirst tick: the fixpoint derived {len(p.path)} path tuples; cheapest costs:")
     _table(nodes, before)
     ok_before = _check(ROADS, before)
     print(f"checked against Dijkstra from every town: {'OK' if ok_before else 'MISMATCH'}")
@@ -129,12 +137,16 @@ def main() -> dict[str, Any]:
     after = best_costs(p)
     improved = sorted(k for k in after if k in before and after[k] < before[k])
     new = sorted(k for k in after if k not in before)
-    print(f"tick {p.tick_count}: {len(improved)} costs improved, {len(new)} pairs newly connected:")
+    print(f"next tick: {len(improved)} costs improved, {len(new)} pairs newly connected:")
     hops = next_hops(p)
+
+    def via(k: tuple[str, str]) -> str:
+        return "by the direct road" if hops[k] == "direct" else f"first hop {hops[k]}"
+
     for k in improved:
-        print(f"  {k[0]:>10} -> {k[1]:<10} {before[k]:>3} -> {after[k]:<3} (now via {hops[k]})")
+        print(f"  {k[0]:>10} -> {k[1]:<10} {before[k]:>3} -> {after[k]:<3} ({via(k)})")
     for k in new:
-        print(f"  {k[0]:>10} -> {k[1]:<10}   · -> {after[k]:<3} (via {hops[k]})")
+        print(f"  {k[0]:>10} -> {k[1]:<10}   · -> {after[k]:<3} ({via(k)})")
     ok_after = _check([*ROADS, SHORTCUT], after)
     print(f"checked against Dijkstra again: {'OK' if ok_after else 'MISMATCH'}")
     print(

@@ -3,7 +3,6 @@
 Each test states the contract it checks; see /tmp/brief/engine_bugs.md for the discussion.
 """
 
-
 from __future__ import annotations
 
 import pytest

@@ -13,7 +13,10 @@ def view(timeline: list[dict[str, object]], t: float, node: str) -> list[str]:
 
 
 def test_main_timeline() -> None:
-    tl = nt.main()["timeline"]
+    out = nt.main()
+    tl = out["timeline"]
+    assert out["last_before"] == 3.0
+    assert nt.TTL <= out["vanished"] - out["last_before"] <= nt.TTL + 1.0
     # warmed up: everyone sees both others
     for t in (2.5, 3.0, 3.5):
         assert view(tl, t, "a") == ["b", "c"]

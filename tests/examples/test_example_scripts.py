@@ -51,3 +51,4 @@ def test_demo_output_is_verified(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert out.count("checked against Dijkstra") == 2
     assert out.count(": OK") == 2
+    assert "stratum 0:" in out and "path -> path  (monotone" in out
