@@ -107,8 +107,8 @@ def value_of(v: lmax) -> Any:
 
 
 def store_dict(p: KVS) -> dict[str, Any]:
-    """The store as ``{key: value}`` (the newest version of each key)."""
-    return {k: value_of(v) for k, v in p.store.value.reveal().items()}
+    """The store as ``{key: value}`` (the newest version of each key), sorted by key."""
+    return {k: value_of(v) for k, v in sorted(p.store.value.reveal().items())}
 
 
 class FakeClock:

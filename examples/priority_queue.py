@@ -98,7 +98,8 @@ def _show(title: str, log: list[tuple[int, str, str, int]]) -> None:
 
 def main() -> dict[str, Any]:
     """Drain the seed's queue per user, then globally; return both processing logs."""
-    print("Priority queue: four jobs arrive in the same tick (the seed's facts @123):")
+    print("Priority queue: four jobs arrive in the same tick (the seed's facts @123);")
+    print("they are inserted before tick 0 (ticks count from 0, as self.tick_count reads):")
     for user, prio, job in JOBS:
         print(f"  priority_queue({user!r}, {job!r}, {prio})")
     print()
