@@ -199,14 +199,16 @@ def run_cart(
     *,
     session: str = "s1",
     max_ticks: int = 50,
+    network: LocalNetwork | None = None,
 ) -> tuple[tuple[str, int], ...] | None:
     """Run one session on a ``LocalNetwork``: the client sends ``batches[i]`` in its i-th tick.
 
     The checkout (announcing ``sum(len(b) for b in batches)`` actions) is sent with the first
     batch, so it may well arrive before the actions it counts. Returns the server's answer, or
-    ``None`` if none arrived within ``max_ticks`` ticks.
+    ``None`` if none arrived within ``max_ticks`` ticks. Pass a ``network`` (for instance
+    ``LocalNetwork(seed, max_delay=3, dup_prob=0.3)``) to delay, reorder and duplicate messages.
     """
-    net = LocalNetwork()
+    net = LocalNetwork() if network is None else network
     client = CartClient(addr="client", network=net)
     server_cls(addr="server", network=net)
     n = sum(len(b) for b in batches)

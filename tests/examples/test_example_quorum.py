@@ -6,7 +6,7 @@ from _examples import load_example
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blooml import lbool, lmax, lset
+from blooml import LocalNetwork, Program, bloom, channel, interface, lbool, lmax, lset
 
 qv = load_example("quorum_vote")
 
@@ -65,3 +65,36 @@ def test_counts_distinct_voters_whatever_the_order(ballots: list[list[str]]) -> 
         assert bool(t["done"]) == (len(seen) >= qv.QUORUM_SIZE)
     everyone = {v for cast in ballots for v in cast}
     assert bool(trace[-1]["result"]) == (len(everyone) >= qv.QUORUM_SIZE)
+
+
+class Voter(Program):
+    """A separate node that votes by sending to the coordinator's vote channel."""
+
+    ballot = interface(["addr", "voter_id"])
+    vote_chn = channel(["@addr", "voter_id"])
+
+    # fmt: off
+    @bloom
+    def vote(self):
+        self.vote_chn <~ self.ballot
+    # fmt: on
+
+
+@given(
+    st.lists(st.sampled_from(["v1", "v2", "v3", "v4"]), max_size=8),
+    st.integers(0, 2**16),
+)
+def test_outcome_is_the_same_on_a_chaotic_network(votes: list[str], seed: int) -> None:
+    """Votes from three voter nodes, delayed, reordered and duplicated: the coordinator ends
+    with the same votes and reaches the quorum exactly when a set model says so."""
+    net = LocalNetwork(seed, max_delay=3, dup_prob=0.3)
+    coordinator = qv.QuorumDemo(addr=qv.RESULT_ADDR, network=net)
+    voters = [Voter(addr=f"voter{i}", network=net) for i in range(3)]
+    for i, v in enumerate(votes):
+        voters[i % 3].ballot.insert([(qv.RESULT_ADDR, v)])
+        net.tick()
+    net.tick(10)
+    assert set(coordinator.votes.value.reveal()) == set(votes)
+    reached = len(set(votes)) >= qv.QUORUM_SIZE
+    assert bool(coordinator.quorum_done.value) == reached
+    assert bool(list(coordinator.result)) == reached

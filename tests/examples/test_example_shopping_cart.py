@@ -8,6 +8,8 @@ from _examples import load_example
 from hypothesis import given
 from hypothesis import strategies as st
 
+from blooml import LocalNetwork
+
 cart = load_example("shopping_cart")
 
 Action = tuple[str, str, int]
@@ -86,8 +88,6 @@ def test_checkout_waits_for_every_announced_action() -> None:
 
 
 def test_answers_once_and_forgets_the_checkout() -> None:
-    from blooml import LocalNetwork
-
     net = LocalNetwork()
     client = cart.CartClient(addr="client", network=net)
     server = cart.DisorderlyCart(addr="server", network=net)
@@ -111,3 +111,26 @@ def test_loopback_mixins_run_in_one_program() -> None:
         p.client_checkout.insert([("localhost", "localhost", "s", 2)])
         p.tick(8)
         assert {tuple(r) for r in p.response} == {("s", (("figs", 1),))}, cls.__name__
+
+
+@given(sessions(), st.integers(0, 2**16))
+def test_disorderly_cart_is_confluent_on_a_chaotic_network(
+    session: tuple[list[Action], list[list[Action]]], seed: int
+) -> None:
+    """Messages delayed 0..3 rounds (so reordered) and duplicated: the same answer."""
+    actions, batches = session
+    net = LocalNetwork(seed, max_delay=3, dup_prob=0.3)
+    got = cart.run_cart(cart.DisorderlyCart, batches, network=net, max_ticks=80)
+    assert got == cart.expected_cart(actions)
+
+
+def test_destructive_cart_is_not_confluent_on_a_chaotic_network() -> None:
+    """Some delay/duplication schedule changes the destructive cart's answer (a duplicated
+    action is applied twice; a removal overtaking its addition is lost)."""
+    batches = [[a] for a in cart.SESSION_ACTIONS]
+    want = cart.expected_cart(cart.SESSION_ACTIONS)
+    answers = set()
+    for seed in range(30):
+        net = LocalNetwork(seed, max_delay=3, dup_prob=0.3)
+        answers.add(cart.run_cart(cart.DestructiveCart, batches, network=net, max_ticks=80))
+    assert any(a != want for a in answers), answers
