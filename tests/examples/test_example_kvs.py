@@ -119,3 +119,23 @@ def test_table_kvs_two_puts_to_one_key_in_one_tick_conflict() -> None:
     assert err.value.collection == "kvstate"
     assert err.value.key in ("k", ("k",))
     assert {tuple(r) for r in p.kvstate} == before  # the failed tick changed nothing
+
+
+@given(puts_st, puts_st, st.integers(0, 2**16))
+def test_replicas_converge_on_a_chaotic_network(
+    east_puts: list[Put], west_puts: list[Put], seed: int
+) -> None:
+    clock = FakeClock()
+    net = LocalNetwork(seed, max_delay=3, dup_prob=0.3)
+    east = kvs.ReplicatedKVS(addr="east", clock=clock, network=net)
+    west = kvs.ReplicatedKVS(addr="west", clock=clock, network=net)
+    east.peer.insert([("west",)])
+    west.peer.insert([("east",)])
+    east.kvput.insert([(i, *p) for i, p in enumerate(east_puts)])
+    west.kvput.insert([(i, *p) for i, p in enumerate(west_puts)])
+    for _ in range(14):
+        clock.now += 0.5
+        net.tick()
+    want = lww_model(east_puts + west_puts)
+    assert kvs.store_dict(east) == want
+    assert kvs.store_dict(west) == want

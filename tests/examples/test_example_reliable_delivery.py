@@ -95,3 +95,22 @@ def test_sending_elsewhere_without_a_network_is_an_error() -> None:
         p.tick()
     msg = str(err.value)
     assert "data_chan" in msg and "bob" in msg
+
+
+@given(st.integers(1, 4), st.integers(0, 2**16), st.data())
+def test_delivery_survives_delay_reordering_and_duplication(
+    n: int, seed: int, data: st.DataObject
+) -> None:
+    lose = data.draw(st.sets(st.integers(0, n - 1)))
+    clock = FakeClock()
+    net = LocalNetwork(seed, max_delay=2, dup_prob=0.3)
+    alice = rd.FlakyNode(addr="alice", clock=clock, network=net)
+    bob = rd.Node(addr="bob", clock=clock, network=net)
+    alice.lose.insert([(i,) for i in lose])
+    alice.pipe_in.insert([("bob", "alice", i, f"m{i}") for i in range(n)])
+    for _ in range(25):
+        clock.now += 1.0
+        net.tick()
+    assert {(r.ident, r.payload) for r in bob.inbox} == {(i, f"m{i}") for i in range(n)}
+    assert {r.ident for r in alice.confirmed} == set(range(n))
+    assert list(alice.send_buf) == []
