@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -35,6 +37,12 @@ from rpds import HashTrieMap, HashTrieSet
 from blooml import lmap, lmax, lset
 
 Row = tuple[str, str, float, str]
+
+
+def distinct_keys(n: int, seed: int = 2026) -> list[int]:
+    """``n`` distinct pseudo-random 62-bit ints (sequential ints would flatter hash tables)."""
+    return random.Random(seed).sample(range(2**62), n)
+
 
 #: Growth runs per side (baseline and blooml alike); the best run counts. Set by --repeat.
 REPEAT = 1
@@ -60,7 +68,8 @@ def timed(fn: Callable[[], Any], repeat: int = 1) -> float:
 
 def set_growth(quick: bool, rows: list[Row]) -> float:
     merges, width = 20_000, 10
-    chunks = [range(i * width, (i + 1) * width) for i in range(merges)]
+    keys = distinct_keys(merges * width)
+    chunks = [keys[i * width : (i + 1) * width] for i in range(merges)]
     deltas = [lset(c) for c in chunks]
     fdeltas = [frozenset(c) for c in chunks]
 
@@ -111,11 +120,12 @@ def set_growth(quick: bool, rows: list[Row]) -> float:
 
 def set_bulk(rows: list[Row]) -> tuple[float, float]:
     n = 100_000
-    fa, fb = frozenset(range(n)), frozenset(range(n // 2, n + n // 2))
+    keys = distinct_keys(n + n // 2)
+    fa, fb = frozenset(keys[:n]), frozenset(keys[n // 2 :])
     a, b = lset(fa), lset(fb)
     # the same values, grown by small merges, hence held in persistent tries
-    ta = lset(range(n - 1)).merge(lset([n - 1]))
-    tb = lset(range(n // 2, n + n // 2 - 1)).merge(lset([n + n // 2 - 1]))
+    ta = lset(keys[: n - 1]).merge(lset(keys[n - 1 : n]))
+    tb = lset(keys[n // 2 : -1]).merge(lset(keys[-1:]))
     assert ta == a and tb == b and type(ta._v) is HashTrieSet
     expected = len(fa | fb)
 
@@ -150,7 +160,8 @@ def set_bulk(rows: list[Row]) -> tuple[float, float]:
 
 def map_growth(quick: bool, rows: list[Row]) -> float:
     merges, width = 10_000, 10
-    keysets = [range(i * width, (i + 1) * width) for i in range(merges)]
+    keys = distinct_keys(merges * width)
+    keysets = [keys[i * width : (i + 1) * width] for i in range(merges)]
     deltas = [lmap({k: lmax(k) for k in ks}) for ks in keysets]
     ddeltas = [{k: lmax(k) for k in ks} for ks in keysets]
 
@@ -225,8 +236,8 @@ def map_growth(quick: bool, rows: list[Row]) -> float:
 
 
 def builders(rows: list[Row]) -> None:
-    items = list(range(200_000))
-    pairs = [(i % 50_000, lmax(i)) for i in range(200_000)]
+    items = distinct_keys(200_000)
+    pairs = [(items[i % 50_000], lmax(i)) for i in range(200_000)]
 
     def fold_merges() -> None:
         v = lset()
@@ -258,6 +269,13 @@ def builders(rows: list[Row]) -> None:
     rows.append(("fold 200k rows", "info: lmap.builder().add", t4, f"{t3 / t4:.0f}x faster"))
 
 
+def _load() -> str:
+    try:
+        return "/".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:  # pragma: no cover - not on every platform
+        return "n/a"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -275,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     global REPEAT
     REPEAT = max(1, args.repeat)
     rows: list[Row] = []
+    load_start = _load()
     results = [
         (
             "lset growth >= 50x faster than frozenset union",
@@ -291,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     builders(rows)
 
     width = max(len(r[1]) for r in rows)
+    print(f"load average at start {load_start}, at end {_load()} (CPUs: {os.cpu_count()})")
     print(f"{'benchmark':18} {'variant':{width}} {'time':>10}  note")
     for bench, variant, t, note in rows:
         shown = f"{t * 1000:8.1f}ms" if t < 1 else f"{t:9.2f}s"
