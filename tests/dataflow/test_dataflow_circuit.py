@@ -224,6 +224,8 @@ def test_wiring_errors() -> None:
         loop.sink("s", loop.import_(x))
     with pytest.raises(CircuitError, match="runs a root circuit"):
         loop.step()
+    with pytest.raises(CircuitError, match="sources belong to the root"):
+        loop.source("inner")
     fb = c.feedback()
     with pytest.raises(CircuitError, match="never connected"):
         c.step()
@@ -295,3 +297,12 @@ def test_source_values_are_traces_only_when_built() -> None:
     c.sink("t", t)
     c.step({"x": ZSet({1: 1})})
     assert isinstance(c.step()["t"], Trace)
+
+
+def test_a_circuit_cannot_grow_after_it_ran() -> None:
+    c = Circuit()
+    x = c.source("x")
+    c.step()
+    with pytest.raises(CircuitError, match="already run 1 step"):
+        c.map(x, str)
+    assert len(c.nodes) == 1

@@ -222,7 +222,21 @@ class Circuit:
 
     # -- building --------------------------------------------------------------------------
 
+    def _root(self) -> Circuit:
+        c = self
+        while c._parent is not None:
+            c = c._parent
+        return c
+
     def _add(self, kind: str, label: str, op: Operator | None, inputs: tuple[int, ...]) -> Node:
+        if self._root()._epoch > 0:
+            raise CircuitError(
+                self.name,
+                f"cannot add the {kind} node {label!r}: the circuit has already run "
+                f"{self._root()._epoch} step(s), and a new operator would lack the history of "
+                "the streams it reads; build the whole circuit before the first step",
+                label,
+            )
         node = Node(self, len(self._nodes), kind, label)
         self._nodes.append(node)
         self._ops.append(op)
@@ -264,6 +278,13 @@ class Circuit:
             name: the key of :meth:`step`'s input mapping.
             kind: :class:`ZSet` (default) or :class:`IndexedZSet`.
         """
+        if self._parent is not None:
+            raise CircuitError(
+                self.name,
+                f"source {name!r}: sources belong to the root circuit; bring a parent stream "
+                "into a child with child.import_(node)",
+                name,
+            )
         if kind not in (ZSet, IndexedZSet):
             raise CircuitError(self.name, f"source kind must be ZSet or IndexedZSet, not {kind!r}")
         if name in self._sources:
@@ -723,9 +744,7 @@ class Circuit:
         Later steps compute exactly the same results; the per-epoch history of older updates
         is merged. Returns the memory report after compaction.
         """
-        root = self
-        while root._parent is not None:
-            root = root._parent
+        root = self._root()
         f = root._epoch if frontier is None else frontier
         if type(f) is not int or f < 0 or f > root._epoch:
             raise CircuitError(
