@@ -478,3 +478,15 @@ def test_registered_by_wrapper_name():
 
     for cls in (lset, lpset, lbag, lmap):
         assert lattice_class(cls.wrapper_name) is cls
+
+
+def test_docstring_examples_of_the_collection_modules():
+    import doctest
+
+    import blooml.lattices.bag
+    import blooml.lattices.map
+    import blooml.lattices.sets
+
+    for module in (blooml.lattices.sets, blooml.lattices.bag, blooml.lattices.map):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
