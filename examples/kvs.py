@@ -12,6 +12,7 @@ Run it with ``python examples/kvs.py``.
 * ``TableKVS`` is Bud's basic KVS: one row per key, overwritten by ``<-`` plus ``<+`` (the
   delete and the insert both take effect at the start of the next tick). Two puts to one key in
   one tick are a key conflict: a destructive store needs its writers ordered.
+  ``ReplaceKVS`` says the same with one ``<+-`` (replace) rule.
 
 ``main()`` returns what it printed, for the test suite.
 """
@@ -100,6 +101,17 @@ class TableKVS(Program):
     # fmt: on
 
 
+class ReplaceKVS(TableKVS):
+    """``TableKVS`` with its ``mutate`` block redefined by one replace rule: ``<+-`` deletes the
+    key's old row and inserts the new one at the next tick."""
+
+    # fmt: off
+    @bloom
+    def mutate(self):
+        self.kvstate <+- self.kvput.map(lambda p: (p.key, p.value))
+    # fmt: on
+
+
 def value_of(v: lmax) -> Any:
     """The plain value inside an ``lmax((version, value))`` (``None`` for a missing key)."""
     raw = v.reveal()
@@ -167,6 +179,13 @@ def main() -> dict[str, Any]:
     print(f"  one tick later:     {sorted(tuple(r) for r in t.kvstate)}")
     print(f"  get #3 -> {[r.value for r in t.kvget_response]}")
     out["table"] = {r.key: r.value for r in t.kvstate}
+    r = ReplaceKVS()
+    r.kvput.insert([(1, "colour", "green")])
+    r.tick()
+    r.kvput.insert([(2, "colour", "red")])
+    r.tick(2)
+    print(f"  ReplaceKVS (one <+- rule) after the same puts: {sorted(tuple(x) for x in r.kvstate)}")
+    out["replace"] = {x.key: x.value for x in r.kvstate}
     return out
 
 

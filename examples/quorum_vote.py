@@ -84,12 +84,21 @@ def main() -> dict[str, Any]:
             f"{cnt!s:>10}  {done!s:<5}  {shown_res}"
         )
     rows = list(p.result)
+    points = QuorumVote.ir().nonmonotone_after_channels()
+    print(
+        f"\nPoints of order in QuorumVote (non-monotone rules after a channel): {len(points)}:"
+        "\nthe program is monotone, so it needs no coordination."
+    )
     print(
         "\nalice voted three times and was counted once (lset merge is idempotent); a vote is\n"
         "visible one tick after it is cast (the channel delivers at a later tick), and the\n"
         "result message one tick after the quorum (when_true fires once cnt.gt_eq holds)."
     )
-    return {"trace": trace, "result_tick": rows[0].first.reveal() if rows else None}
+    return {
+        "trace": trace,
+        "result_tick": rows[0].first.reveal() if rows else None,
+        "points_of_order": len(points),
+    }
 
 
 if __name__ == "__main__":

@@ -193,6 +193,21 @@ def expected_cart(actions: Iterable[Action]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((i, n) for i, n in total.items() if n > 0))
 
 
+def points_of_order(cls: type[Program]) -> list[str]:
+    """The non-monotone rules of ``cls`` that lie downstream of channels, one line each."""
+    out = []
+    for rule, channels in cls.ir().nonmonotone_after_channels():
+        body = repr(rule.body)
+        what = next(
+            (op for op in ("notin", "group", "argmin", "argmax", "choose") if op in body), "?"
+        )
+        out.append(
+            f"line {rule.line} ({rule.block}): {rule.head} {rule.op} {what}(...) "
+            f"after {', '.join(channels)}"
+        )
+    return out
+
+
 def run_cart(
     server_cls: type[CartServer],
     batches: Sequence[Sequence[Action]],
@@ -250,13 +265,27 @@ def main() -> dict[str, Any]:
             results[server.__name__][label] = got
             mark = "same as expected" if got == want else "DIFFERS"
             print(f"  {server.__name__:<16} {label:<10} -> {got}  ({mark})")
+    print("\nPoints of order (CALM analysis: non-monotone rules downstream of a channel):")
+    for server in (DisorderlyCart, DestructiveCart):
+        points = points_of_order(server)
+        print(f"  {server.__name__}: {len(points)}")
+        for line in points:
+            print(f"    {line}")
     print(
-        "\nThe disorderly cart only accumulates facts and aggregates once, at checkout: the\n"
-        "order of messages cannot change its answer (it is confluent). The destructive cart\n"
-        "overwrites state per action; when '-1 plums' overtakes '+1 plums', the count is\n"
-        "clamped at zero and the removal is lost, so the reordered run keeps a plum."
+        "\nThe disorderly cart's points of order are the checkout's aggregates, and it orders\n"
+        "them once per session by waiting for the announced number of actions (a seal): the\n"
+        "order of messages cannot change its answer. The destructive cart also has points of\n"
+        "order on every action (argmin over its queue, notin on its state), which nothing\n"
+        "coordinates: when '-1 plums' overtakes '+1 plums', the count is clamped at zero and\n"
+        "the removal is lost, so the reordered run keeps a plum."
     )
-    return {"expected": want, "results": results}
+    return {
+        "expected": want,
+        "results": results,
+        "points_of_order": {
+            s.__name__: points_of_order(s) for s in (DisorderlyCart, DestructiveCart)
+        },
+    }
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ def test_main() -> None:
     want = {"colour": "blue", "size": "S", "shape": "round"}
     assert out["east"] == want and out["west"] == want
     assert out["table"] == {"colour": "red"}
+    assert out["replace"] == {"colour": "red"}
 
 
 @given(puts_st, st.data())
@@ -139,3 +140,16 @@ def test_replicas_converge_on_a_chaotic_network(
     want = lww_model(east_puts + west_puts)
     assert kvs.store_dict(east) == want
     assert kvs.store_dict(west) == want
+
+
+@given(st.lists(st.tuples(st.sampled_from(["k1", "k2"]), st.sampled_from("abc")), max_size=8))
+def test_replace_kvs_equals_table_kvs(puts: list[tuple[str, str]]) -> None:
+    """One `<+-` rule does what `<-` plus `<+` do, tick for tick."""
+    a, b = kvs.TableKVS(), kvs.ReplaceKVS()
+    for i, (k, v) in enumerate(puts):
+        for p in (a, b):
+            p.kvput.insert([(i, k, v)])
+            p.tick()
+        assert {tuple(r) for r in a.kvstate} == {tuple(r) for r in b.kvstate}
+    b.tick()
+    assert {r.key: r.value for r in b.kvstate} == dict(puts)

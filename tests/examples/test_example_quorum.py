@@ -41,6 +41,7 @@ def test_main_trace() -> None:
     assert [t["done"] for t in out["trace"]] == [False] * 5 + [True, True]
     # quorum reached in tick 5: the result message arrives in tick 6 (ticks count from 0)
     assert out["result_tick"] == 6
+    assert out["points_of_order"] == 0  # monotone: no coordination needed
 
 
 def test_result_arrives_one_tick_after_quorum() -> None:

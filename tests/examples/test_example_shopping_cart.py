@@ -134,3 +134,13 @@ def test_destructive_cart_is_not_confluent_on_a_chaotic_network() -> None:
         net = LocalNetwork(seed, max_delay=3, dup_prob=0.3)
         answers.add(cart.run_cart(cart.DestructiveCart, batches, network=net, max_ticks=80))
     assert any(a != want for a in answers), answers
+
+
+def test_points_of_order() -> None:
+    """CALM analysis: both carts aggregate at checkout; only the destructive one orders every
+    action (argmin over its queue)."""
+    dis = cart.points_of_order(cart.DisorderlyCart)
+    des = cart.points_of_order(cart.DestructiveCart)
+    assert any("final <= group" in p for p in dis)
+    assert not any("argmin" in p for p in dis)
+    assert any("step <= argmin" in p for p in des)
