@@ -306,3 +306,33 @@ def test_a_circuit_cannot_grow_after_it_ran() -> None:
     with pytest.raises(CircuitError, match="already run 1 step"):
         c.map(x, str)
     assert len(c.nodes) == 1
+
+
+def test_grandchild_circuits_run_at_three_level_times() -> None:
+    """reachability computed two levels down; the middle level just passes streams through."""
+    times: list[Any] = []
+    c = Circuit()
+    roots, edges = c.source("roots"), c.source("edges")
+    mid = c.child("mid")
+    m_roots, m_edges = mid.import_(roots), mid.import_(edges)
+    low = mid.child("low")
+    r, e = low.import_(m_roots), low.import_(m_edges)
+    prev = low.feedback()
+    low.inspect(prev, lambda v, t: times.append(t), with_time=True)
+    step = low.incremental_join(
+        low.index_with(prev, lambda n: n),
+        low.index_with(e, lambda ed: ed[0]),
+        lambda k, n, ed: ed[1],
+    )
+    new = low.incremental_distinct(low.plus(r, step))
+    low.connect(prev, new)
+    c.sink("reach", mid.export(low.export(new)))
+    edges_now = {(0, 1), (1, 2), (2, 0), (2, 3)}
+    out = c.step({"roots": ZSet({0: 1}), "edges": ZSet({e: 1 for e in edges_now})})
+    assert out["reach"] == ZSet({0: 1, 1: 1, 2: 1, 3: 1})
+    assert all(len(t) == 3 and t[0] == 0 for t in times) and (0, 0, 0) in times
+    out = c.step({"edges": ZSet({(1, 2): -1})})
+    assert out["reach"] == ZSet({2: -1, 3: -1})
+    out = c.step({"edges": ZSet({(1, 3): 1, (3, 2): 1})})
+    assert out["reach"] == ZSet({2: 1, 3: 1})
+    assert max(t[0] for t in times) == 2

@@ -154,3 +154,10 @@ def test_linear_methods_commute_with_plus(a: ZSet, b: ZSet, f) -> None:  # type:
     )
     assert (a + b).index_with(f) == a.index_with(f) + b.index_with(f)
     assert -(a + b) == -a + -b
+
+
+def test_sorted_access() -> None:
+    assert ZSet({3: 1, 1: 2, 2: -1}).sorted_items() == [(1, 2), (2, -1), (3, 1)]
+    assert ZSet({"b": 1, 2: 1, None: 1}).sorted_items() == [(None, 1), (2, 1), ("b", 1)]
+    ix = IndexedZSet({2: {"b": 1, "a": 1}, 1: {"z": -1}})
+    assert ix.sorted_items() == [((1, "z"), -1), ((2, "a"), 1), ((2, "b"), 1)]

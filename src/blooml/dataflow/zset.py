@@ -161,6 +161,17 @@ class ZSet:
         """A fresh ``{element: weight}`` dict."""
         return dict(self._d)
 
+    def sorted_items(self) -> list[tuple[Any, int]]:
+        """The ``(element, weight)`` pairs in element order (a total order for mixed types)."""
+        from blooml.dataflow.trace import _order_key
+
+        items = list(self._d.items())
+        try:
+            items.sort(key=lambda ew: ew[0])
+        except TypeError:
+            items.sort(key=lambda ew: _order_key(ew[0]))
+        return items
+
     def total_weight(self) -> int:
         """The sum of all weights (the size of the multiset when every weight is positive)."""
         return sum(self._d.values())
@@ -402,6 +413,10 @@ class IndexedZSet:
         """Iterate ``(key, values)`` with the values as a :class:`ZSet`."""
         for k, vals in self._d.items():
             yield k, ZSet._wrap(dict(vals))
+
+    def sorted_items(self) -> list[tuple[tuple[Any, Any], int]]:
+        """The ``((key, value), weight)`` triples in order of key, then value."""
+        return self.entries().sorted_items()
 
     def entries(self) -> ZSet:
         """Forget the index: the Z-set of ``(key, value)`` pairs."""
