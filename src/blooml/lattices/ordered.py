@@ -23,6 +23,11 @@ _NOARG: Any = object()
 
 
 def _check_ordered(cls_name: str, value: Any) -> None:
+    t = type(value)
+    if t is int or t is str:  # the common case, always totally ordered: skip the general checks
+        return
+    if t is float and value == value:  # a float that is not NaN
+        return
     if value is None:
         raise LatticeValueError(
             cls_name, value, f"None is not an ordered value; use {cls_name}() for ⊥"
@@ -63,6 +68,20 @@ class _Ordered(Lattice):
         else:
             _check_ordered(type(self).wrapper_name, value)
         super().__init__(value)
+
+    def _shifted(self, n: Any, op: str) -> Any:
+        """``self + n`` (``op == "+"``) or ``self - n``; ⊥ stays ⊥. Rule bodies call this per
+        tuple (path costs), so plain ints and floats take a path without the ABC checks."""
+        v = self._v
+        tn = type(n)
+        if tn is not int and not (tn is float and n == n):
+            _check_number(type(self).wrapper_name, op, n)
+        if v is None:
+            return self
+        r = v + n if op == "+" else v - n
+        if r != r:  # inf - inf
+            raise LatticeValueError(type(self).wrapper_name, r, f"{v!r} {op} {n!r} is NaN")
+        return type(self)._make(r)
 
     def _cmp_error(self, other: Any) -> LatticeValueError:
         return LatticeValueError(
@@ -122,8 +141,7 @@ class lmax(_Ordered):
     @morph
     def __add__(self, n: Any) -> lmax:
         """Add a number to the maximum (−∞ + n is −∞)."""
-        _check_number("lmax", "+", n)
-        return self if self._v is None else lmax(self._v + n)
+        return self._shifted(n, "+")
 
     @morph
     def __radd__(self, n: Any) -> lmax:
@@ -133,8 +151,7 @@ class lmax(_Ordered):
     @morph
     def __sub__(self, n: Any) -> lmax:
         """Subtract a number from the maximum (−∞ − n is −∞)."""
-        _check_number("lmax", "-", n)
-        return self if self._v is None else lmax(self._v - n)
+        return self._shifted(n, "-")
 
 
 class lmin(_Ordered):
@@ -185,8 +202,7 @@ class lmin(_Ordered):
     @morph
     def __add__(self, n: Any) -> lmin:
         """Add a number to the minimum (+∞ + n is +∞); path costs use this."""
-        _check_number("lmin", "+", n)
-        return self if self._v is None else lmin(self._v + n)
+        return self._shifted(n, "+")
 
     @morph
     def __radd__(self, n: Any) -> lmin:
@@ -196,8 +212,7 @@ class lmin(_Ordered):
     @morph
     def __sub__(self, n: Any) -> lmin:
         """Subtract a number from the minimum (+∞ − n is +∞)."""
-        _check_number("lmin", "-", n)
-        return self if self._v is None else lmin(self._v - n)
+        return self._shifted(n, "-")
 
 
 class lbool(Lattice):
