@@ -16,8 +16,8 @@ from __future__ import annotations
 import heapq
 from collections import namedtuple
 from collections.abc import Iterable
-from itertools import chain
 from functools import partial
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -178,7 +178,7 @@ class Relation:
                 self._bad_key(r)
         fresh = list(map(partial(tuple.__new__, self.row_type), fresh))
         before = len(store)
-        store.update(zip(fresh, fresh))
+        store.update(zip(fresh, fresh, strict=True))
         if len(store) - before != len(fresh):
             fresh = list(dict.fromkeys(fresh))
         self.undo.append((_BATCH, fresh))
@@ -286,10 +286,8 @@ class Relation:
                 ta = type(a)
                 if ta is type(b) and issubclass(ta, Lattice):
                     m = _raw_merge(ta)(a, b)
-                    if m is a or m == a:
-                        new = old
-                    else:
-                        new = tuple.__new__(self.row_type, (*old[:-1], m))
+                    unchanged = m is a or m == a
+                    new = old if unchanged else tuple.__new__(self.row_type, (*old[:-1], m))
                 elif a == b:
                     new = old
                 else:
