@@ -16,8 +16,9 @@ node 2 of the root).
 Inside a child circuit, time is ``parent_time + (iteration,)``; an import emits the parent's
 value at iteration 0 and nothing afterwards (the spec's ``delta0``), and an export is the sum of
 its stream over the iterations of one parent step, i.e. the consolidated change the child made
-at that step. The child stops at the first iteration where every Z-set flowing in it is empty,
-every trace is unchanged, and no operator holds output for a later iteration.
+at that step. The child stops after the first iteration whose successor would be a no-op: every
+delay holds an empty change (or the very trace it just output) and no operator holds output
+for a later iteration.
 """
 
 from __future__ import annotations
@@ -670,7 +671,6 @@ class Circuit:
         acc = self._export_acc
         for k in acc:
             acc[k] = None
-        prev = list(self._values)
         i = 0
         while True:
             self._run_once((*prefix, i), {}, i == 0)
@@ -682,25 +682,31 @@ class Circuit:
                     acc[k] = v
                 else:
                     acc[k] = old + v
-            if self._quiet(prev) and not self._pending(prefix):
+            if self._settled() and not self._pending(prefix):
                 return
-            prev = list(vals)
             i += 1
             if i >= self.max_iterations:
                 raise FixedPointError(self.name, i, parent_time)
 
-    def _quiet(self, prev: list[Any]) -> bool:
-        for nid, v in enumerate(self._values):
-            if v is None:
-                continue
-            if isinstance(v, ZSet | IndexedZSet):
-                if v:
+    def _settled(self) -> bool:
+        """Whether another iteration would see only empty changes and unchanged traces.
+
+        Imports are empty after iteration 0, so the next iteration's inputs are what the
+        delays (feedback nodes and Z1 nodes) hold now: it is a no-op when each of them holds
+        an empty change, or the very trace it output in this iteration.
+        """
+        vals = self._values
+        for nid, op in enumerate(self._ops):
+            if isinstance(op, Z1):
+                nxt = op.peek()
+                if isinstance(nxt, ZSet | IndexedZSet):
+                    if nxt:
+                        return False
+                elif isinstance(nxt, Trace):
+                    if nxt is not vals[nid]:
+                        return False
+                elif nxt != vals[nid]:
                     return False
-            elif isinstance(v, Trace):
-                if v is not prev[nid]:
-                    return False
-            elif v != prev[nid]:
-                return False
         return True
 
     def _pending(self, prefix: tuple[int, ...]) -> bool:
