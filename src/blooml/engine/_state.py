@@ -37,7 +37,9 @@ class LatVarState:
             )
         cur = self.value
         new = cur.merge(v)
-        if new is cur or new == cur:
+        # Did it grow? Comparing new == cur costs O(size) for a large collection lattice;
+        # asking whether the (small) increment was already below costs O(increment).
+        if new is cur or v <= cur:
             return False
         self.value = new
         self.incs.append(v)
