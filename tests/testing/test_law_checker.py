@@ -570,3 +570,23 @@ def test_rows_with_lattice_columns_compare_as_a_bloom_collection():
     parts = set(v.observed["f(a)"]) | set(v.observed["f(b)"])
     assert len(parts) == 2 and row in parts and {k for k, _ in parts} == {row[0]}
     assert repr(v.observed["f(a) ⊔ f(b)"]).startswith("rows{")
+
+
+def test_hints_resolve_one_by_one_when_another_name_is_local():
+    class Local:
+        pass
+
+    class Partly(GSet):
+        wrapper_name = "lpartly_chk"
+
+        @morph
+        def has(self, x: int, tag: Local | None = None) -> lbool:
+            return lbool(x in self.reveal())
+
+        @morph
+        def meet(self, other: Partly) -> GSet:
+            return GSet(self.reveal() & other.reveal())
+
+    # "Local | None" cannot be resolved from the module, but "int" and "Partly" still are
+    report = check_laws(Partly, gsets(Partly), max_examples=10)
+    assert {"morphism has", "morphism meet"} <= set(report.checked)

@@ -24,6 +24,7 @@ a type variable or a callable cannot be derived.
 from __future__ import annotations
 
 import collections.abc
+import contextlib
 import inspect
 import typing
 from collections.abc import Callable, Mapping
@@ -249,10 +250,21 @@ def _hints(cls: type[Lattice], fn: Any) -> dict[str, Any]:
     namespace: dict[str, Any] = dict(registered_lattices())
     namespace[cls.__name__] = cls
     namespace["Self"] = typing.Self
+    raw = inspect.unwrap(fn)
     try:
-        return typing.get_type_hints(inspect.unwrap(fn), localns=namespace)
-    except Exception:  # unresolvable forward references: fall back to raw annotations
-        return {}
+        return typing.get_type_hints(raw, localns=namespace)
+    except Exception:  # one unresolvable name (a class local to a function): resolve each alone
+        pass
+    hints: dict[str, Any] = {}
+    globalns = getattr(raw, "__globals__", {})
+    for name, annotation in getattr(raw, "__annotations__", {}).items():
+        if isinstance(annotation, str):
+            # as get_type_hints does; a failure leaves the string, which _derive matches
+            # against the class name or reports
+            with contextlib.suppress(Exception):
+                annotation = eval(annotation, dict(globalns), namespace)
+        hints[name] = annotation
+    return hints
 
 
 def _derive(
