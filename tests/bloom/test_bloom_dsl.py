@@ -377,3 +377,11 @@ def test_instance_attribute_outside_lambda_is_a_clear_error():
             @bloom
             def r(self):
                 self.t <= [(self.peer,)]
+
+
+@pytest.mark.parametrize("col", ["group", "empty", "map", "join"])
+def test_column_named_like_a_method_is_rejected_naming_it(col):
+    with pytest.raises(BloomError, match=f"column '{col}' has the name of a collection method"):
+
+        class P(Program):
+            a = table([col], ["x"])

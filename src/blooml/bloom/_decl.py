@@ -61,7 +61,14 @@ class CollectionDecl:
                 raise BloomError(
                     f"{self.kind} {name!r}: only channels have a location column ('@'), got {bad}"
                 )
+        from blooml.bloom._exprs import RelExpr
+
         for col in (*keys, *self.values):
+            if hasattr(RelExpr, col):
+                raise BloomError(
+                    f"{self.kind} {name!r}: column {col!r} has the name of a collection method "
+                    f"(`{name}.{col}` must stay the method); rename the column"
+                )
             if not col.isidentifier() or col.startswith("_"):
                 raise BloomError(
                     f"{self.kind} {name!r}: column {col!r} must be an identifier not starting "
