@@ -75,9 +75,9 @@ def test_a_violation_is_raised_from_the_law_test():
         args: ClassVar[dict] = {"longer_than": st.integers(0, 5)}
         max_examples = 25
 
-    TestLiar().test_morphism("length")  # holds
+    TestLiar().test_morphisms("length")  # holds
     with pytest.raises(LawViolation) as info:
-        TestLiar().test_monotone("shorter_than_three")
+        TestLiar().test_monotones("shorter_than_three")
     assert (info.value.law, info.value.method) == ("monotone", "shorter_than_three")
 
 
@@ -90,7 +90,7 @@ def test_missing_args_fail_only_the_test_of_that_method():
 
     TestNoArgs().test_associative()
     with pytest.raises(pytest.skip.Exception, match="knowingly not checked"):
-        TestNoArgs().test_morphism("longer_than")
+        TestNoArgs().test_morphisms("longer_than")
 
 
 MODULE = textwrap.dedent(
@@ -176,10 +176,10 @@ def test_collected_by_pytest_one_test_per_law_and_method(tmp_path):
     ):
         assert f"TestGSet::test_{law} PASSED" in out
         assert f"TestPlain::test_{law} PASSED" in out
-    assert "TestGSet::test_morphism[size] FAILED" in out
-    assert "TestGSet::test_morphism[top] PASSED" in out
-    assert "TestGSet::test_monotone[none] SKIPPED" in out
-    assert "TestPlain::test_morphism[none] SKIPPED" in out
+    assert "TestGSet::test_morphisms[size] FAILED" in out
+    assert "TestGSet::test_morphisms[top] PASSED" in out
+    assert "TestGSet::test_monotones[none] SKIPPED" in out
+    assert "TestPlain::test_morphisms[none] SKIPPED" in out
     assert "GSet.size violates the morphism law" in out
     assert "1 failed, 15 passed, 3 skipped" in out
 
@@ -190,7 +190,7 @@ def test_a_setup_error_in_a_method_test_is_clear():
         elements = st.text(alphabet="ab", max_size=4).map(Longest)
         max_examples = 5
 
-    TestUnderivable().test_morphism("longer_than")  # int hint: derived
+    TestUnderivable().test_morphisms("longer_than")  # int hint: derived
     TestUnderivable().test_commutative()
 
     class Opaque(Longest):
@@ -206,5 +206,5 @@ def test_a_setup_error_in_a_method_test_is_clear():
         max_examples = 5
 
     with pytest.raises(LawCheckError, match=r"Opaque.pick\(x\): parameter 'x' has no type hint"):
-        TestOpaque().test_morphism("pick")
+        TestOpaque().test_morphisms("pick")
     TestOpaque().test_idempotent()  # the merge laws do not need the method's arguments

@@ -26,7 +26,7 @@ class LatticeLaws:
 
     yields ``test_associative``, ``test_commutative``, ``test_idempotent``,
     ``test_bottom_identity``, ``test_order_agrees``, ``test_hash_agrees``, ``test_no_mutation``,
-    and ``test_morphism[<method>]`` / ``test_monotone[<method>]`` per marked method (skipped
+    and ``test_morphisms[<method>]`` / ``test_monotones[<method>]`` per marked method (skipped
     when there is none). A failing test raises :class:`~blooml.testing.LawViolation`.
 
     Class attributes (as for :func:`~blooml.testing.check_laws`):
@@ -84,20 +84,20 @@ class LatticeLaws:
 
     # -- one test per marked method ----------------------------------------------------------
 
-    def test_morphism(self, lattice_method: str) -> None:
+    def test_morphisms(self, lattice_method: str) -> None:
         """The @morph method distributes over merge: f(a ⊔ b) == f(a) ⊔ f(b)."""
         self._check("morphism", lattice_method)
 
-    def test_monotone(self, lattice_method: str) -> None:
+    def test_monotones(self, lattice_method: str) -> None:
         """The @monotone method preserves the order: f(a) <= f(a ⊔ b)."""
         self._check("monotone", lattice_method)
 
     def pytest_generate_tests(self, metafunc: Any) -> None:
-        """Parametrize ``test_morphism``/``test_monotone`` by the lattice's marked methods."""
+        """Parametrize ``test_morphisms``/``test_monotones`` by the lattice's marked methods."""
         if _PARAM not in metafunc.fixturenames or self.lattice is None:
             return
         name = metafunc.function.__name__
-        kind = {"test_morphism": "morph", "test_monotone": "monotone"}.get(name)
+        kind = {"test_morphisms": "morph", "test_monotones": "monotone"}.get(name)
         if kind is None:
             return
         methods = [m for m, k in checked_methods(self.lattice) if k == kind]
