@@ -3,6 +3,8 @@ functions, folds, deferred lattice rules, the late-bound lambda trap."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 from blooml import (
@@ -29,7 +31,7 @@ class Counted(Lattice):
     """An lset-like lattice that counts how often its methods run (to observe evaluation)."""
 
     wrapper_name = "lcounted_test"
-    calls: list[tuple[str, frozenset]] = []
+    calls: ClassVar[list[tuple[str, frozenset]]] = []
 
     def __init__(self, value=frozenset()):
         super().__init__(frozenset(value))
