@@ -8,8 +8,19 @@ recursive rules with stratified negation into such a circuit and maintains their
 under insertions and deletions. See ``docs/dataflow.md``.
 """
 
+from blooml.dataflow.aggregates import (
+    COUNT,
+    MAX,
+    MIN,
+    SUM,
+    Aggregate,
+    AggregateIncremental,
+    Aggregator,
+    aggregate,
+)
 from blooml.dataflow.circuit import Circuit, MemoryReport, Node
-from blooml.dataflow.datalog import Atom, Datalog, DatalogView, Relation, Rule, Var, where
+from blooml.dataflow.datalog import Atom, Condition, Datalog, Relation, Rule, Var, where
+from blooml.dataflow.datalog_view import DatalogView
 from blooml.dataflow.errors import (
     CircuitError,
     CircuitInputError,
@@ -24,24 +35,22 @@ from blooml.dataflow.errors import (
     UnhashableElementError,
     WeightError,
 )
-from blooml.dataflow.operators import (
-    COUNT,
-    MAX,
-    MIN,
-    SUM,
-    Z1,
-    Aggregate,
-    AggregateIncremental,
-    Aggregator,
-    Consolidate,
-    Distinct,
+from blooml.dataflow.incremental import (
     DistinctIncremental,
     DistinctTrace,
+    JoinTrace,
+    distinct_incremental,
+    distinct_trace,
+    join_trace,
+)
+from blooml.dataflow.operators import (
+    Z1,
+    Consolidate,
+    Distinct,
     Filter,
     IndexWith,
     Inspect,
     JoinStream,
-    JoinTrace,
     Map,
     Minus,
     Negate,
@@ -50,12 +59,8 @@ from blooml.dataflow.operators import (
     TraceAppend,
     UntimedTraceAppend,
     Z1Trace,
-    aggregate,
     consolidate,
-    distinct_incremental,
-    distinct_trace,
     join_stream,
-    join_trace,
     trace_append,
 )
 from blooml.dataflow.timestamps import Time, leq, lub
@@ -75,6 +80,7 @@ __all__ = [
     "Circuit",
     "CircuitError",
     "CircuitInputError",
+    "Condition",
     "Consolidate",
     "CycleError",
     "DataflowError",

@@ -25,24 +25,31 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
+from blooml.dataflow._dot import to_dot
+from blooml.dataflow.aggregates import Aggregate, AggregateIncremental, Aggregator
 from blooml.dataflow.errors import CircuitError, CircuitInputError, CycleError, FixedPointError
+from blooml.dataflow.incremental import DistinctIncremental, DistinctTrace, JoinTrace, _Scheduled
+from blooml.dataflow.nodes import (
+    CHILD,
+    EXPORT,
+    FEEDBACK,
+    IMPORT,
+    OPERATOR,
+    SINK,
+    SOURCE,
+    MemoryReport,
+    Node,
+)
 from blooml.dataflow.operators import (
     Z1,
-    Aggregate,
-    AggregateIncremental,
-    Aggregator,
     Consolidate,
     Distinct,
-    DistinctIncremental,
-    DistinctTrace,
     Filter,
     IndexWith,
     Inspect,
     JoinStream,
-    JoinTrace,
     Map,
     Minus,
     Negate,
@@ -51,72 +58,12 @@ from blooml.dataflow.operators import (
     TraceAppend,
     UntimedTraceAppend,
     Z1Trace,
-    _Scheduled,
 )
 from blooml.dataflow.timestamps import Time, as_tuple
 from blooml.dataflow.trace import Trace
 from blooml.dataflow.zset import IndexedZSet, ZSet
 
 __all__ = ["Circuit", "MemoryReport", "Node"]
-
-SOURCE = "source"
-SINK = "sink"
-OPERATOR = "operator"
-FEEDBACK = "feedback"
-IMPORT = "import"
-CHILD = "child"
-EXPORT = "export"
-
-
-class Node:
-    """A handle on one node of a circuit, returned by the builder methods.
-
-    Attributes:
-        circuit: the circuit the node belongs to.
-        local_id: its index among that circuit's nodes.
-        kind: ``"source"``, ``"sink"``, ``"operator"``, ``"feedback"``, ``"import"``,
-            ``"child"`` or ``"export"``.
-        label: a readable description.
-    """
-
-    __slots__ = ("circuit", "kind", "label", "local_id")
-
-    def __init__(self, circuit: Circuit, local_id: int, kind: str, label: str) -> None:
-        self.circuit = circuit
-        self.local_id = local_id
-        self.kind = kind
-        self.label = label
-
-    @property
-    def global_id(self) -> tuple[int, ...]:
-        """The path of local ids from the root circuit to this node."""
-        return (*self.circuit.path, self.local_id)
-
-    def __bool__(self) -> bool:
-        raise TypeError(
-            f"{self!r} is a circuit node, not a value: it has no truth value (did you mean to "
-            "compare the Z-sets returned by Circuit.step?)"
-        )
-
-    def __repr__(self) -> str:
-        gid = ".".join(map(str, self.global_id))
-        return f"<{self.kind} node {gid} {self.label!r} in circuit {self.circuit.name!r}>"
-
-
-@dataclass(frozen=True)
-class MemoryReport:
-    """Memory held by the traces of a circuit (see :meth:`Circuit.memory`).
-
-    Attributes:
-        total_bytes: bytes of every trace's columns and time tuples (batches shared between
-            traces counted once).
-        entries: the number of stored updates over all traces.
-        traces: ``{node description: (entries, bytes)}`` per trace-holding feedback node.
-    """
-
-    total_bytes: int
-    entries: int
-    traces: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def _flip(fn: Callable[[Any, Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
@@ -769,61 +716,10 @@ class Circuit:
             child._drop_trace_values()
 
     # -- drawing ---------------------------------------------------------------------------
-
     def dot(self) -> str:
-        """The circuit as Graphviz DOT text (children drawn as clusters)."""
-        lines = [f"digraph {_q(self.name)} {{", "  rankdir=TB;", "  node [fontname=Helvetica];"]
-        self._dot_body(lines, "  ")
-        lines.append("}")
-        return "\n".join(lines) + "\n"
-
-    def _dot_body(self, lines: list[str], ind: str) -> None:
-        shapes = {
-            SOURCE: "invhouse",
-            SINK: "house",
-            OPERATOR: "box",
-            FEEDBACK: "diamond",
-            IMPORT: "cds",
-            EXPORT: "cds",
-        }
-        for node in self._nodes:
-            if node.kind == CHILD:
-                child = self._children[node.local_id]
-                lines.append(f"{ind}subgraph {_q('cluster_' + _id(node))} {{")
-                lines.append(f"{ind}  label={_q('child ' + child.name)}; style=rounded;")
-                child._dot_body(lines, ind + "  ")
-                lines.append(f"{ind}}}")
-                continue
-            lines.append(f"{ind}{_id(node)} [label={_q(node.label)}, shape={shapes[node.kind]}];")
-        for node in self._nodes:
-            if node.kind == CHILD:
-                continue
-            for i in self._inputs[node.local_id]:
-                if self._nodes[i].kind == CHILD:
-                    continue
-                lines.append(f"{ind}{_id(self._nodes[i])} -> {_id(node)};")
-            if node.kind == IMPORT:
-                src = self._parent._nodes[self._imports[node.local_id]]  # type: ignore[union-attr]
-                lines.append(f"{ind}{_id(src)} -> {_id(node)} [style=bold];")
-            if node.kind == EXPORT:
-                child = self._children[self._inputs[node.local_id][0]]
-                inner = child._nodes[self._exports[node.local_id]]
-                lines.append(f"{ind}{_id(inner)} -> {_id(node)} [style=bold];")
-        for fid, src in self._feedback.items():
-            if src is not None:
-                lines.append(
-                    f"{ind}{_id(self._nodes[src])} -> {_id(self._nodes[fid])} "
-                    '[style=dashed, label="z⁻¹", constraint=false];'
-                )
+        """The circuit as Graphviz DOT text (children drawn as clusters, feedback dashed)."""
+        return to_dot(self)
 
     def __repr__(self) -> str:
         kind = "root circuit" if self._parent is None else "child circuit"
         return f"<{kind} {self.name!r} with {len(self._nodes)} nodes>"
-
-
-def _id(node: Node) -> str:
-    return "n" + "_".join(map(str, node.global_id))
-
-
-def _q(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from blooml.dataflow.circuit import Circuit, MemoryReport, Node
 from blooml.dataflow.errors import DatalogError, StratificationError, UnhashableElementError
-from blooml.dataflow.operators import Z1
-from blooml.dataflow.zset import ZSet
 
-__all__ = ["Atom", "Condition", "Datalog", "DatalogView", "Relation", "Rule", "Var", "where"]
+if TYPE_CHECKING:
+    from blooml.dataflow.datalog_view import DatalogView
+
+__all__ = ["Atom", "Condition", "Datalog", "Relation", "Rule", "Var", "where"]
 
 _fresh = itertools.count()
 
@@ -156,129 +156,6 @@ class Rule:
 
     def __repr__(self) -> str:
         return f"{self.head!r} :- {', '.join(map(repr, self.body))}."
-
-
-# -- rule planning (shared by the circuit compiler and the from-scratch evaluator) ------------
-
-
-class _Pattern:
-    """How to match an atom against a tuple: constants, repeated variables, variable slots."""
-
-    def __init__(self, atom: Atom) -> None:
-        self.consts = tuple((i, a) for i, a in enumerate(atom.args) if not isinstance(a, Var))
-        first: dict[Var, int] = {}
-        eqs = []
-        for i, a in enumerate(atom.args):
-            if isinstance(a, Var):
-                if a in first:
-                    eqs.append((first[a], i))
-                else:
-                    first[a] = i
-        self.eqs = tuple(eqs)
-        self.slots = first  # var -> first position in the tuple
-        self.trivial = not self.consts and not self.eqs
-        self.signature = (atom.relation.name, self.consts, self.eqs)
-
-    def matcher(self) -> Callable[[tuple[Any, ...]], bool]:
-        consts, eqs = self.consts, self.eqs
-
-        def match(t: tuple[Any, ...]) -> bool:
-            for i, c in consts:
-                if t[i] != c:
-                    return False
-            return all(t[i] == t[j] for i, j in eqs)
-
-        match.__name__ = "match"
-        return match
-
-
-def _getter(positions: tuple[int, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    if len(positions) == 1:
-        (p,) = positions
-
-        def one(t: tuple[Any, ...]) -> tuple[Any, ...]:
-            return (t[p],)
-
-        return one
-    if positions == tuple(range(len(positions))):
-        n = len(positions)
-
-        def prefix(t: tuple[Any, ...]) -> tuple[Any, ...]:
-            return t[:n]
-
-        return prefix
-
-    def pick(t: tuple[Any, ...]) -> tuple[Any, ...]:
-        return tuple(t[p] for p in positions)
-
-    return pick
-
-
-class _Plan:
-    """A left-deep evaluation order for one rule body.
-
-    ``steps`` holds ``("join", atom, pattern, left_key, right_key, new_positions)``,
-    ``("cond", condition, positions)`` and ``("neg", atom, pattern, left_key, right_key)``;
-    bindings are tuples of variable values in the order of ``schema``.
-    """
-
-    def __init__(self, rule: Rule) -> None:
-        pos = rule.positives()
-        first = pos[0]
-        self.first = first
-        self.first_pattern = _Pattern(first)
-        schema: list[Var] = first.vars()
-        self.first_proj = tuple(self.first_pattern.slots[v] for v in schema)
-        waiting: list[Atom | Condition] = [
-            b for b in rule.body if isinstance(b, Condition) or b.negated
-        ]
-        steps: list[tuple[Any, ...]] = []
-
-        def flush() -> None:
-            for b in list(waiting):
-                vs = b.vars if isinstance(b, Condition) else b.vars()
-                if all(v in schema for v in vs):
-                    waiting.remove(b)
-                    if isinstance(b, Condition):
-                        steps.append(("cond", b, tuple(schema.index(v) for v in b.vars)))
-                    else:
-                        pat = _Pattern(b)
-                        left = tuple(schema.index(v) for v in vs)
-                        right = tuple(pat.slots[v] for v in vs)
-                        steps.append(("neg", b, pat, left, right))
-
-        flush()
-        for atom in pos[1:]:
-            pat = _Pattern(atom)
-            vs = atom.vars()
-            shared = [v for v in vs if v in schema]
-            new = [v for v in vs if v not in schema]
-            left = tuple(schema.index(v) for v in shared)
-            right = tuple(pat.slots[v] for v in shared)
-            steps.append(("join", atom, pat, left, right, tuple(pat.slots[v] for v in new)))
-            schema.extend(new)
-            flush()
-        self.steps = steps
-        self.schema = schema
-        self.head = tuple(
-            ("var", schema.index(a)) if isinstance(a, Var) else ("const", a) for a in rule.head.args
-        )
-
-    def head_fn(self) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-        spec = self.head
-        if all(k == "var" for k, _ in spec):
-            return _getter(tuple(p for _k, p in spec))  # type: ignore[misc]
-
-        def head(b: tuple[Any, ...]) -> tuple[Any, ...]:
-            return tuple(b[p] if k == "var" else p for k, p in spec)
-
-        return head
-
-
-def _project_fn(positions: tuple[int, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
-    if positions == tuple(range(len(positions))):
-        return lambda t: t if len(t) == len(positions) else t[: len(positions)]
-    return _getter(positions)
 
 
 class Datalog:
@@ -431,6 +308,8 @@ class Datalog:
 
     def compile(self) -> DatalogView:
         """Compile the program into an incremental circuit; returns its :class:`DatalogView`."""
+        from blooml.dataflow.datalog_view import DatalogView
+
         return DatalogView(self)
 
     def evaluate(self, facts: Mapping[str, Iterable[tuple[Any, ...]]]) -> dict[str, set[Any]]:
@@ -445,8 +324,10 @@ class Datalog:
             if rel is None or name not in self.inputs():
                 raise DatalogError(f"{name!r} is not an input relation of this program")
             db[name] = {_fact(rel, r) for r in rows}
+        from blooml.dataflow._datalog_plan import semi_naive
+
         for stratum in self.strata():
-            _semi_naive(self, stratum, db)
+            semi_naive(self, stratum, db)
         return db
 
 
@@ -519,287 +400,3 @@ def _path(edges: dict[str, set[str]], src: str, dst: str, allowed: list[str]) ->
         if cur is not None:
             path.append(cur)
     return [*path[::-1], dst] if src == dst else [*path[::-1], path[-1]]
-
-
-# -- from-scratch evaluation (reference and baseline) ----------------------------------------
-
-
-def _eval_rule(plan: _Plan, db: Mapping[str, Any], first: Iterable[tuple[Any, ...]]) -> set[Any]:
-    match = plan.first_pattern.matcher()
-    proj = plan.first_proj
-    bindings = [tuple(t[p] for p in proj) for t in first if match(t)]
-    for step in plan.steps:
-        if not bindings:
-            return set()
-        kind = step[0]
-        if kind == "cond":
-            _k, cond, ps = step
-            bindings = [b for b in bindings if cond.fn(*(b[p] for p in ps))]
-        elif kind == "join":
-            _k, atom, pat, left, right, new = step
-            index: dict[Any, list[tuple[Any, ...]]] = {}
-            m = pat.matcher()
-            for t in db[atom.relation.name]:
-                if m(t):
-                    index.setdefault(tuple(t[p] for p in right), []).append(
-                        tuple(t[p] for p in new)
-                    )
-            bindings = [
-                b + extra for b in bindings for extra in index.get(tuple(b[p] for p in left), ())
-            ]
-        else:  # neg
-            _k, atom, pat, left, right = step
-            m = pat.matcher()
-            present = {tuple(t[p] for p in right) for t in db[atom.relation.name] if m(t)}
-            bindings = [b for b in bindings if tuple(b[p] for p in left) not in present]
-    head = plan.head_fn()
-    return {head(b) for b in bindings}
-
-
-def _semi_naive(program: Datalog, stratum: list[str], db: dict[str, set[Any]]) -> None:
-    names = set(stratum)
-    rules = [r for r in program.rules if r.head.relation.name in names]
-    # Every rule is evaluated once in full; then only with a recursive atom bound to the delta.
-    delta: dict[str, set[Any]] = {n: set() for n in stratum}
-    for r in rules:
-        plan = _Plan(r)
-        new = _eval_rule(plan, db, db[plan.first.relation.name]) - db[r.head.relation.name]
-        delta[r.head.relation.name] |= new
-    for n in stratum:
-        db[n] |= delta[n]
-    variants = []
-    for r in rules:
-        for i, a in enumerate(r.positives()):
-            if a.relation.name in names:
-                # Put the recursive atom first so that it can be fed the delta alone.
-                body = [a] + [b for b in r.body if b is not a]
-                variants.append((_Plan(Rule(r.head, tuple(body))), r.head.relation.name, i))
-    while any(delta.values()):
-        new_delta: dict[str, set[Any]] = {n: set() for n in stratum}
-        for plan, head, _i in variants:
-            got = _eval_rule(plan, db, delta[plan.first.relation.name])
-            new_delta[head] |= got - db[head]
-        for n in stratum:
-            db[n] |= new_delta[n]
-        delta = new_delta
-
-
-# -- the incremental view -------------------------------------------------------------------
-
-
-class _Compiler:
-    """Turns rules into nodes of one circuit scope, sharing indexes between rules."""
-
-    def __init__(self, circuit: Circuit, streams: Callable[[str], Node]) -> None:
-        self.c = circuit
-        self.streams = streams
-        self.memo: dict[Any, Node] = {}
-
-    def matched(self, atom: Atom, pat: _Pattern) -> Node:
-        key = ("match", pat.signature)
-        got = self.memo.get(key)
-        if got is None:
-            got = self.streams(atom.relation.name)
-            if not pat.trivial:
-                got = self.c.filter(got, pat.matcher())
-            self.memo[key] = got
-        return got
-
-    def indexed(self, atom: Atom, pat: _Pattern, positions: tuple[int, ...]) -> Node:
-        key = ("index", pat.signature, positions)
-        got = self.memo.get(key)
-        if got is None:
-            got = self.c.index_with(self.matched(atom, pat), _getter(positions))
-            self.memo[key] = got
-        return got
-
-    def rule(self, rule: Rule) -> Node:
-        plan = _Plan(rule)
-        c = self.c
-        pat = plan.first_pattern
-        cur = self.matched(plan.first, pat)
-        if plan.first_proj != tuple(range(plan.first.relation.arity)):
-            cur = c.map(cur, _getter(plan.first_proj))
-        for step in plan.steps:
-            kind = step[0]
-            if kind == "cond":
-                _k, cond, ps = step
-                fn = cond.fn
-
-                def check(b: tuple[Any, ...], fn: Any = fn, ps: Any = ps) -> bool:
-                    return bool(fn(*(b[p] for p in ps)))
-
-                cur = c.filter(cur, check)
-            elif kind == "join":
-                _k, atom, apat, left, right, new = step
-                lidx = c.index_with(cur, _getter(left))
-                ridx = self.indexed(atom, apat, right)
-                pick = _getter(new) if new else None
-
-                def extend(k: Any, b: tuple[Any, ...], t: tuple[Any, ...], pick: Any = pick) -> Any:
-                    return b + pick(t) if pick is not None else b
-
-                cur = c.incremental_join(lidx, ridx, extend)
-            else:  # neg: bindings - bindings semijoin (projection of the negated relation)
-                _k, atom, apat, left, right = step
-                key = ("neg", apat.signature, right)
-                keys = self.memo.get(key)
-                if keys is None:
-                    proj = c.map(self.matched(atom, apat), _getter(right))
-                    if len(right) != atom.relation.arity:  # projection may merge tuples
-                        proj = c.incremental_distinct(proj)
-                    keys = self.memo[key] = c.index_with(proj, _identity)
-                lidx = c.index_with(cur, _getter(left))
-                semi = c.incremental_join(lidx, keys, _keep_left)
-                cur = c.minus(cur, semi)
-        return c.map(cur, plan.head_fn())
-
-
-def _identity(t: Any) -> Any:
-    return t
-
-
-def _keep_left(_k: Any, b: Any, _t: Any) -> Any:
-    return b
-
-
-class DatalogView:
-    """The incrementally maintained result of a :class:`Datalog` program.
-
-    Attributes:
-        program: the program.
-        circuit: the compiled :class:`Circuit` (draw it with ``view.circuit.dot()``).
-    """
-
-    def __init__(self, program: Datalog) -> None:
-        self.program = program
-        strata = program.strata()
-        self._inputs = program.inputs()
-        self._derived = program.derived()
-        c = self.circuit = Circuit("datalog")
-        streams: dict[str, Node] = {n: c.source(n) for n in self._inputs}
-        by_head: dict[str, list[Rule]] = {}
-        for r in program.rules:
-            by_head.setdefault(r.head.relation.name, []).append(r)
-        root = _Compiler(c, streams.__getitem__)
-        for k, stratum in enumerate(strata):
-            if not program._recursive(stratum):
-                (name,) = stratum
-                streams[name] = root.c.incremental_distinct(_union(c, root, by_head[name]))
-                continue
-            child = c.child(f"stratum {k}: {', '.join(stratum)}")
-            local: dict[str, Node] = {}
-            for name in stratum:
-                local[name] = child.feedback(Z1(), label=f"{name} (previous iteration)")
-
-            def stream(name: str, child: Circuit = child, local: dict[str, Node] = local) -> Node:
-                got = local.get(name)
-                if got is None:
-                    got = local[name] = child.import_(streams[name])
-                return got
-
-            comp = _Compiler(child, stream)
-            exports = {}
-            for name in stratum:
-                new = child.incremental_distinct(_union(child, comp, by_head[name]))
-                child.connect(local[name], new)
-                exports[name] = child.export(new, name)
-            streams.update(exports)
-        for name in self._derived:
-            c.sink(name, streams[name])
-        self._state: dict[str, set[tuple[Any, ...]]] = {
-            n: set() for n in (*self._inputs, *self._derived)
-        }
-
-    def update(
-        self,
-        insert: Mapping[str, Iterable[tuple[Any, ...]]] | None = None,
-        delete: Mapping[str, Iterable[tuple[Any, ...]]] | None = None,
-    ) -> dict[str, ZSet]:
-        """Insert and delete input facts, and return the change of every derived relation.
-
-        Inserting a present fact or deleting an absent one does nothing. The returned Z-sets
-        hold ``+1`` for each derived fact that appeared and ``-1`` for each that disappeared
-        (relations that did not change are omitted).
-
-        Raises:
-            DatalogError: an unknown or derived relation name, a fact of the wrong arity, or a
-                fact both inserted and deleted in one update.
-        """
-        deltas: dict[str, dict[tuple[Any, ...], int]] = {}
-        rels = self.program.relations
-        for sign, batch in ((1, insert or {}), (-1, delete or {})):
-            for name, rows in batch.items():
-                if name not in self._inputs:
-                    what = "a derived relation" if name in rels else "not a relation"
-                    raise DatalogError(
-                        f"cannot {'insert into' if sign > 0 else 'delete from'} {name!r}: it "
-                        f"is {what} (inputs: {sorted(self._inputs)})"
-                    )
-                current = self._state[name]
-                d = deltas.setdefault(name, {})
-                for row in rows:
-                    fact = _fact(rels[name], row)
-                    if d.get(fact, 0) == -sign:
-                        raise DatalogError(
-                            f"fact {fact!r} of {name!r} is both inserted and deleted in one update"
-                        )
-                    if (fact in current) != (sign > 0):
-                        d[fact] = sign
-        inputs = {n: ZSet._wrap(d) for n, d in deltas.items() if d}
-        out = self.circuit.step(inputs)
-        for name, d in deltas.items():
-            st = self._state[name]
-            for fact, w in d.items():
-                if w > 0:
-                    st.add(fact)
-                else:
-                    st.discard(fact)
-        changes: dict[str, ZSet] = {}
-        for name in self._derived:
-            z = out[name]
-            if z:
-                st = self._state[name]
-                for fact, w in z:
-                    if w > 0:
-                        st.add(fact)
-                    else:
-                        st.discard(fact)
-                changes[name] = z
-        return changes
-
-    def insert(self, relation: str, *facts: tuple[Any, ...]) -> dict[str, ZSet]:
-        """Shorthand for ``update(insert={relation: facts})``."""
-        return self.update(insert={relation: facts})
-
-    def delete(self, relation: str, *facts: tuple[Any, ...]) -> dict[str, ZSet]:
-        """Shorthand for ``update(delete={relation: facts})``."""
-        return self.update(delete={relation: facts})
-
-    def __getitem__(self, relation: str) -> frozenset[tuple[Any, ...]]:
-        """The current facts of an input or derived relation."""
-        try:
-            return frozenset(self._state[relation])
-        except KeyError:
-            raise DatalogError(
-                f"no relation {relation!r} (relations: {sorted(self._state)})"
-            ) from None
-
-    def memory(self) -> MemoryReport:
-        """Memory held by the circuit's traces."""
-        return self.circuit.memory()
-
-    def compact(self) -> MemoryReport:
-        """Compact every trace below the current epoch (results unchanged); report memory."""
-        return self.circuit.compact()
-
-    def __repr__(self) -> str:
-        sizes = ", ".join(f"{n}: {len(s)}" for n, s in self._state.items())
-        return f"<DatalogView {sizes}>"
-
-
-def _union(c: Circuit, comp: _Compiler, rules: list[Rule]) -> Node:
-    out = comp.rule(rules[0])
-    for r in rules[1:]:
-        out = c.plus(out, comp.rule(r))
-    return out

@@ -499,7 +499,7 @@ class IndexedZSet:
 
     def aggregate(self, agg: Any) -> ZSet:
         """Summarize each key's values: ``{(key, agg(values)): 1}`` (see ``Aggregate``)."""
-        from blooml.dataflow.operators import aggregate
+        from blooml.dataflow.aggregates import aggregate
 
         return aggregate(agg, self)
 
