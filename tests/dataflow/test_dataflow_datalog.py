@@ -292,3 +292,23 @@ def test_update_errors_leave_the_view_unchanged() -> None:
         view["nope"]
     assert view["path"] == {(1, 2)} and view["edge"] == {(1, 2)}
     assert view.insert("edge", (2, 3)) == {"path": ZSet({(2, 3): 1, (1, 3): 1})}
+
+
+mixed_nodes = st.sampled_from([0, 1, 2, "a", "b", None, (1, "x")])
+mixed_changes = st.lists(
+    st.tuples(st.booleans(), st.lists(st.tuples(mixed_nodes, mixed_nodes), min_size=1, max_size=3)),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=30)
+@given(mixed_changes)
+def test_values_of_mutually_unorderable_types(changes) -> None:  # type: ignore[no-untyped-def]
+    """ints, strings, None and tuples in one relation: traces fall back to a total order."""
+    p = tc_program()
+    view = p.compile()
+    state: dict[str, set] = {"edge": set()}
+    for insert, facts in changes:
+        apply(view, state, "edge", insert, facts)
+        assert set(view["path"]) == closure(state["edge"])
