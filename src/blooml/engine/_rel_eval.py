@@ -25,7 +25,7 @@ __all__ = [
     "norm_rows",
 ]
 
-_E: dict[Any, Any] = {}
+_E: tuple[Any, ...] = ()
 
 
 class Eval:
@@ -285,12 +285,12 @@ class JoinEval(Eval):
         if idx is None:
             idx = {}
             get = itemgetter(*cols)
-            for i, row in enumerate(inp.full()):
+            for row in inp.full():
                 b = idx.get(get(row))
                 if b is None:
-                    idx[get(row)] = {i: row}
+                    idx[get(row)] = [row]
                 else:
-                    b[i] = row
+                    b.append(row)
             cache[key] = idx
         return idx
 
@@ -307,12 +307,12 @@ class JoinEval(Eval):
                 if len(cols) == 1:
                     c = probes[0][1]
                     if d == 0:
-                        return [f(a, b) for a in drows for b in g(a[c], _E).values()]
-                    return [f(a, b) for b in drows for a in g(b[c], _E).values()]
+                        return [f(a, b) for a in drows for b in g(a[c], _E)]
+                    return [f(a, b) for b in drows for a in g(b[c], _E)]
                 getp = itemgetter(*(c for _, c in probes))
                 if d == 0:
-                    return [f(a, b) for a in drows for b in g(getp(a), _E).values()]
-                return [f(a, b) for b in drows for a in g(getp(b), _E).values()]
+                    return [f(a, b) for a in drows for b in g(getp(a), _E)]
+                return [f(a, b) for b in drows for a in g(getp(b), _E)]
             other = list(self.inputs[j].full())
             if d == 0:
                 return [f(a, b) for a in drows for b in other]
@@ -329,14 +329,14 @@ class JoinEval(Eval):
                     for t in cur:
                         ms = idx.get(t[pp][pc])
                         if ms:
-                            nxt.extend((*t, m) for m in ms.values())
+                            nxt.extend((*t, m) for m in ms)
                         elif left:
                             nxt.append((*t, None))
                 else:
                     for t in cur:
                         ms = idx.get(tuple(t[pp][pc] for pp, pc in probes))
                         if ms:
-                            nxt.extend((*t, m) for m in ms.values())
+                            nxt.extend((*t, m) for m in ms)
                         elif left:
                             nxt.append((*t, None))
             else:
@@ -412,7 +412,7 @@ class NotInEval(Eval):
             out = []
             for r in rows:
                 ms = idx.get(lget(r))
-                cands = (ms.values() if isinstance(ms, dict) else ms) if ms else ()
+                cands = ms or ()
                 if not any(fn(r, m) for m in cands):
                     out.append(r)
             return out

@@ -142,6 +142,22 @@ class Relation:
             )
         return tuple.__new__(self.row_type, r)
 
+    def check_rows(self, rows: list[Any], where: str) -> list[Any]:
+        """Validate and convert external input: every row well-formed, no lattice in a key
+        column (all or nothing: raises before anything is queued)."""
+        rt = self.row_type
+        if set(map(type, rows)) <= {tuple, rt} and set(map(len, rows)) <= {self.arity}:
+            out = list(map(partial(tuple.__new__, rt), rows))
+        else:
+            out = [self.make_row(r, where) for r in rows]
+        keys = out if self.full_key else list(map(_getter(tuple(range(self.nkeys))), out))
+        if self.nkeys == 1 and not self.full_key:
+            keys = [(k,) for k in keys]
+        if _has_lattice(keys):
+            for r in out:
+                self._bad_key(r)
+        return out
+
     def key_of(self, row: Any) -> Any:
         """The key under which ``row`` is stored."""
         return row if self.keyfn is None else self.keyfn(row)
@@ -157,22 +173,36 @@ class Relation:
 
     # -- changes -------------------------------------------------------------------------------
 
-    def add_many(self, rows: list[Any], now: float) -> None:
-        """Insert (or merge) each of ``rows``: tuples of this relation's arity (plain tuples
-        are converted to rows only when stored)."""
+    def add_many(self, rows: list[Any], now: float, where: str = "insert") -> None:
+        """Insert (or merge) each of ``rows``: rule results (tuples of this relation's arity,
+        or values for a one-column relation; ``None`` is skipped). Plain tuples are converted
+        to rows only when stored; ``where`` names the rule in errors."""
         if not self.simple:
             if self.ttl is None and self.keyfn is not None:
-                self._add_many_keyed(rows)
+                self._add_many_keyed(rows, where)
                 return
             add = self.add
+            make = self.make_row
             for r in rows:
-                add(r, now)
+                if r is not None:
+                    add(make(r, where), now)
             return
         store = self.store
-        # plain tuples hash and compare like rows: convert only the new ones
-        fresh = [r for r in rows if r not in store]
+        # plain tuples hash and compare like rows: look up first, convert only the new ones
+        try:
+            fresh = [r for r in rows if r not in store]
+        except TypeError:  # an unhashable result: let make_row explain
+            fresh = [self.make_row(r, where) for r in rows if r is not None]
+            fresh = [r for r in fresh if r not in store]
         if not fresh:
             return
+        ok = {tuple, self.row_type}
+        if not set(map(type, fresh)) <= ok or set(map(len, fresh)) != {self.arity}:
+            make = self.make_row
+            fresh = [make(r, where) for r in fresh if r is not None]
+            fresh = [r for r in fresh if r not in store]
+            if not fresh:
+                return
         if _has_lattice(fresh):
             for r in fresh:
                 self._bad_key(r)
@@ -188,7 +218,7 @@ class Relation:
             self._log.extend(fresh)
             self._trim()
 
-    def _add_many_keyed(self, rows: list[Any]) -> None:
+    def _add_many_keyed(self, rows: list[Any], where: str) -> None:
         """``add`` for each row of a hard-state relation with value columns, inlined (this
         loop carries lattice-column merges such as shortest-path costs)."""
         store = self.store
@@ -202,7 +232,14 @@ class Relation:
         nkeys = self.nkeys
         logging = bool(self.indexes)
         changed = 0
+        arity = self.arity
+        merge_cls: Any = None
+        merge: Any = None
         for row in rows:
+            if (type(row) is not tuple and type(row) is not rt) or len(row) != arity:
+                if row is None:
+                    continue
+                row = self.make_row(row, where)
             k = keyfn(row)
             old = get(k, MISSING)
             if old is MISSING:
@@ -227,7 +264,10 @@ class Relation:
                     continue
                 ta = type(a)
                 if ta is type(b) and issubclass(ta, Lattice):
-                    m = _raw_merge(ta)(a, b)
+                    if ta is not merge_cls:
+                        merge_cls = ta
+                        merge = _raw_merge(ta)
+                    m = merge(a, b)
                     if m is a or m == a:
                         continue
                     new = new_row(rt, (*old[:-1], m))
@@ -411,12 +451,12 @@ class Relation:
     def _trim(self) -> None:
         # An index that is not probed would make the log grow without bound: past the size
         # of the relation, rebuilding on the next probe is cheaper than replaying.
-        if len(self._log) > 1024 and len(self._log) > 2 * len(self.store):
+        if len(self._log) > 1024 and 2 * len(self._log) > len(self.store):
             self.indexes = {}
             self._log = []
 
-    def index(self, cols: tuple[int, ...]) -> dict[Any, dict[Any, Any]]:
-        """The hash index on columns ``cols`` (probe value -> {key: row}).
+    def index(self, cols: tuple[int, ...]) -> dict[Any, list[Any]]:
+        """The hash index on columns ``cols`` (probe value -> list of rows).
 
         Built on first use; afterwards it replays the relation's change log when probed, so
         an index nobody probes costs nothing to maintain.
@@ -425,37 +465,39 @@ class Relation:
         log = self._log
         get = _getter(cols)
         if entry is None:
-            idx: dict[Any, dict[Any, Any]] = {}
-            for k, row in self.store.items():
+            idx: dict[Any, list[Any]] = {}
+            for row in self.store.values():
                 p = get(row)
                 b = idx.get(p)
                 if b is None:
-                    idx[p] = {k: row}
+                    idx[p] = [row]
                 else:
-                    b[k] = row
+                    b.append(row)
             self.indexes[cols] = [idx, len(log)]
             return idx
         idx, pos = entry
         n = len(log)
         if pos < n:
-            keyfn = self.keyfn
             for i in range(pos, n):
                 item = log[i]
                 if type(item) is _Del:
-                    p = get(item.old)
+                    old = item.old
+                    p = get(old)
                     b = idx.get(p)
                     if b is not None:
-                        b.pop(item.k, None)
+                        for j, r in enumerate(b):
+                            if r is old:
+                                del b[j]
+                                break
                         if not b:
                             del idx[p]
                     continue
-                k = item if keyfn is None else keyfn(item)
                 p = get(item)
                 b = idx.get(p)
                 if b is None:
-                    idx[p] = {k: item}
+                    idx[p] = [item]
                 else:
-                    b[k] = item
+                    b.append(item)
             entry[1] = n
             if all(e[1] == n for e in self.indexes.values()):
                 log.clear()

@@ -39,19 +39,8 @@ def _note(exc: BaseException, text: str) -> None:
         exc.add_note(_NOTE_MARK + text)
 
 
-_TUPLE = {tuple}
-
-
 def _to_rows(rel: Relation, out: Any, where: str) -> list[Any]:
-    """Rule results as rows of ``rel``: whole batches are converted at C speed when every
-    result is a plain tuple of the right length; anything else goes row by row."""
-    if not out:
-        return []
-    if not isinstance(out, list):
-        out = list(out)
-    types = set(map(type, out))
-    if (types == _TUPLE or types == {rel.row_type}) and set(map(len, out)) == {rel.arity}:
-        return out  # the relation converts the new ones
+    """Rule results as rows of ``rel`` (for the facts queued for the next tick)."""
     make = rel.make_row
     return [make(r, where) for r in out if r is not None]
 
@@ -239,9 +228,7 @@ class Runtime:
             for row in rows:
                 rel.remove(row)
         for name, rows in pend.inserts.items():
-            rel = self.rels[name]
-            for row in rows:
-                rel.add(row, now)
+            self.rels[name].add_many(rows, now, f"input to {name}")
         for name, values in pend.lats.items():
             var = self.lats[name]
             for v in values:
@@ -305,9 +292,8 @@ class Runtime:
     def _emit(self, cr: CompiledRule, out: Any) -> None:
         rel = cr.head_rel
         if rel is not None:
-            rows = _to_rows(rel, out, cr.where)
-            if rows:
-                rel.add_many(rows, self.now)
+            if out:
+                rel.add_many(out if isinstance(out, list) else list(out), self.now, cr.where)
             return
         var = cr.head_lat
         assert var is not None
@@ -342,8 +328,7 @@ class Runtime:
             return
         rel = cr.head_rel
         assert rel is not None
-        make = rel.make_row
-        rows = [make(r, cr.where) for r in _to_rows(rel, out, cr.where)]
+        rows = _to_rows(rel, out, cr.where)
         if not rows:
             return
         if op == "<~":

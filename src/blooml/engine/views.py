@@ -40,12 +40,7 @@ class CollectionView:
                 f"{self._name}.{what}(rows): expected an iterable of tuples, got {rows!r}"
             )
         rel = self._rt.rels[self._name]
-        out = []
-        for r in rows:
-            row = rel.make_row(r, f"{self._name}.{what}")
-            rel._bad_key(row)
-            out.append(row)
-        return out
+        return rel.check_rows(list(rows), f"{self._name}.{what}")
 
     def insert(self, rows: Iterable[Any]) -> None:
         """Queue ``rows`` for insertion: visible at the next tick.
