@@ -102,6 +102,10 @@ def test_mixed_unorderable_types_fall_back_to_a_total_order() -> None:
     assert len(list(t)) == 4 and t.consolidate() == ZSet({1: 1, "a": 1, None: 1, (1, "x"): 2})
     t2 = Trace().insert(ZSet({1: 1}), 0).insert(ZSet({"b": 1}), 0)  # mixing found at a merge
     assert t2.consolidate() == ZSet({1: 1, "b": 1}) and t2.history("b") == [(0, 1)]
+    big = Trace().insert(ZSet({i: 1 for i in range(10)}), 0).insert(ZSet({"z": 1}), 1)
+    assert big.batch_sizes() == [10, 1]  # not merged yet: two batches of unorderable keys
+    assert big.keys() == [*range(10), "z"] and big.history("z") == [(1, 1)]
+    assert big.history(3) == [(0, 1)] and len(list(big)) == 11
 
 
 def test_as_of_uses_the_product_order() -> None:

@@ -408,9 +408,12 @@ class Trace:
         ks: set[Any] = set()
         for b in self._spine:
             ks.update(b.keys)
-        if self._fallback:
-            return sorted(ks, key=_order_key)
-        return sorted(ks)
+        if not self._fallback:
+            try:
+                return sorted(ks)
+            except TypeError:  # batches not merged yet may hold keys of unorderable types
+                pass
+        return sorted(ks, key=_order_key)
 
     def as_of(self, time: Time) -> ZSet | IndexedZSet:
         """The integral of the stream at ``time``: every update at a time ``<= time`` summed."""
