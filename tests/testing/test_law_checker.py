@@ -275,6 +275,22 @@ def test_rejects_a_bottom_that_is_not_the_identity():
     assert _violation(BadBottom).law == "bottom_identity"
 
 
+def test_rejects_an_is_bottom_that_disagrees_with_bottom():
+    class Zeroish(Counter):
+        wrapper_name = "lzeroish_chk"
+
+        def merge(self, other):
+            return self if self.reveal() >= other.reveal() else other
+
+        def is_bottom(self):
+            return self.reveal() <= 1  # wrong: 1 is not ⊥
+
+    v = _violation(Zeroish, elements=counters(Zeroish))
+    assert v.law == "bottom_identity"
+    assert v.example == {"a": Zeroish(1)}
+    assert "is_bottom() is True" in v.detail
+
+
 def test_rejects_an_order_that_disagrees_with_merge():
     v = _violation(BadOrder)
     assert v.law == "order_agrees"

@@ -364,6 +364,13 @@ def _merge_checks(cls: type[Lattice], elems: SearchStrategy[Any]) -> list[Check]
             raise _Failure("⊥ ⊔ a != a (⊥ is not the least element)", {"⊥": bot, "⊥ ⊔ a": left})
         if right != a:
             raise _Failure("a ⊔ ⊥ != a (⊥ is not the least element)", {"⊥": bot, "a ⊔ ⊥": right})
+        # engines skip ⊥ deltas by asking is_bottom(), so an override must agree with ==
+        if bool(a.is_bottom()) is not (a == bot):
+            raise _Failure(
+                f"a.is_bottom() is {bool(a.is_bottom())}, but a {'==' if a == bot else '!='} "
+                f"{cls.__qualname__}()",
+                {"⊥": bot},
+            )
 
     def order_agrees(ex: dict[str, Any]) -> None:
         a, b = ex["a"], ex["b"]
@@ -665,7 +672,8 @@ def check_laws(
     """Check with hypothesis that ``cls`` is a lattice and that its method marks are true.
 
     Checked, each on up to ``max_examples`` drawn examples: merge is associative, commutative
-    and idempotent; ``cls()`` (and ``cls.bottom()``) is an identity on both sides; ``<=``,
+    and idempotent; ``cls()`` (and ``cls.bottom()``) is an identity on both sides, and
+    ``is_bottom()`` agrees with it; ``<=``,
     ``<``, ``>=``, ``>`` and ``|`` agree with merge; equal values hash equally; merge never
     changes its inputs; every ``@morph`` method distributes over merge
     (``f(a ⊔ b) == f(a) ⊔ f(b)``) and every ``@monotone`` method preserves the order

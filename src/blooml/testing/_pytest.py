@@ -67,7 +67,7 @@ class LatticeLaws:
         self._check("idempotent")
 
     def test_bottom_identity(self) -> None:
-        """⊥ ⊔ a == a == a ⊔ ⊥, and Cls.bottom() == Cls()."""
+        """⊥ ⊔ a == a == a ⊔ ⊥, Cls.bottom() == Cls(), and is_bottom() agrees."""
         self._check("bottom_identity")
 
     def test_order_agrees(self) -> None:
