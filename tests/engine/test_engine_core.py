@@ -515,3 +515,34 @@ def test_tick_n_and_bad_n():
     assert p.tick_count == 3
     with pytest.raises(BloomError):
         p.tick(-1)
+
+
+def test_gc_is_paused_during_a_tick_and_restored_even_on_errors():
+    import gc
+
+    class P(Program):
+        t = scratch(["k"])
+        out = table(["k"])
+
+        @bloom
+        def r(self):
+            self.out <= self.t.map(lambda r: (r.k, gc.isenabled()))
+
+    class Q(Program):
+        t = scratch(["k"])
+        out = table(["k", "gc"])
+
+        @bloom
+        def r(self):
+            self.out <= self.t.map(lambda r: (r.k, gc.isenabled()))
+
+    assert gc.isenabled()
+    p = P()
+    p.t.insert([("a",)])
+    with pytest.raises(BloomError):  # a 2-tuple into a 1-column table
+        p.tick()
+    assert gc.isenabled()
+    q = Q()
+    q.t.insert([("a",)])
+    q.tick()
+    assert tuples(q.out) == {("a", False)} and gc.isenabled()
