@@ -73,15 +73,11 @@ class AsyncAsChoice(Program):
     @bloom
     def options(self):
         self.option <= self.send.join(self.delay).map(lambda m, d: (m.msg, self.tick_count + d.d))
-    # fmt: on
 
-    # fmt: off
     @bloom
     def schedule(self):
         self.scheduled <= self.option.choose(["msg"], seed=0)
-    # fmt: on
 
-    # fmt: off
     @bloom
     def deliver(self):
         self.arrived <= self.scheduled.filter(lambda s: s.due == self.tick_count).map(

@@ -44,9 +44,7 @@ class Sequence(Program):
         # seq(A, X)@next <- seq(A, X), notin event(A): the table persists by itself; the old
         # value must go where an event replaces it
         self.seq <- self.seq.join(self.event, self.seq.ident == self.event.ident).map(lambda s, e: s)
-    # fmt: on
 
-    # fmt: off
     @bloom
     def count_ticks_with_events(self):
         self.counter <+ self.event.map(lambda e: self.counter + 1)

@@ -49,9 +49,7 @@ class KVS(Program):
     @bloom
     def put(self):
         self.store <= self.kvput.map(lambda p: (p.key, lmax((p.version, p.value))))
-    # fmt: on
 
-    # fmt: off
     @bloom
     def get(self):
         self.kvget_response <= self.kvget.map(
@@ -90,9 +88,7 @@ class TableKVS(Program):
         self.kvstate <- self.kvstate.join(self.kvput, self.kvstate.key == self.kvput.key).map(
             lambda s, p: s
         )
-    # fmt: on
 
-    # fmt: off
     @bloom
     def get(self):
         self.kvget_response <= self.kvget.join(

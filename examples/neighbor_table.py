@@ -41,9 +41,7 @@ class NeighborTable(Program):
         self.hello <~ self.beat.join(self.link).join(self.me).map(
             lambda b, lk, m: (lk.nbr, m.addr, b.time)
         )
-    # fmt: on
 
-    # fmt: off
     @bloom
     def listen(self):
         self.neighbor <= self.hello.map(lambda h: (h.src, h.sent))

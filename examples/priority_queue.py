@@ -44,9 +44,7 @@ class PriorityQueue(Program):
         ).map(lambda q, o: q)
         self.priority_queue <+ self.del_m_priority_queue
         self.m_priority_queue <- self.del_m_priority_queue
-    # fmt: on
 
-    # fmt: off
     @bloom
     def log(self):
         self.processed <= self.priority_queue.map(

@@ -44,21 +44,15 @@ class ReliableDelivery(DeliveryProtocol):
     def send_packet(self):
         self.send_buf <= self.pipe_in
         self.data_chan <~ self.pipe_in
-    # fmt: on
 
-    # fmt: off
     @bloom
     def timer_retry(self):
         self.data_chan <~ self.send_buf.join(self.timer).map(lambda p, t: p)
-    # fmt: on
 
-    # fmt: off
     @bloom
     def send_ack(self):
         self.ack_chan <~ self.data_chan.map(lambda p: (p.src, p.dst, p.ident))
-    # fmt: on
 
-    # fmt: off
     @bloom
     def recv_ack(self):
         got_ack = self.ack_chan.join(self.send_buf, self.ack_chan.ident == self.send_buf.ident)

@@ -116,9 +116,7 @@ class DisorderlyCart(CartServer):
     @bloom
     def on_action(self):
         self.action_log <= self.action_msg.map(lambda a: (a.session, a.reqid, a.item, a.qty))
-    # fmt: on
 
-    # fmt: off
     @bloom
     def tally(self):
         self.done <= self.action_log.group(["session"], count())
@@ -141,9 +139,7 @@ class DestructiveCart(CartServer):
         self.queue <= self.action_msg.map(
             lambda a: (a.session, (self.tick_count, a.reqid), a.reqid, a.item, a.qty)
         )
-    # fmt: on
 
-    # fmt: off
     @bloom
     def apply_one(self):
         self.step <= self.queue.argmin(["session"], "order")
@@ -158,9 +154,7 @@ class DestructiveCart(CartServer):
         self.state <+ self.step.notin(
             self.state, self.step.session == self.state.session, self.step.item == self.state.item
         ).map(lambda s: (s.session, s.item, max(0, s.qty)))
-    # fmt: on
 
-    # fmt: off
     @bloom
     def tally(self):
         self.done <= self.applied.group(["session"], count())
