@@ -48,6 +48,22 @@ def best_of(repeat: int, fn: Callable[[], T]) -> tuple[float, T]:
     return best, result
 
 
+def best_of_pair(
+    repeat: int, baseline: Callable[[], T], engine: Callable[[], T]
+) -> tuple[float, T, float, T]:
+    """Best times of ``baseline`` and ``engine``, run alternately ``repeat`` times each so that
+    a change in machine load affects both alike. Returns (t_base, result, t_engine, result)."""
+    tb = te = float("inf")
+    rb: Any = None
+    re_: Any = None
+    for _ in range(repeat):
+        t, rb = timed(baseline)
+        tb = min(tb, t)
+        t, re_ = timed(engine)
+        te = min(te, t)
+    return tb, rb, te, re_
+
+
 def peak_memory(fn: Callable[[], Any]) -> int:
     """Peak bytes allocated by Python while ``fn`` runs (tracemalloc; run apart from timing,
     because tracing slows allocation down)."""
