@@ -183,6 +183,7 @@ class Program:
     _blooml_ir: ClassVar[ProgramIR | None] = None
     _blooml_self: ClassVar[_Self | None] = None
     _blooml_abstract: ClassVar[bool] = True
+    _rt: Any  # the engine's Runtime, set by __init__
     ir = _IRAccess()
 
     def __init_subclass__(cls, abstract: bool = False, **kwargs: Any) -> None:
@@ -224,7 +225,7 @@ class Program:
                 lats[name] = linfo
                 handles[name] = LatticeHandle(linfo)
         proxy = _Self(cls, handles)
-        specs = []
+        specs: list[tuple[str, Any]] = []
         for block_name, fn in _collect_blocks(cls):
             rec = Recorder(block_name)
             prev, Recorder.current = Recorder.current, rec
@@ -288,8 +289,8 @@ class Program:
 
     @property
     def tick_count(self) -> int:
-        """The number of completed ticks (the seed's budtime); rules read it as the current
-        tick number."""
+        """The number of completed ticks (the seed's budtime). Inside rule functions,
+        ``self.tick_count`` is the number of the tick being run, counted from 0."""
         return int(self._rt.tick_count)
 
     def tick(self, n: int = 1) -> None:
@@ -301,10 +302,9 @@ class Program:
 
     def __repr__(self) -> str:
         rt = self.__dict__.get("_rt")
-        ticks = rt.tick_count if rt is not None else "?"
-        return (
-            f"<{type(self).__qualname__} at {self.__dict__.get('_rt') and rt.addr!r}, tick {ticks}>"
-        )
+        if rt is None:
+            return f"<{type(self).__qualname__} (not initialised)>"
+        return f"<{type(self).__qualname__} at {rt.addr!r}, tick {rt.tick_count}>"
 
 
 _RESERVED = {n for n in dir(Program) if not n.startswith("__")} | {"tick_count", "addr"}

@@ -18,7 +18,7 @@ class LatVarState:
 
     __slots__ = ("changes", "cls", "hi", "incs", "lo", "name", "value")
 
-    def __init__(self, name: str, cls: type, initial: Any) -> None:
+    def __init__(self, name: str, cls: Any, initial: Any) -> None:
         self.name = name
         self.cls = cls
         self.value = initial

@@ -53,7 +53,7 @@ _BATCH: Any = object()
 _RAW_MERGE: dict[type, Any] = {}
 
 
-def _raw_merge(cls: type) -> Any:
+def _raw_merge(cls: Any) -> Any:
     """``cls.merge`` without the base's same-class check (the caller checked the types)."""
     fn = _RAW_MERGE.get(cls)
     if fn is None:
@@ -223,7 +223,7 @@ class Relation:
         loop carries lattice-column merges such as shortest-path costs)."""
         store = self.store
         get = store.get
-        keyfn = self.keyfn
+        keyfn: Any = self.keyfn
         rt = self.row_type
         new_row = tuple.__new__
         undo = self.undo

@@ -241,11 +241,12 @@ def _cycle_error(
         queue = nxt
     path: list[Edge] = []
     v = bad.src
-    while prev.get(v) is not None:
-        e = prev[v]
-        assert e is not None
-        path.append(e)
-        v = e.src
+    while True:
+        step = prev.get(v)
+        if step is None:
+            break
+        path.append(step)
+        v = step.src
     path.reverse()
     cycle_edges = [bad, *path]
     cycle = [bad.src, *(e.dst for e in cycle_edges)]
