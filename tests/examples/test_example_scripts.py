@@ -52,3 +52,18 @@ def test_demo_output_is_verified(capsys: pytest.CaptureFixture[str]) -> None:
     assert out.count("checked against Dijkstra") == 2
     assert out.count(": OK") == 2
     assert "stratum 0:" in out and "path -> path  (monotone" in out
+
+
+@pytest.mark.slow
+def test_blooml_analyze_on_an_example() -> None:
+    """`blooml analyze file.py:Class` prints the cart's points of order."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "blooml", "analyze", "examples/shopping_cart.py:DisorderlyCart"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "points of order" in proc.stdout
+    assert "final <= group(action_log" in proc.stdout
