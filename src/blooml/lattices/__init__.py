@@ -19,6 +19,7 @@ from blooml.lattices.ordered import lbool, lmax, lmin
 from blooml.lattices.bag import lbag
 from blooml.lattices.map import lmap
 from blooml.lattices.sets import lpset, lset
+
 # -- CRDTs (crdts/) --
 from blooml.lattices.crdts import (
     l2pset,
