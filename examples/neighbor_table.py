@@ -29,7 +29,6 @@ TTL = 3.0
 class NeighborTable(Program):
     """Greet every ``link`` each period; remember who greeted us for ``TTL`` seconds."""
 
-    me = table(["addr"])
     link = table(["nbr"])
     beat = periodic(HELLO_PERIOD)
     hello = channel(["@dst", "src"], ["sent"])
@@ -38,9 +37,8 @@ class NeighborTable(Program):
     # fmt: off
     @bloom
     def heartbeat(self):
-        self.hello <~ self.beat.join(self.link).join(self.me).map(
-            lambda b, lk, m: (lk.nbr, m.addr, b.time)
-        )
+        # inside a rule function, self.addr is this node's address
+        self.hello <~ self.beat.join(self.link).map(lambda b, lk: (lk.nbr, self.addr, b.time))
 
     @bloom
     def listen(self):
@@ -66,7 +64,6 @@ def build(clock: FakeClock) -> tuple[LocalNetwork, dict[str, NeighborTable]]:
     net = LocalNetwork()
     nodes = {n: NeighborTable(addr=n, clock=clock, network=net) for n in NODES}
     for name, node in nodes.items():
-        node.me.insert([(name,)])
         node.link.insert([(other,) for other in NODES if other != name])
     return net, nodes
 

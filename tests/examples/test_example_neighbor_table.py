@@ -40,7 +40,6 @@ def test_expiry_time_is_ttl_after_last_heartbeat() -> None:
     """Drive one receiver by hand: a hello at t refreshes the entry until t + TTL."""
     clock = FakeClock()
     p = nt.NeighborTable(addr="me", clock=clock)
-    p.me.insert([("me",)])
     p.link.insert([("me",)])  # greets itself over the loopback channel
     sent: list[float] = []
     for step in range(1, 9):
@@ -67,7 +66,6 @@ def test_expiry_time_is_ttl_after_last_heartbeat() -> None:
 def test_new_heartbeat_replaces_the_row_under_the_key() -> None:
     clock = FakeClock()
     p = nt.NeighborTable(addr="me", clock=clock)
-    p.me.insert([("me",)])
     p.link.insert([("me",)])
     stamps = set()
     for step in range(1, 12):
