@@ -490,3 +490,21 @@ def test_docstring_examples_of_the_collection_modules():
     for module in (blooml.lattices.sets, blooml.lattices.bag, blooml.lattices.map):
         result = doctest.testmod(module)
         assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+@pytest.mark.parametrize(
+    ("cls", "item"), [(lset, 1), (lpset, 1), ("lbag", "x"), (lmap, ("k", lmax(1)))]
+)
+def test_builder_copies_are_independent(cls, item):
+    # PySpark deep-copies (or unpickles) aggregateByKey's zero value once per key: the copies
+    # must not share their mutable buffer.
+    import copy
+
+    from blooml import lbag
+
+    cls = lbag if cls == "lbag" else cls
+    zero = cls.builder()
+    a, b = copy.deepcopy(zero), pickle.loads(pickle.dumps(zero))
+    a.add(item)
+    assert b.freeze() == cls() and zero.freeze() == cls()
+    assert a.freeze() == cls.from_item(item)
