@@ -219,3 +219,30 @@ def test_incremental_ticks_equal_full_reevaluation(steps):
         inc.tick()
         ref.tick()
         assert state(inc) == state(ref)
+
+
+@given(
+    st.sampled_from(["lmin", "lmax"]),
+    st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(-5, 5)), max_size=6), max_size=4),
+)
+def test_lattice_columns_hold_the_merge_of_everything_derived(kind, batches):
+    from blooml import lmax
+
+    cls = lmin if kind == "lmin" else lmax
+
+    class P(Program):
+        inp = scratch(["k", "v"])
+        best = table(["k"], ["m"])
+
+        @bloom
+        def rules(self):
+            self.best <= self.inp.map(lambda r: (r.k, cls(r.v)))
+
+    p = P()
+    want: dict[int, object] = {}
+    for b in batches:
+        p.inp.insert(b)
+        p.tick()
+        for k, v in b:
+            want[k] = want[k].merge(cls(v)) if k in want else cls(v)
+        assert {r.k: r.m for r in p.best} == want

@@ -24,6 +24,7 @@ from typing import Any
 from blooml.errors import BloomError, KeyConstraintError
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
+from blooml.lattices.ordered import lmax, lmin
 
 __all__ = ["MISSING", "Relation"]
 
@@ -264,12 +265,27 @@ class Relation:
                     continue
                 ta = type(a)
                 if ta is type(b) and issubclass(ta, Lattice):
-                    if ta is not merge_cls:
-                        merge_cls = ta
-                        merge = _raw_merge(ta)
-                    m = merge(a, b)
-                    if m is a or m == a:
-                        continue
+                    if ta is lmin or ta is lmax:
+                        # the builtin ordered lattices: compare the values in place of two
+                        # method calls per candidate (same result as their merge)
+                        av, bv = a._v, b._v
+                        if bv is None:
+                            continue
+                        if av is not None:
+                            if (bv < av) if ta is lmin else (bv > av):
+                                pass
+                            elif av == bv or ((av <= bv) if ta is lmin else (av >= bv)):
+                                continue
+                            else:
+                                _raw_merge(ta)(a, b)  # raises for incomparable values
+                        m = b
+                    else:
+                        if ta is not merge_cls:
+                            merge_cls = ta
+                            merge = _raw_merge(ta)
+                        m = merge(a, b)
+                        if m is a or m == a:
+                            continue
                     new = new_row(rt, (*old[:-1], m))
                     store[k] = new
                     undo.append((k, old))
