@@ -9,7 +9,7 @@ marked method is skipped in all of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 from blooml import lbag, lbool, lmap, lmax, lmin, lpset, lset
 from blooml.lattices import Lattice
 from blooml.testing import LawReport, check_laws, elements
+from blooml.testing._collection_strategies import ITEM_FUNCTIONS, NUMBER_FUNCTIONS
+from blooml.testing._strategies import Const, named
 
 # The domains the default strategies draw from (see blooml.testing.elements), so that looked-up
 # arguments are often present.
@@ -30,42 +32,6 @@ MAP_KEYS = st.sampled_from(["a", "b", "c", "z", 0, 1, 2, 9, ("flag", 0), ("flag"
 HOMOGENEOUS_KEYS = st.sampled_from("abcdefz")
 
 
-class Const:
-    """A zero-argument function returning ``value`` (readable in counterexamples)."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-    def __call__(self) -> Any:
-        return self.value
-
-    def __repr__(self) -> str:
-        return f"lambda: {self.value!r}"
-
-
-def named(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    fn.__name__ = fn.__qualname__ = name
-    return fn
-
-
-ITEM_FUNCTIONS = st.sampled_from(
-    [
-        named("identity", lambda x: x),
-        named("first_char", lambda x: str(x)[:1]),
-        named("constant", lambda x: 0),
-        named("drop_small", lambda x: None if isinstance(x, int) and x < 4 else x),
-        named("pair", lambda x: (x, x)),
-    ]
-)
-NUMBER_FUNCTIONS = st.sampled_from(
-    [
-        named("identity", lambda x: x),
-        named("double", lambda x: 2 * x),
-        named("halve_floor", lambda x: x // 2),
-        named("drop_big", lambda x: None if x > 6 else x),
-        named("zero", lambda x: 0),
-    ]
-)
 ROW_FUNCTIONS = st.sampled_from(
     [named("left", lambda r: r[0]), named("swap", lambda r: (r[1], r[0])), named("id", lambda r: r)]
 )

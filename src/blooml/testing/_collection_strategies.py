@@ -13,7 +13,7 @@ from hypothesis.strategies import SearchStrategy
 
 from blooml.lattices import Lattice, lbag, lbool, lmap, lmax, lmin, lpset, lset
 from blooml.testing._errors import LawCheckError, short_repr
-from blooml.testing._strategies import _register_builtin, elements
+from blooml.testing._strategies import _register_builtin, elements, named
 
 _ITEMS = st.integers(min_value=0, max_value=12) | st.sampled_from(["a", "b", "c"])
 # Quarter steps are exact in binary floating point, so sums do not depend on summation order.
@@ -74,7 +74,50 @@ def _lmap_values(
     return st.lists(pairs, max_size=_MAX_ITEMS).map(lambda ps: lmap(dict(ps)))
 
 
-_register_builtin(lset, _lset_values)
-_register_builtin(lpset, _lpset_values)
-_register_builtin(lbag, _lbag_values)
-_register_builtin(lmap, _lmap_values)
+# -- default method arguments (check_laws(Cls) with no args) ------------------------------
+
+ITEM_FUNCTIONS = st.sampled_from(
+    [
+        named("identity", lambda x: x),
+        named("first_char", lambda x: str(x)[:1]),
+        named("constant", lambda x: 0),
+        named("drop_small", lambda x: None if isinstance(x, int) and x < 4 else x),
+        named("pair", lambda x: (x, x)),
+    ]
+)
+NUMBER_FUNCTIONS = st.sampled_from(
+    [
+        named("identity", lambda x: x),
+        named("double", lambda x: 2 * x),
+        named("halve_floor", lambda x: x // 2),
+        named("drop_big", lambda x: None if x > 6 else x),
+        named("zero", lambda x: 0),
+    ]
+)
+_MAP_KEYS = st.sampled_from(["a", "b", "c", "z", 0, 1, 2, 9, ("flag", 0), ("flag", 1), ("sub", 0)])
+
+_register_builtin(
+    lset,
+    _lset_values,
+    # group_count needs rows (tuples); the default items are not: checked with rows in the suite
+    args={"contains": _ITEMS, "project": ITEM_FUNCTIONS, "group_count": None},
+)
+_register_builtin(
+    lpset,
+    _lpset_values,
+    args={
+        "contains": _NONNEG,
+        "project": NUMBER_FUNCTIONS,
+        "group_count": st.sampled_from(["real", ("imag",), ["real", "imag"]]),
+    },
+)
+_register_builtin(
+    lbag, _lbag_values, args={"contains": _ITEMS, "mult": _ITEMS, "project": ITEM_FUNCTIONS}
+)
+_register_builtin(
+    lmap,
+    _lmap_values,
+    # The default maps mix value classes: methods whose arguments depend on the value class are
+    # checked per value class in the suite (elements(lmap, values=...)), not here.
+    args={"at": None, "has_key": _MAP_KEYS, "filter": None, "apply_morph": None, "apply": None},
+)

@@ -120,17 +120,6 @@ def _l2pset_values(*, elems: SearchStrategy[Any] | None = None) -> SearchStrateg
     return st.builds(l2pset, items, items)
 
 
-_register_builtin(lpair, _lpair_values)
-_register_builtin(ldompair, _ldompair_values)
-_register_builtin(llww, _llww_values)
-_register_builtin(lvclock, _lvclock_values)
-_register_builtin(lgcounter, _lgcounter_values)
-_register_builtin(lpncounter, _lpncounter_values)
-_register_builtin(lmvreg, _lmvreg_values)
-_register_builtin(lorset, _lorset_values)
-_register_builtin(l2pset, _l2pset_values)
-
-
 _ELEM_ARG = st.sampled_from(["x", "y", 1, "zz"])
 
 #: Arguments for the update and read methods of each CRDT, in ``check_laws(args=...)`` form:
@@ -152,3 +141,16 @@ METHOD_ARGS: dict[type[Lattice], dict[str, Any]] = {
     lorset: {"add": st.tuples(_ELEM_ARG, _TAGS), "remove": _ELEM_ARG},
     l2pset: {"add": _ELEM_ARG, "remove": _ELEM_ARG},
 }
+
+for _cls, _factory in (
+    (lpair, _lpair_values),
+    (ldompair, _ldompair_values),
+    (llww, _llww_values),
+    (lvclock, _lvclock_values),
+    (lgcounter, _lgcounter_values),
+    (lpncounter, _lpncounter_values),
+    (lmvreg, _lmvreg_values),
+    (lorset, _lorset_values),
+    (l2pset, _l2pset_values),
+):
+    _register_builtin(_cls, _factory, args=METHOD_ARGS[_cls])

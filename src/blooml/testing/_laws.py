@@ -24,7 +24,7 @@ from hypothesis.strategies import SearchStrategy
 from blooml.lattices import Lattice
 from blooml.testing._args import MethodPlan, plan_methods
 from blooml.testing._errors import LawCheckError, LawViolation, short_repr
-from blooml.testing._strategies import checked
+from blooml.testing._strategies import checked, default_args
 from blooml.testing._strategies import elements as elements_of
 
 __all__ = ["MERGE_LAWS", "Check", "LawReport", "Session", "check_laws"]
@@ -547,6 +547,10 @@ class Session:
             )
         if elements is None:
             elems = elements_of(cls)
+            # Registered defaults fit the registered strategy's domain, so they apply only with
+            # it; the caller's own args override them method by method.
+            if args is None or isinstance(args, Mapping):
+                args = {**default_args(cls), **(args or {})}
         elif isinstance(elements, SearchStrategy):
             elems = checked(cls, elements)
         else:
@@ -687,7 +691,9 @@ def check_laws(
             of the argument; otherwise of a tuple of positional arguments), a dict of parameter
             name -> strategy, or ``None`` to skip the method knowingly. Methods not named get
             arguments from their type hints (a parameter typed as ``cls`` draws from
-            ``elements``).
+            ``elements``). Without ``elements``, the arguments registered with the class's
+            strategy come first (every builtin and CRDT has them, so ``check_laws(lset)``
+            needs no ``args``; ``register(Cls, strategy, args=...)`` does the same for yours).
         max_examples: examples per check.
         seed: replay a run (a :class:`LawViolation` names its seed); default random, or fixed
             per class when the hypothesis profile sets ``derandomize``.

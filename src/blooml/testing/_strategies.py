@@ -26,7 +26,7 @@ independently drawn values.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from hypothesis import strategies as st
@@ -35,12 +35,21 @@ from hypothesis.strategies import SearchStrategy
 from blooml.lattices import Lattice, lbool, lmax, lmin
 from blooml.testing._errors import LawCheckError, short_repr
 
-__all__ = ["_register_builtin", "elements", "is_registered", "register"]
+__all__ = [
+    "Const",
+    "_register_builtin",
+    "default_args",
+    "elements",
+    "is_registered",
+    "named",
+    "register",
+]
 
 L = TypeVar("L", bound=Lattice)
 Factory = Callable[..., SearchStrategy[Any]]
 
 _FACTORIES: dict[type[Lattice], Factory] = {}
+_DEFAULT_ARGS: dict[type[Lattice], dict[str, Any]] = {}
 
 
 def _require_lattice_class(cls: Any, where: str) -> None:
@@ -51,25 +60,50 @@ def _require_lattice_class(cls: Any, where: str) -> None:
         )
 
 
-def _register_builtin(cls: type[Lattice], factory: Factory) -> None:
+def _register_builtin(
+    cls: type[Lattice], factory: Factory, *, args: Mapping[str, Any] | None = None
+) -> None:
     """Register ``factory(**options) -> strategy`` as the way to draw values of ``cls``.
 
-    For blooml's own lattices (builtins, CRDTs); users call :func:`register`. A later
-    registration replaces an earlier one.
+    For blooml's own lattices (builtins, CRDTs); users call :func:`register`. ``args`` are the
+    default method arguments (``check_laws(args=...)`` form) that ``check_laws(cls)`` uses when
+    it is given no ``elements``. A later registration replaces an earlier one.
     """
     _require_lattice_class(cls, "_register_builtin")
     if not callable(factory):
         raise LawCheckError(cls, f"a strategy factory must be callable, got {short_repr(factory)}")
     _FACTORIES[cls] = factory
+    _set_default_args(cls, args)
 
 
-def register(cls: type[L], strategy: SearchStrategy[L]) -> None:
+def _set_default_args(cls: type[Lattice], args: Mapping[str, Any] | None) -> None:
+    if args is None:
+        _DEFAULT_ARGS.pop(cls, None)
+        return
+    if not isinstance(args, Mapping):
+        raise LawCheckError(
+            cls, f"args must be a mapping of method name to strategy, got {short_repr(args)}"
+        )
+    _DEFAULT_ARGS[cls] = dict(args)
+
+
+def default_args(cls: type[Lattice]) -> dict[str, Any]:
+    """The method arguments registered with ``cls``'s strategy (empty when none were)."""
+    return dict(_DEFAULT_ARGS.get(cls, {}))
+
+
+def register(
+    cls: type[L], strategy: SearchStrategy[L], *, args: Mapping[str, Any] | None = None
+) -> None:
     """Tell :func:`elements` (and so :func:`check_laws`) how to draw values of a user lattice.
 
     Args:
         cls: the lattice class.
         strategy: a hypothesis strategy drawing values of exactly ``cls``. Include ⊥ and keep
             the domain small, so that independently drawn values overlap and compare.
+        args: default method arguments, in ``check_laws(args=...)`` form, used by
+            ``check_laws(cls)`` when it is given no ``elements`` (its own ``args`` override
+            them method by method).
 
     Raises:
         LawCheckError: ``cls`` is not a lattice class or ``strategy`` is not a strategy.
@@ -93,6 +127,7 @@ def register(cls: type[L], strategy: SearchStrategy[L]) -> None:
         return strategy
 
     _FACTORIES[cls] = factory
+    _set_default_args(cls, args)
 
 
 def is_registered(cls: type[Lattice]) -> bool:
@@ -171,9 +206,36 @@ def checked(cls: type[L], strategy: SearchStrategy[Any]) -> SearchStrategy[L]:
     return strategy.map(check)
 
 
+# -- helpers for readable function arguments --------------------------------------------------
+
+
+class Const:
+    """A zero-argument function returning ``value``, readable in counterexamples (``when_true``)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __call__(self) -> Any:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"lambda: {self.value!r}"
+
+
+def named(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Give ``fn`` (a lambda) a name, so a counterexample shows which function was drawn."""
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
 # -- builtin factories ----------------------------------------------------------------------
 
 _SMALL_INTS = st.integers(min_value=-20, max_value=20)
+_ARG_INTS = st.integers(min_value=-25, max_value=25)
+
+
+def _ordered_args(*names: str) -> dict[str, Any]:
+    return {n: _ARG_INTS for n in (*names, "__add__", "__radd__", "__sub__")}
 
 
 def _lbool_values() -> SearchStrategy[lbool]:
@@ -188,6 +250,10 @@ def _ordered(cls: type[lmax] | type[lmin]) -> Factory:
     return factory
 
 
-_register_builtin(lbool, _lbool_values)
-_register_builtin(lmax, _ordered(lmax))
-_register_builtin(lmin, _ordered(lmin))
+_register_builtin(
+    lbool,
+    _lbool_values,
+    args={"when_true": st.one_of(st.builds(lmax, _SMALL_INTS), st.just(lmax())).map(Const)},
+)
+_register_builtin(lmax, _ordered(lmax), args=_ordered_args("gt", "gt_eq", "min_of"))
+_register_builtin(lmin, _ordered(lmin), args=_ordered_args("lt", "lt_eq", "max_of"))
