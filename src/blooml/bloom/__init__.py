@@ -4,18 +4,9 @@ The DSL records rules as IR (:mod:`blooml.ir`) and evaluates nothing; program in
 on the embedded engine (:mod:`blooml.engine`). See ``docs/bloom.md``.
 """
 
+from blooml.bloom._aggs import accum, avg, bool_and, bool_or, count, max_, min_, sum_
 from blooml.bloom._decl import channel, interface, periodic, scratch, table
-from blooml.bloom._exprs import (
-    accum,
-    avg,
-    bool_and,
-    bool_or,
-    count,
-    max_,
-    min_,
-    rows,
-    sum_,
-)
+from blooml.bloom._exprs import rows
 from blooml.bloom.program import Program, bloom
 from blooml.engine.network import LocalNetwork
 

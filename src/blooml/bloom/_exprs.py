@@ -12,27 +12,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
+from blooml.bloom._aggs import AggSpec
 from blooml.errors import BloomError
 from blooml.ir import nodes as N
 from blooml.lattices._base import Lattice, kind_of, registered_lattices
 
 __all__ = [
-    "AggSpec",
     "ColumnRef",
     "LatExpr",
     "OpWrap",
     "PredExpr",
     "RelExpr",
-    "accum",
-    "avg",
-    "bool_and",
-    "bool_or",
-    "count",
     "lift_rows",
-    "max_",
-    "min_",
     "rows",
-    "sum_",
 ]
 
 
@@ -178,66 +170,6 @@ class PredExpr(_Expr):
 
     def __repr__(self) -> str:
         return f"{self.left!r} == {self.right!r}"
-
-
-# -- aggregates ---------------------------------------------------------------------------------
-
-
-class AggSpec:
-    """An aggregate for ``group``: the function name and its column (a name or position)."""
-
-    __slots__ = ("col", "fn")
-
-    def __init__(self, fn: str, col: str | int | None) -> None:
-        self.fn = fn
-        self.col = col
-
-    def __bool__(self) -> bool:
-        _no_bool(f"aggregate {self!r}")
-
-    def __repr__(self) -> str:
-        return f"{self.fn}({'' if self.col is None else repr(self.col)})"
-
-
-def count(col: str | int | None = None) -> Any:
-    """Aggregate: the number of rows in the group (set semantics: distinct rows; with ``col``,
-    the number of distinct values of that column)."""
-    return AggSpec("count", col)
-
-
-def sum_(col: str | int) -> Any:
-    """Aggregate: the sum of column ``col`` over the group's rows."""
-    return AggSpec("sum", col)
-
-
-def min_(col: str | int) -> Any:
-    """Aggregate: the minimum of column ``col``."""
-    return AggSpec("min", col)
-
-
-def max_(col: str | int) -> Any:
-    """Aggregate: the maximum of column ``col``."""
-    return AggSpec("max", col)
-
-
-def avg(col: str | int) -> Any:
-    """Aggregate: the arithmetic mean of column ``col`` (a float)."""
-    return AggSpec("avg", col)
-
-
-def accum(col: str | int) -> Any:
-    """Aggregate: the ``frozenset`` of the values of column ``col``."""
-    return AggSpec("accum", col)
-
-
-def bool_and(col: str | int) -> Any:
-    """Aggregate: whether column ``col`` is true in every row of the group."""
-    return AggSpec("bool_and", col)
-
-
-def bool_or(col: str | int) -> Any:
-    """Aggregate: whether column ``col`` is true in some row of the group."""
-    return AggSpec("bool_or", col)
 
 
 # -- relational expressions ---------------------------------------------------------------------
