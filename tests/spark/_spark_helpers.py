@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from blooml.lattices import Lattice, lbag, lbool, lmap, lmax, lmin, lpset, lset
 from blooml.spark import MapOf
 
-SPARK_SETTINGS: dict[str, Any] = {"max_examples": 12, "deadline": None}
+#: Each example runs a Spark job (~0.1-1 s), so property tests draw few examples.
+SPARK_SETTINGS: dict[str, Any] = {"max_examples": 10, "deadline": None}
 
 KEYS = st.sampled_from(["a", "b", "c", "d", "e"])
 _INTS = st.integers(-50, 50)

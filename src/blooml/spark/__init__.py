@@ -17,6 +17,9 @@ DataFrames with a lattice column (column specs: a lattice class, :class:`MapOf`,
 * :func:`merge_column` — merge per key; builtins lower to Spark SQL aggregates.
 * :func:`to_spark` / :func:`from_spark` — one value ↔ one cell; :func:`spark_type` — the
   column's Spark type; :func:`to_dataframe` / :func:`to_rdd` — pair RDD ↔ DataFrame.
+
+Bloom^L programs: :class:`SparkEngine` evaluates a program's tick from its IR (monotone strata,
+semi-naive, checkpointed); constructs it cannot run raise ``NotSupportedOnSpark``.
 """
 
 from blooml.spark._columns import (
@@ -27,6 +30,7 @@ from blooml.spark._columns import (
     to_rdd,
     to_spark,
 )
+from blooml.spark._engine import SparkEngine, SparkResult
 from blooml.spark._formats import ColumnFormat, MapOf, Pickled, column_format
 from blooml.spark._rdd import fold, fold_by_key, merge_by_key
 
@@ -34,6 +38,8 @@ __all__ = [
     "ColumnFormat",
     "MapOf",
     "Pickled",
+    "SparkEngine",
+    "SparkResult",
     "column_format",
     "fold",
     "fold_by_key",

@@ -1,0 +1,206 @@
+"""SparkEngine: a tick on Spark gives exactly the local engine's state (shortest paths,
+transitive closure), and what cannot run on Spark is rejected naming the rule."""
+
+# Bloom rules are statements written as comparisons (``a <= b``): B015 is moot.
+
+from __future__ import annotations
+
+import importlib.util
+import random
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blooml import Program, bloom, lmax, lset, scratch, table
+from blooml.errors import KeyConstraintError, NotSupportedOnSpark
+from blooml.spark import SparkEngine
+
+pytestmark = pytest.mark.spark
+cloudpickle = pytest.importorskip("pyspark.cloudpickle", reason="Spark tests need pyspark")
+PythonException = pytest.importorskip("pyspark.errors").PythonException
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Spark workers cannot import test modules or example scripts: ship their functions by value
+# (a user's program would be shipped with --py-files instead, see docs/spark.md).
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _example(name: str) -> ModuleType:
+    mod_name = f"blooml_spark_example_{name}"
+    if mod_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(mod_name, ROOT / "examples" / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[mod_name] = module
+        spec.loader.exec_module(module)
+        cloudpickle.register_pickle_by_value(module)
+    return sys.modules[mod_name]
+
+
+class Closure(Program):
+    """Transitive closure (two occurrences of the recursive collection in one rule)."""
+
+    edge = table(["a", "b"])
+    path = table(["a", "b"])
+    nodes = lset()
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.path <= self.edge
+        self.path <= self.path.join(self.path, self.path.b == self.path.a).map(
+            lambda p, q: (p.a, q.b)
+        )
+        self.nodes <= self.edge.map(lambda e: e.a)
+    # fmt: on
+
+
+class Widest(Program):
+    """Widest (max-bottleneck) paths: an lmax column and lattice morphisms on the driver."""
+
+    link = table(["src", "dst", "w"])
+    width = table(["src", "dst"], ["w"])
+    best = lmax()
+    wide = lmax()
+    some = scratch(["src"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.width <= self.link.map(lambda lk: (lk.src, lk.dst, lmax(lk.w)))
+        self.width <= self.link.join(self.width, self.link.dst == self.width.src).map(
+            lambda lk, w: (lk.src, w.dst, w.w.min_of(lk.w))
+        )
+        self.best <= self.link.map(lambda lk: lk.w)
+        self.wide <= self.best.min_of(5)
+        self.some <= self.link.filter(lambda lk: lk.w > 3).map(lambda lk: lk.src)
+    # fmt: on
+
+
+def _local(program: type[Program], inputs: dict[str, list[tuple[Any, ...]]]) -> Program:
+    p = program()
+    for name, rows in inputs.items():
+        getattr(p, name).insert(rows)
+    p.tick()
+    return p
+
+
+def _same_state(p: Program, result: Any) -> None:
+    ir = type(p).ir()
+    for name in ir.collections:
+        local = sorted(map(tuple, getattr(p, name)), key=repr)
+        assert sorted(result.rows(name), key=repr) == local, name
+    for name in ir.lattices:
+        assert result[name] == getattr(p, name).value, name
+
+
+def _graph(n: int, m: int, seed: int) -> list[tuple[int, int, int]]:
+    rnd = random.Random(seed)
+    return [(rnd.randrange(n), rnd.randrange(n), rnd.randint(1, 9)) for _ in range(m)]
+
+
+def test_shortest_paths_example_equals_local_engine(spark: Any) -> None:
+    sp = _example("shortest_paths")
+    inputs = {"link": sp.ROADS}
+    result = SparkEngine(spark, checkpoint_every=2).run(sp.Paths, inputs)
+    _same_state(_local(sp.Paths, inputs), result)
+    best = {(r.src, r.dst): r.c for r in result["best"].collect()}
+    nodes = {s for s, _, _ in sp.ROADS}
+    assert best == {(s, d): c for s in nodes for d, c in sp.dijkstra(sp.ROADS, s).items()}
+    assert result.rounds[0] >= 3
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.integers(2, 6), st.integers(0, 10), st.integers(0, 10**6))
+def test_shortest_paths_random_graphs(spark: Any, n: int, m: int, seed: int) -> None:
+    sp = _example("shortest_paths")
+    inputs = {"link": _graph(n, m, seed)}
+    engine = SparkEngine(spark, checkpoint_every=3, num_partitions=3)
+    _same_state(_local(sp.Paths, inputs), engine.run(sp.Paths, inputs))
+
+
+@settings(max_examples=3, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=10))
+def test_transitive_closure_equals_local_engine(spark: Any, edges: list[tuple[int, int]]) -> None:
+    inputs = {"edge": edges}
+    _same_state(_local(Closure, inputs), SparkEngine(spark).run(Closure, inputs))
+
+
+def test_inputs_as_dataframe_and_rdd(spark: Any) -> None:
+    links = [(0, 1, 4), (1, 2, 7), (0, 2, 2), (2, 3, 5)]
+    local = _local(Widest, {"link": links})
+    df = spark.createDataFrame(links, "src long, dst long, w long")
+    _same_state(local, SparkEngine(spark).run(Widest, {"link": df}))
+    result = SparkEngine(spark).run(Widest, {"link": spark.sparkContext.parallelize(links, 2)})
+    _same_state(local, result)
+    assert result["wide"] == lmax(5) and result["best"] == lmax(7)
+    widths = {(r.src, r.dst): r.w for r in result["width"].collect()}
+    assert widths[(0, 3)] == 4  # min(4, 7, 5) beats min(2, 5); stored natively
+
+
+def test_outputs_write_to_parquet(spark: Any, tmp_path: Path) -> None:
+    sp = _example("shortest_paths")
+    result = SparkEngine(spark).run(sp.Paths, {"link": sp.ROADS})
+    out = str(tmp_path / "best.parquet")
+    result["best"].write.parquet(out)
+    back = {(r.src, r.dst): r.c for r in spark.read.parquet(out).collect()}
+    assert back == {(s, d): c.reveal() for s, d, c in result.rows("best")}
+
+
+def test_empty_inputs(spark: Any) -> None:
+    result = SparkEngine(spark).run(Closure, {})
+    assert result.rows("path") == [] and result["nodes"] == lset()
+    assert result["path"].count() == 0
+
+
+def test_key_conflict_is_reported(spark: Any) -> None:
+    class Conflict(Program):
+        src = table(["k", "v"])
+        dst = table(["k"], ["v"])
+
+        @bloom
+        def rules(self):
+            self.dst <= self.src
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    inputs = {"src": [(1, "a"), (1, "b")]}
+    with pytest.raises(KeyConstraintError):
+        _local(Conflict, inputs)
+    with pytest.raises(PythonException, match="KeyConstraintError"):
+        SparkEngine(spark).run(Conflict, inputs)
+
+
+def test_not_supported_names_the_rule(spark: Any) -> None:
+    class Negation(Program):
+        a = table(["x"])
+        b = table(["x"])
+        c = table(["x"])
+
+        @bloom
+        def rules(self):
+            self.c <= self.a.notin(self.b)
+
+    class Deferred(Program):
+        a = table(["x"])
+        b = table(["x"])
+
+        @bloom
+        def rules(self):
+            self.b < +self.a
+
+    with pytest.raises(NotSupportedOnSpark, match=r"rule 0 .*notin"):
+        SparkEngine(spark).run(Negation, {})
+    with pytest.raises(NotSupportedOnSpark, match=r"<\+ takes effect at a later tick"):
+        SparkEngine(spark).check(Deferred)
+    with pytest.raises(KeyError, match="not a collection"):
+        SparkEngine(spark).run(Closure, {"nope": []})
+    with pytest.raises(TypeError, match="expects a Bloom"):
+        SparkEngine(spark).run(object(), {})
+    with pytest.raises(ValueError, match="checkpoint_every must be a positive int"):
+        SparkEngine(spark, checkpoint_every=0)
