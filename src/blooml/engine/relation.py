@@ -264,28 +264,39 @@ class Relation:
                 if a is b:
                     continue
                 ta = type(a)
-                if ta is type(b) and issubclass(ta, Lattice):
-                    if ta is lmin or ta is lmax:
-                        # the builtin ordered lattices: compare the values in place of two
-                        # method calls per candidate (same result as their merge)
-                        av, bv = a._v, b._v
-                        if bv is None:
+                tb = type(b)
+                # lmin/lmax (shortest and widest paths): compare the values in place of two
+                # method calls per candidate; same result as their merge
+                if ta is lmin and tb is lmin:
+                    bv = b._v
+                    if bv is None:
+                        continue
+                    av = a._v
+                    if av is not None and not bv < av:
+                        if av <= bv:
                             continue
-                        if av is not None:
-                            if (bv < av) if ta is lmin else (bv > av):
-                                pass
-                            elif av == bv or ((av <= bv) if ta is lmin else (av >= bv)):
-                                continue
-                            else:
-                                _raw_merge(ta)(a, b)  # raises for incomparable values
-                        m = b
-                    else:
-                        if ta is not merge_cls:
-                            merge_cls = ta
-                            merge = _raw_merge(ta)
-                        m = merge(a, b)
-                        if m is a or m == a:
+                        _raw_merge(ta)(a, b)  # raises for incomparable values
+                    m = b
+                elif ta is lmax and tb is lmax:
+                    bv = b._v
+                    if bv is None:
+                        continue
+                    av = a._v
+                    if av is not None and not bv > av:
+                        if av >= bv:
                             continue
+                        _raw_merge(ta)(a, b)  # raises for incomparable values
+                    m = b
+                elif ta is tb and issubclass(ta, Lattice):
+                    if ta is not merge_cls:
+                        merge_cls = ta
+                        merge = _raw_merge(ta)
+                    m = merge(a, b)
+                    if m is a or m == a:
+                        continue
+                else:
+                    m = None
+                if m is not None:
                     new = new_row(rt, (*old[:-1], m))
                     store[k] = new
                     undo.append((k, old))
