@@ -135,7 +135,7 @@ def test_lpair_errors() -> None:
         lpair(lmax(1), 2)  # type: ignore[arg-type]
     with pytest.raises(LatticeTypeError, match="lpair first components"):
         lpair(lmax(1), lmin(1)).merge(lpair(lmin(1), lmin(1)))
-    with pytest.raises(TypeError, match=r"lpair.first\(cls=lmin\)"):
+    with pytest.raises(TypeError, match=r"lpair.first\(Cls=lmin\)"):
         lpair(lmax(1), lmin(1)).first(lmin)
     with pytest.raises(LatticeTypeError):
         lpair().merge(ldompair())  # type: ignore[arg-type]

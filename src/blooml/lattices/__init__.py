@@ -13,12 +13,9 @@ from blooml.lattices._base import (
     morph,
     registered_lattices,
 )
-from blooml.lattices.ordered import lbool, lmax, lmin
 
 # -- collection lattices (sets.py, bag.py, map.py) --
 from blooml.lattices.bag import lbag
-from blooml.lattices.map import lmap
-from blooml.lattices.sets import lpset, lset
 
 # -- CRDTs (crdts/) --
 from blooml.lattices.crdts import (
@@ -32,6 +29,9 @@ from blooml.lattices.crdts import (
     lpncounter,
     lvclock,
 )
+from blooml.lattices.map import lmap
+from blooml.lattices.ordered import lbool, lmax, lmin
+from blooml.lattices.sets import lpset, lset
 
 __all__ = [
     "Lattice",

@@ -98,7 +98,7 @@ class Lattice:
         super().__init_subclass__(**kwargs)
         own_merge = cls.__dict__.get("merge")
         if own_merge is not None and not getattr(own_merge, "_blooml_checked", False):
-            cls.merge = _checked_merge(own_merge)  # type: ignore[method-assign]
+            cls.merge = _checked_merge(own_merge)  # type: ignore[method-assign,assignment]
         name = cls.__dict__.get("wrapper_name")
         if name:
             if not isinstance(name, str) or not name.isidentifier():
@@ -267,8 +267,8 @@ class Lattice:
         return frozenset(n for n, k in cls._marks.items() if k == "monotone")
 
 
-_set_v = Lattice._v.__set__  # type: ignore[attr-defined]
-_set_h = Lattice._h.__set__  # type: ignore[attr-defined]
+_set_v: Callable[[Any, Any], None] = Lattice.__dict__["_v"].__set__
+_set_h: Callable[[Any, Any], None] = Lattice.__dict__["_h"].__set__
 
 
 def _rebuild(cls: type[L], state: dict[str, Any]) -> L:

@@ -218,26 +218,26 @@ class lmap(Lattice):
         return lset._make(frozenset([bk[0] for bk, _ in trie_items(self._v)]))
 
     @morph
-    def at(self, key: Any, cls: type[Lattice] | None = None) -> Lattice:
-        """The value at ``key``; ``cls()`` (⊥ of the value lattice) when absent; O(log n).
+    def at(self, key: Any, Cls: type[Lattice] | None = None) -> Lattice:
+        """The value at ``key``; ``Cls()`` (⊥ of the value lattice) when absent; O(log n).
 
         Bud's ``at(key, bottom_class)``: a map cannot know the ⊥ of a value it does not hold.
 
         Raises:
-            KeyError: the key is absent and no ``cls`` was given.
-            TypeError: ``cls`` is not a lattice class.
+            KeyError: the key is absent and no ``Cls`` was given.
+            TypeError: ``Cls`` is not a lattice class.
         """
-        if cls is not None and not (isinstance(cls, type) and issubclass(cls, Lattice)):
-            raise TypeError(f"lmap.at: cls must be a lattice class, got {cls!r}")
+        if Cls is not None and not (isinstance(Cls, type) and issubclass(Cls, Lattice)):
+            raise TypeError(f"lmap.at: Cls must be a lattice class, got {Cls!r}")
         v = self._get(key)
         if v is not _MISSING:
             return v  # type: ignore[no-any-return]
-        if cls is None:
+        if Cls is None:
             raise KeyError(
                 f"lmap has no key {key!r}; pass the value lattice class to get its ⊥ instead, "
                 f"e.g. at({key!r}, lmax)"
             )
-        return cls()
+        return Cls()
 
     @morph
     def has_key(self, key: Any) -> lbool:

@@ -50,6 +50,12 @@ def _check_ordered(cls_name: str, value: Any) -> None:
     if ok is not True:
         # NaN (and anything else not reflexive under <=) breaks idempotence of max/min.
         raise LatticeValueError(cls_name, value, "value is not comparable with itself (NaN?)")
+    try:
+        hash(value)
+    except TypeError:
+        raise LatticeValueError(
+            cls_name, value, f"{type(value).__name__} values are mutable (unhashable); use a tuple"
+        ) from None
 
 
 def _check_number(cls_name: str, op: str, n: Any) -> None:

@@ -53,7 +53,7 @@ def _component(name: str, pair: tuple[Lattice, Lattice] | None, i: int, cls: Any
     if cls is not None and type(comp) is not cls:
         which = ("first", "second")[i]
         raise TypeError(
-            f"{name}.{which}(cls={cls.__qualname__}): the {which} component is "
+            f"{name}.{which}(Cls={cls.__qualname__}): the {which} component is "
             f"{comp!r}, not a {cls.__qualname__}"
         )
     return comp
@@ -125,19 +125,19 @@ class lpair(_PairBase):
         return lpair._make((first, second))
 
     @morph
-    def first(self, cls: type[C] | None = None) -> Any:
+    def first(self, Cls: type[C] | None = None) -> Any:
         """The first component (a morphism: projection distributes over a product's merge).
 
-        On the typeless ⊥ the component class is unknown: returns ``cls()`` when ``cls`` is given,
-        else ``None`` (nothing: the ⊥ of any lattice, as ``lbool.when_true``). A ``cls`` that is not
+        On the typeless ⊥ the component class is unknown: returns ``Cls()`` when ``Cls`` is given,
+        else ``None`` (nothing: the ⊥ of any lattice, as ``lbool.when_true``). A ``Cls`` that is not
         the component's class raises :class:`~blooml.errors.LatticeTypeError`.
         """
-        return _component("lpair", self._v, 0, cls)
+        return _component("lpair", self._v, 0, Cls)
 
     @morph
-    def second(self, cls: type[C] | None = None) -> Any:
+    def second(self, Cls: type[C] | None = None) -> Any:
         """The second component (a morphism); ⊥ handling as :meth:`first`."""
-        return _component("lpair", self._v, 1, cls)
+        return _component("lpair", self._v, 1, Cls)
 
 
 class ldompair(_PairBase):
@@ -192,17 +192,17 @@ class ldompair(_PairBase):
         return ldompair._make((k1, second))
 
     @morph
-    def first(self, cls: type[C] | None = None) -> Any:
+    def first(self, Cls: type[C] | None = None) -> Any:
         """The first component (a morphism: every case of merge yields ``a1 ⊔ a2`` there).
 
         ⊥ handling as :meth:`lpair.first`.
         """
-        return _component("ldompair", self._v, 0, cls)
+        return _component("ldompair", self._v, 0, Cls)
 
-    def second(self, cls: type[C] | None = None) -> Any:
+    def second(self, Cls: type[C] | None = None) -> Any:
         """The second component: NOT monotone (it resets to ⊥ when the first component grows).
 
         ``ldompair(lmax(1), lmax(5)) <= ldompair(lmax(2), lmax(0))`` but the seconds shrink, so
         the rule layer treats this as non-monotone. ⊥ handling as :meth:`lpair.first`.
         """
-        return _component("ldompair", self._v, 1, cls)
+        return _component("ldompair", self._v, 1, Cls)
