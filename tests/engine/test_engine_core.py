@@ -546,3 +546,23 @@ def test_gc_is_paused_during_a_tick_and_restored_even_on_errors():
     q.t.insert([("a",)])
     q.tick()
     assert tuples(q.out) == {("a", False)} and gc.isenabled()
+
+
+def test_filtered_join_as_a_body_concatenates_rows_and_folds():
+    class P(Program):
+        a = table(["x", "y"])
+        b = table(["y", "z"])
+        out = table(["x", "y", "y2", "z"])
+        pairs = lset()
+
+        @bloom
+        def r(self):
+            self.out <= self.a.join(self.b, self.a.y == self.b.y).filter(lambda a, b: b.z > 0)
+            self.pairs <= self.a.join(self.b, self.a.y == self.b.y).filter(lambda a, b: True)
+
+    p = P()
+    p.a.insert([(1, 2)])
+    p.b.insert([(2, 3), (2, -1)])
+    p.tick()
+    assert tuples(p.out) == {(1, 2, 2, 3)}
+    assert p.pairs.value == lset([(1, 2, 2, 3), (1, 2, 2, -1)])

@@ -32,10 +32,10 @@ from blooml.engine._rel_eval import (
 )
 from blooml.ir import nodes as N
 
-__all__ = ["compile_node"]
+__all__ = ["compile_node", "flatten_rows"]
 
 
-def _flatten(*rows: Any) -> tuple[Any, ...]:
+def flatten_rows(*rows: Any) -> tuple[Any, ...]:
     """A bare join as a rule body: concatenate the joined rows (a missing side adds nothing)."""
     return tuple(c for r in rows if r is not None for c in r)
 
@@ -79,7 +79,7 @@ def _flat_map(node: N.FlatMap, rt: Any, raw: bool) -> Eval:
 def _join(node: N.Join, rt: Any, raw: bool) -> Eval:
     ev = JoinEval([compile_node(i, rt) for i in node.inputs], node.preds, node.how)
     if raw:
-        return MapEval(ev, _flatten, raw)
+        return MapEval(ev, flatten_rows, raw)
     return ev
 
 
@@ -91,7 +91,7 @@ def _notin(node: N.NotIn, rt: Any, raw: bool) -> Eval:
 def _row_eval(node: N.Node, rt: Any) -> Eval:
     ev: Eval = compile_node(node, rt)
     if ev.width > 1:  # a join used as a row source: concatenate its rows
-        return MapEval(ev, _flatten)
+        return MapEval(ev, flatten_rows)
     return ev
 
 

@@ -23,7 +23,8 @@ from typing import Any
 
 from blooml.engine._lat_eval import LatEval
 from blooml.engine._state import LatVarState, Pending
-from blooml.engine.compile import compile_node
+from blooml.engine._rel_eval import Eval, MapEval
+from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import Relation
 from blooml.engine.views import CollectionView, LatticeView
 from blooml.errors import BloomError
@@ -69,7 +70,11 @@ class CompiledRule:
         self.where = rule.describe()
         self.head_rel: Relation | None = rt.rels.get(rule.head)
         self.head_lat: LatVarState | None = rt.lats.get(rule.head)
-        self.body = compile_node(rule.body, rt, raw=self.head_rel is not None)
+        body = compile_node(rule.body, rt, raw=self.head_rel is not None)
+        if isinstance(body, Eval) and body.width > 1:
+            # rows of a join (e.g. join(...).filter(...)) reach a head: concatenate them
+            body = MapEval(body, flatten_rows, raw=self.head_rel is not None)
+        self.body = body
         self.is_lat_body = isinstance(self.body, LatEval)
         self.read_vars = [rt.lats[v] for v in sorted(rule.reads)]
         if self.head_rel is not None:
