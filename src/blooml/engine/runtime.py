@@ -22,8 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._lat_eval import LatEval
-from blooml.engine._state import LatVarState, Pending
 from blooml.engine._rel_eval import Eval, MapEval
+from blooml.engine._state import LatVarState, Pending
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import Relation
 from blooml.engine.views import CollectionView, LatticeView
