@@ -385,3 +385,29 @@ def test_column_named_like_a_method_is_rejected_naming_it(col):
 
         class P(Program):
             a = table([col], ["x"])
+
+
+def test_chained_lattice_calls_through_an_unknown_result_class():
+    from blooml import lmap
+
+    class P(Program):
+        m = lmap()
+        flag = lbool()
+
+        @bloom
+        def r(self):
+            self.flag <= self.m.at("a").gt(3)
+            self.flag <= self.m.at("b", lmax).gt_eq(1)
+
+    gt, gt_eq = (r.body for r in P.ir().rules)
+    assert gt.kind == "morph" and gt.cls is None
+    assert gt_eq.cls is lmax
+    with pytest.raises(BloomError, match="no lattice class has a method 'nope'"):
+
+        class Q(Program):
+            m = lmap()
+            flag = lbool()
+
+            @bloom
+            def r(self):
+                self.flag <= self.m.at("a").nope()

@@ -438,9 +438,9 @@ def _result_class(cls: type | None, name: str, args: tuple[Any, ...]) -> type | 
             ann = getattr(mod, ann, None)
         except ImportError:  # pragma: no cover
             return None
-    if isinstance(ann, type) and issubclass(ann, Lattice):
+    if isinstance(ann, type) and issubclass(ann, Lattice) and ann is not Lattice:
         return ann
-    return None
+    return None  # not known statically: classified by name among the registered lattices
 
 
 class _MethodRef:
