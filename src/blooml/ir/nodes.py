@@ -234,7 +234,11 @@ class Group(Rel):
         return (*self.key_names, *(a.name for a in self.aggs))
 
     def __repr__(self) -> str:
-        return f"group({self.input!r}, keys={list(self.keys)}, {list(self.aggs)!r})"
+        keys = ", ".join(_col(self.input, k) for k in self.keys)
+        aggs = ", ".join(
+            f"{a.fn}({'' if a.col is None else _col(self.input, a.col)})" for a in self.aggs
+        )
+        return f"group({self.input!r}, [{keys}], {aggs})"
 
 
 @attrs.frozen(repr=False)
@@ -252,7 +256,8 @@ class ArgAgg(Rel):
         return self.input.columns
 
     def __repr__(self) -> str:
-        return f"arg{self.how}({self.input!r}, keys={list(self.keys)}, col={self.col})"
+        keys = ", ".join(_col(self.input, k) for k in self.keys)
+        return f"arg{self.how}({self.input!r}, [{keys}], {_col(self.input, self.col)})"
 
 
 @attrs.frozen(repr=False)
@@ -281,7 +286,8 @@ class Choose(Rel):
         return self.input.columns
 
     def __repr__(self) -> str:
-        return f"choose({self.input!r}, keys={list(self.keys)}, seed={self.seed})"
+        keys = ", ".join(_col(self.input, k) for k in self.keys)
+        return f"choose({self.input!r}, [{keys}], seed={self.seed})"
 
 
 @attrs.frozen(repr=False)
