@@ -411,3 +411,20 @@ def test_chained_lattice_calls_through_an_unknown_result_class():
             @bloom
             def r(self):
                 self.flag <= self.m.at("a").nope()
+
+
+def test_lattice_reads_through_helper_methods_are_dependencies():
+    class P(Program):
+        t = table(["k"])
+        out = table(["k"], ["m"])
+        hi = lmax()
+
+        def label(self, r):
+            return (r.k, self.hi)
+
+        @bloom
+        def r(self):
+            self.out <= self.t.map(lambda r: self.label(r))
+
+    (rule,) = P.ir().rules
+    assert rule.reads == frozenset({"hi"})

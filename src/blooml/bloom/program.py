@@ -126,21 +126,28 @@ class _Self:
         return f"<self of {self._cls.__name__}>"
 
 
-def _function_reads(fn: Any, names: set[str]) -> set[str]:
-    """Names ``self.<name>`` loaded by ``fn`` (and functions nested in it)."""
+def _function_reads(fn: Any, names: set[str], cls: type | None = None) -> set[str]:
+    """Names ``self.<name>`` loaded by ``fn``, by functions nested in it and, through
+    ``self.<method>``, by the methods of ``cls`` it calls."""
     code = getattr(fn, "__code__", None)
     out: set[str] = set()
     stack = [code] if code is not None else []
+    seen: set[Any] = set()
     while stack:
         c = stack.pop()
+        if c in seen:
+            continue
+        seen.add(c)
         prev = None
         for ins in dis.get_instructions(c):
-            if (
-                prev is not None
-                and ins.opname in ("LOAD_ATTR", "LOAD_METHOD")
-                and ins.argval in names
-            ):
-                out.add(ins.argval)
+            if prev is not None and ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                if ins.argval in names:
+                    out.add(ins.argval)
+                elif cls is not None:
+                    attr = inspect.getattr_static(cls, ins.argval, None)
+                    attr = getattr(attr, "__func__", attr)
+                    if isinstance(attr, types.FunctionType):
+                        stack.append(attr.__code__)
             is_self = (
                 ins.opname
                 in ("LOAD_DEREF", "LOAD_FAST", "LOAD_CLOSURE", "LOAD_GLOBAL", "LOAD_NAME")
@@ -242,7 +249,7 @@ class Program:
         for i, (block_name, s) in enumerate(specs):
             reads: set[str] = set()
             for fn in N.functions(s.body):
-                reads |= _function_reads(fn, read_names)
+                reads |= _function_reads(fn, read_names, cls)
             rule = Rule(
                 index=i,
                 head=s.head,
