@@ -267,3 +267,36 @@ def test_columns_named_like_internal_attributes():
     p.b.insert([("n", "x")])
     p.tick()
     assert tuples(p.b) == {("n", "x"), ("x", "x"), ("q", "x")}
+
+
+def test_network_delay_holds_messages_and_reprs():
+    net = LocalNetwork(seed=3, max_delay=3)
+    a = Echo(addr="a", network=net)
+    b = Echo(addr="b", network=net)
+    a.send.insert([("b", f"m{i}") for i in range(6)])
+    net.tick()
+    assert not net.quiescent() or len(b.got) == 6
+    net.tick(5)
+    assert net.quiescent() and {r.msg for r in b.got} == {f"m{i}" for i in range(6)}
+    assert "round 6" in repr(net) and repr(a) == "<Echo at 'a', tick 6>"
+    assert repr(a.got) == "<table got: 0 rows>"
+    with pytest.raises(BloomError):
+        LocalNetwork(max_delay=-1)
+
+
+def test_lattice_view_has_no_truth_value_and_program_needs_init():
+    from blooml import lmax
+
+    class P(Program):
+        m = lmax()
+
+        def __init__(self):  # forgets super().__init__()
+            pass
+
+    class Q(Program):
+        m = lmax()
+
+    with pytest.raises(BloomError, match="Program.__init__ was not called"):
+        P().m  # noqa: B018
+    with pytest.raises(TypeError, match="test its value"):
+        bool(Q().m)
