@@ -12,7 +12,8 @@ baseline and engine alternating so that a change in machine load hits both. Each
 from the edge list: the engine's time includes inserting the rows, building its indexes and
 the tick; the baseline's includes building its adjacency dicts. Reading the engine's rows out
 afterwards (named tuples are built lazily) is timed separately and printed, not gated. Peak
-memory is measured in separate runs under tracemalloc. Exit status 1 when a target is missed or a result differs.
+memory is measured in separate runs under tracemalloc. Exit status 1 when a target is missed
+or a result differs.
 
     python benchmarks/bench_bloom_paths.py [--quick] [--repeat N]
 """
