@@ -297,6 +297,6 @@ def test_lattice_view_has_no_truth_value_and_program_needs_init():
         m = lmax()
 
     with pytest.raises(BloomError, match="Program.__init__ was not called"):
-        P().m  # noqa: B018
+        P().m
     with pytest.raises(TypeError, match="test its value"):
         bool(Q().m)
