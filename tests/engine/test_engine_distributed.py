@@ -296,7 +296,7 @@ def test_lattice_view_has_no_truth_value_and_program_needs_init():
     class Q(Program):
         m = lmax()
 
-    with pytest.raises(BloomError, match="Program.__init__ was not called"):
+    with pytest.raises(BloomError, match=r"Program\.__init__ was not called"):
         P().m
     with pytest.raises(TypeError, match="test its value"):
         bool(Q().m)
