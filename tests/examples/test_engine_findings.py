@@ -40,3 +40,29 @@ def test_column_named_like_a_handle_attribute(col: str) -> None:
     p.b.insert([("k", 3)])
     p.tick()
     assert {tuple(r) for r in p.c} == {("k", 1, 3)}
+
+
+def test_conflicting_deferred_facts_are_reported_by_the_rule_that_derived_them() -> None:
+    """Two `<+` facts with one key (Bud's KVS with two puts to a key in one tick): the tick that
+    derives them must raise KeyConstraintError with a note naming the rule and its line, as the
+    contract says for a key conflict. (Found with TableKVS in examples/kvs.py: the error came
+    one tick later, "while applying the facts queued for this tick", naming no rule.)"""
+    from blooml import KeyConstraintError, interface
+
+    class P(Program):
+        put = interface(["reqid"], ["k", "v"])
+        kv = table(["k"], ["v"])
+
+        # fmt: off
+        @bloom
+        def store(self):
+            self.kv <+ self.put.map(lambda p: (p.k, p.v))
+        # fmt: on
+
+    p = P()
+    p.put.insert([(1, "k", "a"), (2, "k", "b")])
+    with pytest.raises(KeyConstraintError) as err:
+        p.tick()
+    assert p.tick_count == 0  # raised by the tick that derived the facts, rolled back
+    notes = " ".join(getattr(err.value, "__notes__", []))
+    assert "test_engine_findings.py" in notes and "kv <+" in notes, notes
