@@ -59,6 +59,23 @@ LATTICES = textwrap.dedent(
             return self
 
 
+    class Threshold(Lattice):
+        wrapper_name = "lthreshold_{tag}"
+
+        def __init__(self, value: int = 0):
+            super().__init__(value)
+
+        def merge(self, other):
+            return self if self.reveal() >= other.reveal() else other
+
+        @morph
+        def above(self, n) -> lmax:  # untyped: the checker cannot draw n
+            return lmax(int(self.reveal() > n))
+
+
+    register(Threshold, st.integers(0, 5).map(Threshold))
+
+
     class TestLongest(LatticeLaws):
         lattice = Longest
         max_examples = 7
@@ -126,7 +143,7 @@ def test_a_lattice_laws_class_is_a_target(user_module, capsys):
         ("{name}:NoLattice", "LatticeLaws class without a lattice attribute"),
         ("{name}", "must look like package.module:Class"),
         ("missing/file.py:Thing", "no such file: 'missing/file.py'"),
-        ("blooml.lattices:lmax", "lmax.gt(n): parameter 'n' is typed Any"),
+        ("{name}:Threshold", "Threshold.above(n): parameter 'n' has no type hint"),
     ],
 )
 def test_bad_targets_exit_2_with_a_clear_message(user_module, capsys, target, message):
@@ -176,3 +193,10 @@ def test_python_dash_m_blooml_and_the_console_script_entry_point():
         )
         assert proc.returncode == 2
         assert "must look like package.module:Class" in proc.stderr
+
+
+def test_a_builtin_needs_no_arguments(capsys):
+    assert main(["check-laws", "blooml:lset", "--max-examples", "5", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS  lset: morphism contains" in out
+    assert "PASS  lset: monotone size" in out
