@@ -14,6 +14,8 @@ import argparse
 import sys
 from typing import Any
 
+from blooml.cli._target import UsageError, load_target
+
 __all__ = ["NAME", "points_of_order", "register", "run"]
 
 NAME = "analyze"
@@ -44,18 +46,17 @@ def points_of_order(ir: Any) -> list[str]:
 def run(ns: argparse.Namespace) -> int:
     """Run the subcommand; return the exit status."""
     from blooml.bloom.program import Program
-    from blooml.cli.check_laws import _load, _UsageError
     from blooml.errors import UnstratifiableError
 
     try:
-        obj = _load(ns.target)
+        obj = load_target(ns.target)
     except UnstratifiableError as exc:
         print(f"blooml {NAME}: {exc}", file=sys.stderr)
         return 1
-    except _UsageError as exc:
+    except UsageError as exc:
         print(f"blooml {NAME}: error: {exc}", file=sys.stderr)
         # the class statement itself raised: the program cannot be stratified
-        return 1 if "UnstratifiableError" in str(exc) else 2
+        return 1 if isinstance(exc.cause, UnstratifiableError) else 2
     if not (isinstance(obj, type) and issubclass(obj, Program) and obj is not Program):
         print(f"blooml {NAME}: error: {ns.target} is not a Program subclass", file=sys.stderr)
         return 2

@@ -10,12 +10,10 @@ every law holds, 1 on a violation, 2 when the target or an option is unusable.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
-import os
 import sys
-from pathlib import Path
 from typing import Any
+
+from blooml.cli._target import UsageError, describe, load_target
 
 __all__ = ["register", "run"]
 
@@ -68,10 +66,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-class _UsageError(Exception):
-    pass
-
-
 def run(ns: argparse.Namespace) -> int:
     """Run the subcommand; return the exit status."""
     try:
@@ -81,8 +75,8 @@ def run(ns: argparse.Namespace) -> int:
     except ImportError as exc:  # hypothesis missing: the test extra is not installed
         return _fail(str(exc))
     try:
-        obj = _load(ns.target)
-    except _UsageError as exc:
+        obj = load_target(ns.target)
+    except UsageError as exc:
         return _fail(str(exc))
     elements = args = None
     max_examples = ns.max_examples
@@ -97,7 +91,7 @@ def run(ns: argparse.Namespace) -> int:
         cls = obj
     else:
         return _fail(
-            f"{ns.target} is {_describe(obj)}, not a lattice class (a Lattice subclass) or a "
+            f"{ns.target} is {describe(obj)}, not a lattice class (a Lattice subclass) or a "
             "LatticeLaws subclass"
         )
     try:
@@ -132,59 +126,3 @@ def run(ns: argparse.Namespace) -> int:
 def _fail(message: str) -> int:
     print(f"blooml {NAME}: error: {message}", file=sys.stderr)
     return 2
-
-
-def _load(target: str) -> Any:
-    module_part, sep, attr = target.rpartition(":")
-    if not sep or not module_part or not attr:
-        raise _UsageError(
-            f"target {target!r} must look like package.module:Class or path/to/file.py:Class"
-        )
-    if module_part.endswith(".py") or os.sep in module_part or "/" in module_part:
-        module = _load_file(Path(module_part))
-    else:
-        if os.getcwd() not in sys.path:  # like `python -m`: modules of the current directory
-            sys.path.insert(0, os.getcwd())
-        try:
-            module = importlib.import_module(module_part)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_part.startswith(exc.name):
-                raise _UsageError(f"cannot import module {module_part!r}: {exc}") from None
-            raise _UsageError(f"importing {module_part!r} failed: {exc}") from None
-        except Exception as exc:
-            raise _UsageError(
-                f"importing {module_part!r} failed: {type(exc).__name__}: {exc}"
-            ) from None
-    obj: Any = module
-    for part in attr.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            raise _UsageError(f"{module_part!r} has no attribute {attr!r}") from None
-    return obj
-
-
-def _load_file(path: Path) -> Any:
-    if not path.is_file():
-        raise _UsageError(f"no such file: {str(path)!r}")
-    name = path.stem
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise _UsageError(f"cannot load {str(path)!r} as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    folder = str(path.resolve().parent)
-    if folder not in sys.path:  # so the file can import its neighbours
-        sys.path.insert(0, folder)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        del sys.modules[name]
-        raise _UsageError(f"running {str(path)!r} failed: {type(exc).__name__}: {exc}") from None
-    return module
-
-
-def _describe(obj: Any) -> str:
-    if isinstance(obj, type):
-        return f"the class {obj.__module__}.{obj.__qualname__}"
-    return f"{obj!r:.60} (of type {type(obj).__qualname__})"
