@@ -64,6 +64,33 @@ def best_of_pair(
     return tb, rb, te, re_
 
 
+def timed_cpu(fn: Callable[[], T]) -> tuple[float, float, T]:
+    """Run ``fn`` once after a full collection; return (process CPU seconds, wall seconds,
+    result). CPU time is what the run itself cost, whatever else loads the machine."""
+    gc.collect()
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    result = fn()
+    t1 = time.perf_counter()
+    return time.process_time() - c0, t1 - t0, result
+
+
+def best_of_pair_cpu(
+    repeat: int, baseline: Callable[[], T], engine: Callable[[], T]
+) -> tuple[tuple[float, float], T, tuple[float, float], T]:
+    """Like ``best_of_pair``, but each side's time is ``(best CPU seconds, best wall
+    seconds)`` (the two minima may come from different runs)."""
+    bc = bw = ec = ew = float("inf")
+    rb: Any = None
+    re_: Any = None
+    for _ in range(repeat):
+        c, w, rb = timed_cpu(baseline)
+        bc, bw = min(bc, c), min(bw, w)
+        c, w, re_ = timed_cpu(engine)
+        ec, ew = min(ec, c), min(ew, w)
+    return (bc, bw), rb, (ec, ew), re_
+
+
 def peak_memory(fn: Callable[[], Any]) -> int:
     """Peak bytes allocated by Python while ``fn`` runs (tracemalloc; run apart from timing,
     because tracing slows allocation down)."""

@@ -14,7 +14,7 @@ semi-naive delta.
 from __future__ import annotations
 
 import heapq
-from collections import namedtuple
+from collections import defaultdict, namedtuple
 from collections.abc import Iterable
 from functools import partial
 from itertools import chain
@@ -72,6 +72,7 @@ class Relation:
 
     __slots__ = (
         "_log",
+        "_row_types",
         "_saved",
         "arity",
         "changes",
@@ -101,6 +102,7 @@ class Relation:
         self.name = info.name
         self.columns = info.columns
         self.row_type = namedtuple(info.name, info.columns)  # type: ignore[misc]
+        self._row_types = {self.row_type}
         self.arity = len(info.columns)
         self.nkeys = len(info.keys)
         self.full_key = not info.values
@@ -198,16 +200,19 @@ class Relation:
         if not fresh:
             return
         ok = {tuple, self.row_type}
-        if not set(map(type, fresh)) <= ok or set(map(len, fresh)) != {self.arity}:
+        types = set(map(type, fresh))
+        if not types <= ok or set(map(len, fresh)) != {self.arity}:
             make = self.make_row
             fresh = [make(r, where) for r in fresh if r is not None]
             fresh = [r for r in fresh if r not in store]
             if not fresh:
                 return
+            types = set(map(type, fresh))
         if _has_lattice(fresh):
             for r in fresh:
                 self._bad_key(r)
-        fresh = list(map(partial(tuple.__new__, self.row_type), fresh))
+        if types != self._row_types:  # rows checked at insert already are rows
+            fresh = list(map(partial(tuple.__new__, self.row_type), fresh))
         before = len(store)
         store.update(zip(fresh, fresh, strict=True))
         if len(store) - before != len(fresh):
@@ -222,6 +227,9 @@ class Relation:
     def _add_many_keyed(self, rows: list[Any], where: str) -> None:
         """``add`` for each row of a hard-state relation with value columns, inlined (this
         loop carries lattice-column merges such as shortest-path costs)."""
+        if self.nkeys == 1 and self.arity == 2:
+            self._add_many_kv(rows, where)
+            return
         store = self.store
         get = store.get
         keyfn: Any = self.keyfn
@@ -272,20 +280,28 @@ class Relation:
                     if bv is None:
                         continue
                     av = a._v
-                    if av is not None and not bv < av:
-                        if av <= bv:
-                            continue
-                        _raw_merge(ta)(a, b)  # raises for incomparable values
+                    try:
+                        if av is not None and not bv < av:
+                            if av <= bv:
+                                continue
+                            raise TypeError
+                    except TypeError:
+                        _raw_merge(ta)(a, b)  # raises the lattice's error
+                        raise
                     m = b
                 elif ta is lmax and tb is lmax:
                     bv = b._v
                     if bv is None:
                         continue
                     av = a._v
-                    if av is not None and not bv > av:
-                        if av >= bv:
-                            continue
-                        _raw_merge(ta)(a, b)  # raises for incomparable values
+                    try:
+                        if av is not None and not bv > av:
+                            if av >= bv:
+                                continue
+                            raise TypeError
+                    except TypeError:
+                        _raw_merge(ta)(a, b)  # raises the lattice's error
+                        raise
                     m = b
                 elif ta is tb and issubclass(ta, Lattice):
                     if ta is not merge_cls:
@@ -313,6 +329,100 @@ class Relation:
                 self._replace(k, old, new)
         self.changes += changed
         if logging:
+            self._trim()
+
+    def _add_many_kv(self, rows: list[Any], where: str) -> None:
+        """``_add_many_keyed`` for the commonest shape, one key column and one value column
+        (``dist(v, d)``), with ``lmin``/``lmax`` values compared raw: a candidate that does
+        not improve the stored value costs a lookup and one comparison."""
+        store = self.store
+        get = store.get
+        rt = self.row_type
+        new_row = tuple.__new__
+        undo_add = self.undo.append
+        new_add = self.tick_new.append
+        log = self._log if self.indexes else None
+        changed = 0
+        for row in rows:
+            # (a row of this relation always has two columns)
+            if (type(row) is not tuple or len(row) != 2) and type(row) is not rt:
+                if row is None:
+                    continue
+                row = self.make_row(row, where)
+            k = row[0]
+            old = get(k, MISSING)
+            if old is MISSING:
+                if isinstance(k, Lattice):
+                    self._bad_key(row)
+                if type(row) is not rt:
+                    row = new_row(rt, row)
+                store[k] = row
+                undo_add((k, MISSING))
+                new_add(row)
+                changed += 1
+                if log is not None:
+                    log.append(row)
+                continue
+            b = row[1]
+            a = old[1]
+            if a is b:
+                continue
+            ta = type(a)
+            if ta is lmin:
+                if type(b) is lmin:
+                    bv = b._v
+                    if bv is None:
+                        continue
+                    av = a._v
+                    try:
+                        if av is not None and not bv < av:
+                            if av <= bv:
+                                continue
+                            raise TypeError
+                    except TypeError:
+                        _raw_merge(ta)(a, b)  # raises the lattice's error
+                        raise
+                    m = b
+                else:
+                    m = None
+            elif ta is lmax:
+                if type(b) is lmax:
+                    bv = b._v
+                    if bv is None:
+                        continue
+                    av = a._v
+                    try:
+                        if av is not None and not bv > av:
+                            if av >= bv:
+                                continue
+                            raise TypeError
+                    except TypeError:
+                        _raw_merge(ta)(a, b)  # raises the lattice's error
+                        raise
+                    m = b
+                else:
+                    m = None
+            elif ta is type(b) and issubclass(ta, Lattice):
+                m = _raw_merge(ta)(a, b)
+                if m is a or m == a:
+                    continue
+            else:
+                m = None
+            if m is None:  # not two values of one lattice: equal, or a key conflict
+                new = self._merge(k, old, row)
+                if new is not old:
+                    self._replace(k, old, new)
+                continue
+            new = new_row(rt, (old[0], m))
+            store[k] = new
+            undo_add((k, old))
+            new_add(new)
+            changed += 1
+            if log is not None:
+                log.append(_Del(k, old))
+                log.append(new)
+        self.changes += changed
+        if log is not None:
             self._trim()
 
     def add(self, row: Any, now: float) -> bool:
@@ -492,14 +602,15 @@ class Relation:
         log = self._log
         get = _getter(cols)
         if entry is None:
-            idx: dict[Any, list[Any]] = {}
-            for row in self.store.values():
-                p = get(row)
-                b = idx.get(p)
-                if b is None:
-                    idx[p] = [row]
-                else:
-                    b.append(row)
+            groups: defaultdict[Any, list[Any]] = defaultdict(list)
+            if len(cols) == 1:
+                c = cols[0]
+                for row in self.store.values():
+                    groups[row[c]].append(row)
+            else:
+                for row in self.store.values():
+                    groups[get(row)].append(row)
+            idx: dict[Any, list[Any]] = dict(groups)  # a plain dict: probes never insert
             self.indexes[cols] = [idx, len(log)]
             return idx
         idx, pos = entry

@@ -14,12 +14,35 @@ from numbers import Number
 from typing import Any, TypeVar
 
 from blooml.errors import LatticeValueError
-from blooml.lattices._base import Lattice, morph
+from blooml.lattices._base import Lattice, _set_h, _set_v, morph
 
 __all__ = ["lbool", "lmax", "lmin"]
 
 T = TypeVar("T")
 _NOARG: Any = object()
+_new = object.__new__
+
+# Results of int arithmetic (``lmin + int``: path costs) are interned per class: a rule derives
+# the same small costs over and over, and returning the already-built value costs one dict
+# lookup where building one costs an allocation and two slot stores. Values are immutable, so
+# sharing them is invisible except to ``is``. Keys are exact ints only (``1.0`` and ``True``
+# would otherwise find the value of ``1``); the table is emptied when it reaches the cap.
+_INTERN_CAP = 4096
+_INTERNED: dict[type, dict[int, Any]] = {}
+
+
+def _interned(cls: type, r: int) -> Any:
+    """The ``cls`` value of the exact int ``r``, shared when it was built before."""
+    table = _INTERNED[cls]
+    o = table.get(r)
+    if o is None:
+        o = _new(cls)
+        _set_v(o, r)
+        _set_h(o, None)
+        if len(table) >= _INTERN_CAP:
+            table.clear()
+        table[r] = o
+    return o
 
 
 def _check_ordered(cls_name: str, value: Any) -> None:
@@ -147,6 +170,13 @@ class lmax(_Ordered):
     @morph
     def __add__(self, n: Any) -> lmax:
         """Add a number to the maximum (−∞ + n is −∞)."""
+        v = self._v
+        # exact ints (not bool) on this very class (a subclass keeps its type via _shifted)
+        if type(n) is int and type(v) is int and type(self) is lmax:
+            t = _INTERNED_LMAX
+            r = v + n
+            o = t.get(r)
+            return o if o is not None else _interned(lmax, r)
         return self._shifted(n, "+")
 
     @morph
@@ -157,6 +187,9 @@ class lmax(_Ordered):
     @morph
     def __sub__(self, n: Any) -> lmax:
         """Subtract a number from the maximum (−∞ − n is −∞)."""
+        v = self._v
+        if type(n) is int and type(v) is int and type(self) is lmax:
+            return _interned(lmax, v - n)
         return self._shifted(n, "-")
 
 
@@ -208,6 +241,13 @@ class lmin(_Ordered):
     @morph
     def __add__(self, n: Any) -> lmin:
         """Add a number to the minimum (+∞ + n is +∞); path costs use this."""
+        v = self._v
+        # exact ints (not bool) on this very class (a subclass keeps its type via _shifted)
+        if type(n) is int and type(v) is int and type(self) is lmin:
+            t = _INTERNED_LMIN
+            r = v + n
+            o = t.get(r)
+            return o if o is not None else _interned(lmin, r)
         return self._shifted(n, "+")
 
     @morph
@@ -218,7 +258,14 @@ class lmin(_Ordered):
     @morph
     def __sub__(self, n: Any) -> lmin:
         """Subtract a number from the minimum (+∞ − n is +∞)."""
+        v = self._v
+        if type(n) is int and type(v) is int and type(self) is lmin:
+            return _interned(lmin, v - n)
         return self._shifted(n, "-")
+
+
+_INTERNED_LMAX: dict[int, lmax] = _INTERNED.setdefault(lmax, {})
+_INTERNED_LMIN: dict[int, lmin] = _INTERNED.setdefault(lmin, {})
 
 
 class lbool(Lattice):
