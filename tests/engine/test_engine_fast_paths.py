@@ -259,3 +259,49 @@ def test_a_row_of_the_collections_own_type_with_a_lattice_key_is_rejected():
     with pytest.raises(BloomError, match="key column"):
         p.tick()
     assert tuples(p.a) == set()
+
+
+def test_pending_keeps_the_checked_mark_only_for_all_checked_rows():
+    from blooml.engine._state import Pending
+    from blooml.engine.relation import CheckedRows
+
+    p = Pending()
+    p.add("inserts", "a", CheckedRows([(1,)]))
+    assert type(p.inserts["a"]) is CheckedRows
+    p.add("inserts", "a", CheckedRows([(2,)]))
+    assert type(p.inserts["a"]) is CheckedRows
+    p.add("inserts", "a", [(3,)])
+    assert type(p.inserts["a"]) is list and p.inserts["a"] == [(1,), (2,), (3,)]
+    p.add("inserts", "b", [(1,)])
+    p.add("inserts", "b", CheckedRows([(2,)]))
+    assert type(p.inserts["b"]) is list
+
+
+class Deferred(Program):
+    src = table(["x"])
+    a = table(["x"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.a <+ self.src.map(lambda s: (lmin(s.x),) if s.x < 0 else (s.x,))
+    # fmt: on
+
+
+def test_unchecked_deferred_rows_mixed_with_checked_input_are_still_checked():
+    p = Deferred()
+    p.src.insert([(-1,), (2,)])
+    p.tick()  # queues a <+ row with a lattice in its key column
+    p.a.insert([(7,)])  # checked external input for the same relation
+    with pytest.raises(BloomError, match="key column"):
+        p.tick()
+    assert tuples(p.a) == set()
+
+
+def test_checked_input_is_stored_and_visible_next_tick():
+    p = Deferred()
+    p.a.insert([(1,), (2,), (1,)])
+    assert tuples(p.a) == set()
+    p.tick()
+    assert tuples(p.a) == {(1,), (2,)}
+    assert all(type(r).__name__ == "a" and r.x in (1, 2) for r in p.a)

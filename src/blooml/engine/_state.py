@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from blooml.engine.relation import CheckedRows
 from blooml.errors import BloomError
 
 __all__ = ["LatVarState", "Pending"]
@@ -87,8 +88,10 @@ class Pending:
         d: dict[str, list[Any]] = getattr(self, kind)
         lst = d.get(name)
         if lst is None:
-            d[name] = list(items)
+            d[name] = CheckedRows(items) if type(items) is CheckedRows else list(items)
         else:
+            if type(lst) is CheckedRows and type(items) is not CheckedRows:
+                lst = d[name] = list(lst)  # mixed with unchecked rows: check them all
             lst.extend(items)
 
     def __bool__(self) -> bool:

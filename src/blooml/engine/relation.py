@@ -16,8 +16,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict, namedtuple
 from collections.abc import Iterable
-from functools import partial
-from itertools import chain
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -26,10 +25,15 @@ from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
 from blooml.lattices.ordered import lmax, lmin
 
-__all__ = ["MISSING", "Relation"]
+__all__ = ["MISSING", "CheckedRows", "Relation"]
 
 MISSING: Any = object()
 _EMPTY: dict[Any, Any] = {}
+
+
+# ``map(tuple.__new__, repeat(cls), rows)`` converts tuples to named tuples about twice as
+# fast as ``map(partial(tuple.__new__, cls), rows)`` or ``cls._make``
+_new_tuple: Any = tuple.__new__
 
 
 def _unit(row: Any) -> tuple[()]:
@@ -38,6 +42,14 @@ def _unit(row: Any) -> tuple[()]:
 
 def _getter(cols: tuple[int, ...]) -> Any:
     return itemgetter(*cols) if cols else _unit
+
+
+class CheckedRows(list):  # type: ignore[type-arg]
+    """Rows validated and converted by ``Relation.check_rows`` (external input): storing them
+    needs no second check. ``Pending`` keeps the mark only while every row queued for a
+    relation carries it."""
+
+    __slots__ = ()
 
 
 class _Del:
@@ -150,7 +162,7 @@ class Relation:
         column (all or nothing: raises before anything is queued)."""
         rt = self.row_type
         if set(map(type, rows)) <= {tuple, rt} and set(map(len, rows)) <= {self.arity}:
-            out = list(map(partial(tuple.__new__, rt), rows))
+            out = list(map(_new_tuple, repeat(rt, len(rows)), rows))
         else:
             out = [self.make_row(r, where) for r in rows]
         keys = out if self.full_key else list(map(_getter(tuple(range(self.nkeys))), out))
@@ -159,7 +171,7 @@ class Relation:
         if _has_lattice(keys):
             for r in out:
                 self._bad_key(r)
-        return out
+        return CheckedRows(out)
 
     def key_of(self, row: Any) -> Any:
         """The key under which ``row`` is stored."""
@@ -191,6 +203,9 @@ class Relation:
                     add(make(r, where), now)
             return
         store = self.store
+        if type(rows) is CheckedRows:  # external input: rows already, checked at insert
+            self._store_fresh([r for r in rows if r not in store])
+            return
         # plain tuples hash and compare like rows: look up first, convert only the new ones
         try:
             fresh = [r for r in rows if r not in store]
@@ -211,8 +226,15 @@ class Relation:
         if _has_lattice(fresh):
             for r in fresh:
                 self._bad_key(r)
-        if types != self._row_types:  # rows checked at insert already are rows
-            fresh = list(map(partial(tuple.__new__, self.row_type), fresh))
+        if types != self._row_types:
+            fresh = list(map(_new_tuple, repeat(self.row_type, len(fresh)), fresh))
+        self._store_fresh(fresh)
+
+    def _store_fresh(self, fresh: list[Any]) -> None:
+        """Store ``fresh``: checked rows of a simple relation, none stored yet."""
+        if not fresh:
+            return
+        store = self.store
         before = len(store)
         store.update(zip(fresh, fresh, strict=True))
         if len(store) - before != len(fresh):
@@ -658,6 +680,9 @@ class Relation:
         """End a tick successfully."""
         self.undo = []
         self._saved = None
+        # the tick's deltas are spent: let rows replaced during the tick go now
+        self.tick_new = []
+        self.lo = self.hi = 0
 
     def rollback(self, token: Any) -> None:
         """Restore the contents as they were at ``begin``."""

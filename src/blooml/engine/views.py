@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -40,7 +41,14 @@ class CollectionView:
                 f"{self._name}.{what}(rows): expected an iterable of tuples, got {rows!r}"
             )
         rel = self._rt.rels[self._name]
-        return rel.check_rows(list(rows), f"{self._name}.{what}")
+        rows = list(rows)
+        if not (self._rt.pause_gc and gc.isenabled()):
+            return rel.check_rows(rows, f"{self._name}.{what}")
+        gc.disable()  # as during a tick: converting many rows would trigger collection passes
+        try:
+            return rel.check_rows(rows, f"{self._name}.{what}")
+        finally:
+            gc.enable()
 
     def insert(self, rows: Iterable[Any]) -> None:
         """Queue ``rows`` for insertion: visible at the next tick.
