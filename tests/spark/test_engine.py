@@ -145,12 +145,12 @@ def test_inputs_as_dataframe_and_rdd(spark: Any) -> None:
 
 
 def test_outputs_write_to_parquet(spark: Any, tmp_path: Path) -> None:
-    sp = _example("shortest_paths")
-    result = SparkEngine(spark).run(sp.Paths, {"link": sp.ROADS})
-    out = str(tmp_path / "best.parquet")
-    result["best"].write.parquet(out)
-    back = {(r.src, r.dst): r.c for r in spark.read.parquet(out).collect()}
-    assert back == {(s, d): c.reveal() for s, d, c in result.rows("best")}
+    result = SparkEngine(spark).run(Widest, {"link": [(0, 1, 4), (1, 2, 7)]})
+    out = str(tmp_path / "width.parquet")
+    result["width"].write.parquet(out)
+    back = {(r.src, r.dst): r.w for r in spark.read.parquet(out).collect()}
+    assert back == {(s, d): w.reveal() for s, d, w in result.rows("width")}
+    assert back == {(0, 1): 4, (1, 2): 7, (0, 2): 4}
 
 
 def test_empty_inputs(spark: Any) -> None:

@@ -15,6 +15,7 @@ def test_import_without_pyspark_and_clear_error_on_use() -> None:
         import blooml.spark as bs
         from blooml import lmax
         assert bs.to_spark(lmax(3)) == 3  # pure conversions need no Spark
+        assert bs.from_spark((1, "x"), lmax) == lmax((1, "x"))
         for call in (
             lambda: bs.merge_by_key([]),
             lambda: bs.fold([], lmax),

@@ -355,9 +355,7 @@ def spec_of(value: Lattice) -> Any:
 
 def plain(cell: Any) -> Any:
     """Turn a collected cell into plain Python: Rows (structs) become tuples, recursively."""
-    from pyspark.sql import Row
-
-    if isinstance(cell, Row):
+    if isinstance(cell, tuple):  # a Row (a tuple subclass) becomes a plain tuple
         return tuple(plain(x) for x in cell)
     if isinstance(cell, list):
         return [plain(x) for x in cell]
