@@ -366,12 +366,18 @@ class Relation:
         log = self._log if self.indexes else None
         changed = 0
         for row in rows:
-            # (a row of this relation always has two columns)
-            if (type(row) is not tuple or len(row) != 2) and type(row) is not rt:
+            tr = type(row)
+            if tr is tuple or tr is rt:
+                try:
+                    k, b = row
+                except ValueError:
+                    row = self.make_row(row, where)  # raises: the wrong number of columns
+                    raise
+            else:
                 if row is None:
                     continue
                 row = self.make_row(row, where)
-            k = row[0]
+                k, b = row
             old = get(k, MISSING)
             if old is MISSING:
                 if isinstance(k, Lattice):
@@ -385,7 +391,6 @@ class Relation:
                 if log is not None:
                     log.append(row)
                 continue
-            b = row[1]
             a = old[1]
             if a is b:
                 continue
