@@ -24,6 +24,7 @@ from blooml.errors import BloomError, KeyConstraintError, NotSupportedOnSpark
 from blooml.ir import (
     Filter,
     FlatMap,
+    Group,
     Join,
     Lat,
     LatConst,
@@ -32,6 +33,7 @@ from blooml.ir import (
     Literal,
     Map,
     Node,
+    NotIn,
     ProgramIR,
     Rule,
     Scan,
@@ -83,11 +85,75 @@ def _unsupported_rel(node: Node) -> str | None:
             if why:
                 return why
         return None
+    if isinstance(node, NotIn):
+        for side in (node.left, node.right):
+            if isinstance(side, Join):
+                return "notin over a join is not supported on Spark; map the join first"
+        return _unsupported_rel(node.left) or _unsupported_rel(node.right)
+    if isinstance(node, Group):
+        bad = [a.fn for a in node.aggs if a.fn not in _AGGS]
+        if bad:
+            return f"the aggregate {bad[0]!r} has no Spark translation"
+        return _unsupported_rel(node.input)
     name = type(node).__name__
     return (
-        f"{name.lower()} ({name}) is not supported on Spark yet: SparkEngine runs monotone "
-        "rules (scan, map, flat_map, filter, inner join, lattice folds and morphisms)"
+        f"{name.lower()} ({name}) is not supported on Spark yet: SparkEngine runs scan, map, "
+        "flat_map, filter, inner join, notin, group, lattice folds and morphisms"
     )
+
+
+def _agg(fn: str, vals: list[Any], rows: list[Any]) -> Any:
+    """One aggregate of a group, with the local engine's semantics (``count`` of a column
+    counts distinct values; an empty column aggregates to ``None``)."""
+    if fn == "count":
+        return len(set(vals)) if vals is not rows else len(rows)
+    if not vals:
+        return None
+    if fn == "sum":
+        return sum(vals)
+    if fn == "min":
+        return min(vals)
+    if fn == "max":
+        return max(vals)
+    if fn == "avg":
+        return sum(vals) / len(vals)
+    if fn == "accum":
+        return frozenset(vals)
+    if fn == "bool_and":
+        return all(vals)
+    return any(vals)  # bool_or
+
+
+_AGGS = frozenset({"count", "sum", "min", "max", "avg", "accum", "bool_and", "bool_or"})
+
+
+def _group_row(keys_aggs: Any) -> Callable[[Any], tuple[Any, ...]]:
+    aggs = keys_aggs
+
+    def finish(kv: Any) -> tuple[Any, ...]:
+        key, rows = kv
+        rows = list(rows)
+        vals = []
+        for a in aggs:
+            if a.col is None:
+                vals.append(_agg(a.fn, rows, rows))
+                continue
+            try:
+                column = [r[a.col] for r in rows]
+            except IndexError:
+                raise BloomError(
+                    f"group: aggregate {a!r} refers to column {a.col}, but a row has only "
+                    f"{len(rows[0])} columns: {rows[0]!r}"
+                ) from None
+            vals.append(_agg(a.fn, column, rows))
+        return (*key, *vals)
+
+    return finish
+
+
+def _flat(item: Any) -> tuple[Any, ...]:
+    """A join item as one row (the local engine's flattening for group)."""
+    return tuple(c for r in item for c in (r if r is not None else ()))
 
 
 def _unsupported_lat(node: Node) -> str | None:
@@ -280,6 +346,19 @@ class _Stratum:
             )
         if isinstance(node, Join):
             return self._join(node, delta_at, counter)
+        if isinstance(node, NotIn):
+            return self._notin(node, delta_at, counter)
+        if isinstance(node, Group):
+            # its input is complete (stratification: an earlier stratum's), so always in full
+            inp = self.eval(node.input, None, counter)
+            if inp is None:  # pragma: no cover - its input is an earlier stratum's, never a delta
+                return None
+            rows = inp.rdd if len(inp.types) == 1 else inp.rdd.map(_flat)
+            keys = node.keys
+            grouped = rows.map(lambda r: (tuple(r[i] for i in keys), r)).groupByKey(
+                self.engine.num_partitions
+            )
+            return _Rows(grouped.map(_group_row(node.aggs)), (None,))
         raise AssertionError(f"unchecked node {node!r}")  # pragma: no cover - _check_rule
 
     def _join(self, node: Join, delta_at: int | None, counter: list[int]) -> _Rows | None:
@@ -302,6 +381,50 @@ class _Stratum:
                 acc = left_keyed.partitionBy(n).join(right_keyed, n).map(_join_item)
             types.extend(parts[j].types)  # type: ignore[union-attr]
         return _Rows(acc, tuple(types))
+
+    def _notin(self, node: NotIn, delta_at: int | None, counter: list[int]) -> _Rows | None:
+        """Rows of ``left`` with no match in ``right`` (complete: an earlier stratum's)."""
+        left = self.eval(node.left, delta_at, counter)
+        if left is None:
+            return None
+        right = self.eval(node.right, None, counter)
+        n = self.engine.num_partitions
+        lt, rt = left.types[0], right.types[0] if right is not None else None
+        fn = node.fn
+        test = None
+        if fn is not None:
+
+            def test(lrow: Any, rrow: Any) -> bool:
+                a = lrow if lt is None else tuple.__new__(lt, lrow)
+                b = rrow if rt is None else tuple.__new__(rt, rrow)
+                return bool(fn(a, b))
+
+        if right is None:
+            return left
+        if node.preds:
+            lcols = tuple(p.lcol for p in node.preds)
+            rcols = tuple(p.rcol for p in node.preds)
+            lk = left.rdd.map(lambda r: (tuple(r[c] for c in lcols), r))
+            rk = right.rdd.map(lambda r: (tuple(r[c] for c in rcols), r))
+            if test is None:
+                return _Rows(lk.subtractByKey(rk, n).values(), left.types)
+            return _Rows(
+                lk.cogroup(rk, n).flatMap(
+                    lambda kv: [a for a in kv[1][0] if not any(test(a, b) for b in kv[1][1])]
+                ),
+                left.types,
+            )
+        if test is not None:
+            # no equality to partition on: every left row is tested against every right row,
+            # so the right side is broadcast (it must fit in memory)
+            others = self.run.sc.broadcast(right.rdd.collect())
+            return _Rows(
+                left.rdd.filter(lambda a: not any(test(a, b) for b in others.value)), left.types
+            )
+        bad = right.rdd.map(lambda r: (tuple(r), None))
+        return _Rows(
+            left.rdd.map(lambda r: (tuple(r), None)).subtractByKey(bad, n).keys(), left.types
+        )
 
     def _keyed(self, node: Node, rdd: Any, cols: tuple[int, ...]) -> Any:
         """``rdd`` keyed by ``cols`` and hash-partitioned; an input that cannot change during
