@@ -24,6 +24,8 @@ from blooml import (
     bool_and,
     bool_or,
     count,
+    lbool,
+    lmap,
     lmax,
     lset,
     max_,
@@ -130,6 +132,30 @@ class Unreached(Program):
     # fmt: on
 
 
+QUORUM = 5
+
+
+class QuorumLog(Program):
+    """Quorum counting over a vote log, and a KVS's versioned merge (the parts of the quorum
+    and KVS examples that stay within one tick: their sends and reads are other ticks')."""
+
+    vote = table(["voter", "ballot"])
+    kvput = table(["reqid"], ["key", "version", "value"])
+    votes = lset()
+    cnt = lmax()
+    done = lbool()
+    store = lmap()
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.votes <= self.vote.map(lambda v: v.voter)
+        self.cnt <= self.votes.size()
+        self.done <= self.cnt.gt_eq(QUORUM)
+        self.store <= self.kvput.map(lambda p: (p.key, lmax((p.version, p.value))))
+    # fmt: on
+
+
 def _local(program: type[Program], inputs: dict[str, list[tuple[Any, ...]]]) -> Program:
     p = program()
     for name, rows in inputs.items():
@@ -186,6 +212,24 @@ def test_notin_and_group_between_strata(spark: Any, edges: list[tuple[int, int]]
     result = SparkEngine(spark).run(Unreached, inputs)
     _same_state(_local(Unreached, inputs), result)
     assert len(result.rounds) == len(Unreached.ir().strata) >= 2
+
+
+@settings(max_examples=3, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 9), st.integers(0, 2)), max_size=30),
+    st.lists(
+        st.tuples(st.integers(0, 99), st.sampled_from("xyz"), st.integers(0, 3), st.text("ab")),
+        max_size=20,
+        unique_by=lambda t: t[0],
+    ),
+)
+def test_quorum_and_kvs_merge_equal_local_engine(
+    spark: Any, votes: list[tuple[int, int]], puts: list[tuple[int, str, int, str]]
+) -> None:
+    inputs = {"vote": votes, "kvput": puts}
+    result = SparkEngine(spark).run(QuorumLog, inputs)
+    _same_state(_local(QuorumLog, inputs), result)
+    assert result["done"] == lbool(len({v for v, _ in votes}) >= QUORUM)
 
 
 def test_inputs_as_dataframe_and_rdd(spark: Any) -> None:
