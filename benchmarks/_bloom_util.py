@@ -84,8 +84,12 @@ def best_of_pair_cpu(
     rb: Any = None
     re_: Any = None
     for _ in range(repeat):
+        # drop a side's previous result before it runs again: otherwise each run but the
+        # first also pays for fresh memory while the old copy of its output is still held
+        rb = None
         c, w, rb = timed_cpu(baseline)
         bc, bw = min(bc, c), min(bw, w)
+        re_ = None
         c, w, re_ = timed_cpu(engine)
         ec, ew = min(ec, c), min(ew, w)
     return (bc, bw), rb, (ec, ew), re_
