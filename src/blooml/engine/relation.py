@@ -394,6 +394,7 @@ class Relation:
             a = old[1]
             if a is b:
                 continue
+            m: Any
             ta = type(a)
             if ta is lmin:
                 if type(b) is lmin:
