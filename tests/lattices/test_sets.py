@@ -515,3 +515,23 @@ def test_builder_copies_are_independent(cls, item):
     a.add(item)
     assert b.freeze() == cls() and zero.freeze() == cls()
     assert a.freeze() == cls.from_item(item)
+
+
+@given(
+    st.one_of(
+        st.integers(),
+        st.floats(allow_nan=False),
+        st.text(max_size=3),
+        st.binary(max_size=3),
+        st.booleans(),
+        st.none(),
+        st.complex_numbers(allow_nan=False),
+    )
+)
+def test_from_item_fast_path_equals_the_constructor(x):
+    assert lset.from_item(x) == lset([x])
+    assert hash(lset.from_item(x)) == hash(lset([x]))
+    b = lset.builder()
+    for v in (lset.from_item(x), lset([x, "other"]), lset.from_item(x)):
+        b.merge(v)
+    assert b.freeze() == lset([x, "other"])

@@ -49,6 +49,10 @@ _BULK_RATIO = 16
 
 Store = frozenset[Any] | HashTrieSet
 
+#: Element types that are hashable, immutable and never lattices: no checks needed.
+_ATOMIC = frozenset({int, float, str, bytes, bool, complex, type(None)})
+_new = object.__new__
+
 
 # -- element freezing (shared by lbag and lmap) -----------------------------------------------
 
@@ -268,6 +272,12 @@ class lset(Lattice):
     @classmethod
     def from_item(cls: type[S], item: Any) -> S:
         """The singleton set ``{item}`` (a value of this class is returned as it is)."""
+        if cls is lset and type(item) in _ATOMIC:
+            # the hot path of every fold (one call per row): nothing to check or freeze
+            obj = _new(cls)
+            _set_v(obj, frozenset((item,)))
+            _set_h(obj, None)
+            return obj
         if type(item) is cls:
             return item
         return cls._make(frozenset((cls._element(item),)))
@@ -607,10 +617,13 @@ class SetBuilder(LatticeBuilder[S]):
         """Merge a lattice value in; returns the builder."""
         if type(value) is not self._cls:
             raise LatticeTypeError(self._cls, type(value), "merge")
-        if not self._new and len(value._v) > len(self._value._v):
+        v = value._v
+        if not self._new and len(v) > len(self._value._v):
             self._value = self._value.merge(value)
+        elif type(v) is frozenset:  # the common case (singletons from a fold): no conversion
+            self._new.update(v)
         else:
-            self._new.update(_elems(value._v))
+            self._new.update(_elems(v))
         return self
 
     def merge_builder(self, other: LatticeBuilder[S]) -> SetBuilder[S]:
