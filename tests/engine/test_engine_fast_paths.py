@@ -15,6 +15,7 @@ from blooml import (
     lmax,
     lmin,
     lset,
+    scratch,
     table,
 )
 from blooml.errors import LatticeValueError
@@ -305,3 +306,57 @@ def test_checked_input_is_stored_and_visible_next_tick():
     p.tick()
     assert tuples(p.a) == {(1,), (2,)}
     assert all(type(r).__name__ == "a" and r.x in (1, 2) for r in p.a)
+
+
+# -- key conflicts among facts for the next tick are raised by the rule deriving them ---------
+
+
+class Deferring(Program):
+    put = table(["reqid"], ["k", "v"])
+    kv = table(["k"], ["v"])
+    rep = table(["k"], ["v"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.kv <+ self.put.map(lambda p: (p.k, p.v))
+        self.rep <+- self.put.map(lambda p: (p.k, p.v))
+    # fmt: on
+
+
+def test_replace_facts_conflicting_with_each_other_raise_in_the_deriving_tick():
+    p = Deferring()
+    p.put.insert([(1, "k", "a"), (2, "k", "b")])
+    with pytest.raises(KeyConstraintError) as ei:
+        p.tick()
+    assert p.tick_count == 0 and tuples(p.put) == set()
+    assert any("kv <+" in n or "rep <+-" in n for n in ei.value.__notes__)
+
+
+def test_equal_and_lattice_valued_deferred_facts_do_not_conflict():
+    p = Deferring()
+    p.put.insert([(1, "k", lmin(3)), (2, "k", lmin(1)), (3, "j", "x"), (4, "j", "x")])
+    p.tick()
+    p.tick()
+    assert {r.k: r.v for r in p.kv} == {"k": lmin(1), "j": "x"}
+    assert {r.k: r.v for r in p.rep} == {"k": lmin(1), "j": "x"}
+
+
+def test_a_deferred_fact_may_differ_from_the_stored_row_under_its_key():
+    class KVS(Program):
+        put = scratch(["reqid"], ["k", "v"])
+        kv = table(["k"], ["v"])
+
+        # fmt: off
+        @bloom
+        def rules(self):
+            self.kv <+ self.put.map(lambda p: (p.k, p.v))
+            self.kv <- self.kv.join(self.put, self.kv.k == self.put.k).map(lambda s, p: s)
+        # fmt: on
+
+    p = KVS()
+    p.put.insert([(1, "k", "a")])
+    p.tick(2)
+    p.put.insert([(2, "k", "b")])
+    p.tick(2)
+    assert tuples(p.kv) == {("k", "b")}

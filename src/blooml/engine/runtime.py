@@ -25,7 +25,7 @@ from blooml.engine._lat_eval import LatEval
 from blooml.engine._rel_eval import Eval, MapEval
 from blooml.engine._state import LatVarState, Pending
 from blooml.engine.compile import compile_node, flatten_rows
-from blooml.engine.relation import Relation
+from blooml.engine.relation import MISSING, Relation
 from blooml.engine.views import CollectionView, LatticeView
 from blooml.errors import BloomError
 from blooml.ir.program import ProgramIR, Rule
@@ -367,7 +367,27 @@ class Runtime:
         if kind != "inserts":
             for row in rows:
                 rel._bad_key(row)
+        if kind != "deletes" and rel.keyfn is not None and rel.ttl is None:
+            self._check_deferred_keys(rel, kind, rows)
         self.pending.add(kind, rel.name, rows)
+
+    def _check_deferred_keys(self, rel: Relation, kind: str, rows: list[Any]) -> None:
+        """Raise now, in the deriving rule, the key conflict that facts for the next tick
+        (``<+`` or ``<+-``, with those already queued this tick) would raise when applied:
+        two of them under one key that differ in a non-lattice column. Conflicts with stored
+        rows are not known yet (a ``<-`` of the old row may come first, as in Bud's KVS)."""
+        keyfn = rel.keyfn
+        assert keyfn is not None
+        seen: dict[Any, Any] = {}
+        queued = getattr(self.pending, kind).get(rel.name, ())
+        for rows_ in (queued, rows):
+            for r in rows_:
+                k = keyfn(r)
+                old = seen.get(k, MISSING)
+                if old is MISSING:
+                    seen[k] = r
+                elif old != r:
+                    seen[k] = rel._merge(k, old, r)  # raises KeyConstraintError
 
     # -- channels -------------------------------------------------------------------------------
 
