@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._lat_eval import LatEval
+from blooml.engine._priority import Frontier, eligible_heads
 from blooml.engine._rel_eval import Eval, MapEval
 from blooml.engine._state import LatVarState, Pending
 from blooml.engine.compile import compile_node, flatten_rows
@@ -115,9 +116,18 @@ class Runtime:
     lattice values that live on; collecting the young generation over and over while they are
     created roughly doubles the time of a large fixpoint. Set it to ``False`` to keep the
     collector running.
+
+    Class attribute ``prioritize`` (default ``True``): in a stratum of monotone rules whose
+    recursive heads are keyed with one value column (``dist = table(["v"], ["d"])``), changed
+    rows holding ``lmin`` (``lmax``) values are processed smallest (largest) value first and the
+    others deferred to later rounds of the same fixpoint, as Dijkstra's algorithm does; a row
+    improved while it waits is processed once. The fixpoint is the same (see
+    ``blooml.engine._priority``); shortest-path programs do far fewer relaxations. Set it to
+    ``False`` (on the class, or on ``program._rt`` before a tick) for plain semi-naive rounds.
     """
 
     pause_gc: bool = True
+    prioritize: bool = True
 
     def __init__(
         self,
@@ -142,6 +152,7 @@ class Runtime:
         }
         self.rules = [CompiledRule(r, self) for r in ir.rules]
         self.strata = [[self.rules[i] for i in s] for s in ir.strata]
+        self.prio_heads = [eligible_heads((cr.rule for cr in s), self.rels) for s in self.strata]
         self.temporal = [self.rules[i] for i in ir.temporal]
         self.pending = Pending()
         self.outbox: list[tuple[str, str, tuple[Any, ...]]] = []
@@ -207,8 +218,11 @@ class Runtime:
         self.proxy._rt = self
         try:
             self._apply_inputs(consumed, now)
-            for stratum in self.strata:
-                self._run_stratum(stratum)
+            for stratum, heads in zip(self.strata, self.prio_heads, strict=True):
+                if heads and self.prioritize:
+                    self._run_stratum_prioritized(stratum, heads)
+                else:
+                    self._run_stratum(stratum)
             self._run_temporal()
         except BaseException:
             for n, r in self.rels.items():
@@ -292,6 +306,22 @@ class Runtime:
                 self._fire(cr, first)
             first = False
             if not self._open_all(False):
+                break
+
+    def _run_stratum_prioritized(self, rules: list[CompiledRule], heads: list[Relation]) -> None:
+        """``_run_stratum`` with the deltas of ``heads`` processed best value first; the
+        fixpoint ends only when no window is open and no deferred row is left."""
+        self._open_all(True)
+        fronts = [Frontier(rel) for rel in heads]
+        first = True
+        while True:
+            for cr in rules:
+                self._fire(cr, first)
+            first = False
+            live = self._open_all(False)
+            for f in fronts:
+                live = f.narrow() or live
+            if not live:
                 break
 
     def _run_temporal(self) -> None:
