@@ -177,10 +177,12 @@ class Frontier:
         tn = rel.tick_new
         if rel.hi > rel.lo:
             self._queue(tn[rel.lo : rel.hi])
-        sel = self.now
-        self.now = {}
-        heap = self.heap
         get = rel.store.get
+        sel: dict[Any, Any] = {}
+        if self.now:  # rows not ordered by value: processed next round, as stored now
+            sel = {k: get(k) for k in self.now}
+            self.now = {}
+        heap = self.heap
         if heap:
             pop = heapq.heappop
             best: Any = None
@@ -194,10 +196,10 @@ class Frontier:
                     continue  # superseded by a better row (queued, and popped, before it)
                 if best is None:
                     best = e[0]
-                sel[k] = None
+                sel[k] = e[3]
         start = len(tn)
         if sel:
-            tn.extend(r for r in map(get, sel) if r is not None)
+            tn.extend(r for r in sel.values() if r is not None)
         rel.lo = start
         rel.hi = len(tn)
         return rel.hi > start

@@ -2,7 +2,8 @@
 
 A tick (see ``docs/bloom.md``): (1) inputs become visible: scratches are emptied, expired soft
 state dropped, the previous tick's ``<+-``/``<-``/``<+`` facts, external input, arrived
-messages and periodic firings applied; (2) each stratum runs to fixpoint, semi-naively;
+messages and periodic firings applied; (2) each stratum runs to fixpoint, semi-naively (best
+``lmin``/``lmax`` value first where that is safe: ``Runtime.prioritize``);
 (3) ``<+ <- <~ <+-`` rules are evaluated on the final state; their facts wait for the next tick
 and messages are sent once the tick has committed.
 
