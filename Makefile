@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-DEMO   ?= examples/lattices_tour.py
+DEMO   ?= examples/shortest_paths.py
 
 .PHONY: demo test test-fast lint typecheck bench clean
 

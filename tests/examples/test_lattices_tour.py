@@ -1,4 +1,4 @@
-"""The lattices tour (`make demo` until the rule layer's demo) runs and shows what it claims."""
+"""The lattices tour runs and shows what it claims."""
 
 import runpy
 import subprocess
