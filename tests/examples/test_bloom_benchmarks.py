@@ -90,3 +90,22 @@ def test_kvs_benchmark_quick_run_is_correct() -> None:
     bk = load_benchmark("bench_bloom_kvs")
     v = bk.run(small=50, large=500, ticks=40, warmup=5)
     assert _result_misses(v.missed) == []
+
+
+dag_negative = st.lists(
+    st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(-10, 10)).filter(
+        lambda e: e[0] < e[1]  # a DAG: negative weights but no negative cycle
+    ),
+    max_size=30,
+)
+
+
+@given(dag_negative)
+def test_engine_sssp_with_negative_weights_on_a_dag(edges: list[tuple[int, int, int]]) -> None:
+    """lmin paths are a least fixpoint, not Dijkstra: negative edges must still be right."""
+    assert bp.engine_sssp(edges, 0) == bellman_ford(edges, 0)
+
+
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7), st.integers(0, 2)), max_size=24))
+def test_engine_sssp_with_zero_weights(edges: list[tuple[int, int, int]]) -> None:
+    assert bp.engine_sssp(edges, 0) == bellman_ford(edges, 0)
