@@ -123,3 +123,16 @@ def test_cycle_has_round_trip_costs(n: int) -> None:
     costs = sp.best_costs(p)
     assert costs[("n0", "n0")] == n
     assert len(costs) == n * n
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from("abcdef"), st.sampled_from("abcdef"), st.integers(-9, 9)).filter(
+            lambda e: e[0] < e[1]  # a DAG: negative costs, no negative cycle
+        ),
+        max_size=14,
+    )
+)
+def test_negative_costs_on_a_dag(links: list[Edge]) -> None:
+    p = run([links])
+    assert sp.best_costs(p) == floyd_warshall(links)
