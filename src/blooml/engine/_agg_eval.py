@@ -12,6 +12,7 @@ from typing import Any
 
 from blooml.engine._rel_eval import Eval, norm_rows
 from blooml.errors import BloomError
+from blooml.ir.aggregates import apply_aggregate
 
 __all__ = ["ArgAggEval", "ChooseEval", "GroupEval", "ReduceEval"]
 
@@ -50,28 +51,6 @@ class _NonMono(Eval):
         return self.srcs
 
 
-def _agg(fn: str, vals: list[Any], rows: list[Any]) -> Any:
-    if fn == "count":
-        return len(set(vals)) if vals is not rows else len(rows)
-    if not vals:
-        return None
-    if fn == "sum":
-        return sum(vals)
-    if fn == "min":
-        return min(vals)
-    if fn == "max":
-        return max(vals)
-    if fn == "avg":
-        return sum(vals) / len(vals)
-    if fn == "accum":
-        return frozenset(vals)
-    if fn == "bool_and":
-        return all(vals)
-    if fn == "bool_or":
-        return any(vals)
-    raise BloomError(f"unknown aggregate {fn!r}")  # pragma: no cover
-
-
 class GroupEval(_NonMono):
     """SQL GROUP BY with aggregates."""
 
@@ -93,9 +72,9 @@ class GroupEval(_NonMono):
             for a in self.aggs:
                 try:
                     if a.col is None:
-                        vals.append(_agg(a.fn, rows, rows))
+                        vals.append(apply_aggregate(a.fn, rows, rows))
                     else:
-                        vals.append(_agg(a.fn, [r[a.col] for r in rows], rows))
+                        vals.append(apply_aggregate(a.fn, [r[a.col] for r in rows], rows))
                 except IndexError:
                     raise BloomError(
                         f"group: aggregate {a!r} refers to column {a.col}, but a row has only "

@@ -4,6 +4,7 @@ The DSL (:mod:`blooml.bloom`) builds a :class:`ProgramIR` per program class; eng
 (:mod:`blooml.engine`, the Spark engine) walk it. ``print(P.ir())`` shows it readably.
 """
 
+from blooml.ir.aggregates import apply_aggregate
 from blooml.ir.graph import analyze, has_nonmonotone, sources
 from blooml.ir.nodes import (
     AGG_NAMES,
@@ -74,6 +75,7 @@ __all__ = [
     "Scan",
     "TickCount",
     "analyze",
+    "apply_aggregate",
     "children",
     "functions",
     "has_nonmonotone",

@@ -39,6 +39,8 @@ from blooml.ir import (
     Scan,
     sources,
 )
+from blooml.ir.aggregates import apply_aggregate
+from blooml.ir.nodes import AGG_NAMES
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
 from blooml.spark._formats import Pickled, spec_of
@@ -91,7 +93,7 @@ def _unsupported_rel(node: Node) -> str | None:
                 return "notin over a join is not supported on Spark; map the join first"
         return _unsupported_rel(node.left) or _unsupported_rel(node.right)
     if isinstance(node, Group):
-        bad = [a.fn for a in node.aggs if a.fn not in _AGGS]
+        bad = [a.fn for a in node.aggs if a.fn not in AGG_NAMES]
         if bad:
             return f"the aggregate {bad[0]!r} has no Spark translation"
         return _unsupported_rel(node.input)
@@ -100,31 +102,6 @@ def _unsupported_rel(node: Node) -> str | None:
         f"{name.lower()} ({name}) is not supported on Spark yet: SparkEngine runs scan, map, "
         "flat_map, filter, inner join, notin, group, lattice folds and morphisms"
     )
-
-
-def _agg(fn: str, vals: list[Any], rows: list[Any]) -> Any:
-    """One aggregate of a group, with the local engine's semantics (``count`` of a column
-    counts distinct values; an empty column aggregates to ``None``)."""
-    if fn == "count":
-        return len(set(vals)) if vals is not rows else len(rows)
-    if not vals:
-        return None
-    if fn == "sum":
-        return sum(vals)
-    if fn == "min":
-        return min(vals)
-    if fn == "max":
-        return max(vals)
-    if fn == "avg":
-        return sum(vals) / len(vals)
-    if fn == "accum":
-        return frozenset(vals)
-    if fn == "bool_and":
-        return all(vals)
-    return any(vals)  # bool_or
-
-
-_AGGS = frozenset({"count", "sum", "min", "max", "avg", "accum", "bool_and", "bool_or"})
 
 
 def _group_row(keys_aggs: Any) -> Callable[[Any], tuple[Any, ...]]:
@@ -136,7 +113,7 @@ def _group_row(keys_aggs: Any) -> Callable[[Any], tuple[Any, ...]]:
         vals = []
         for a in aggs:
             if a.col is None:
-                vals.append(_agg(a.fn, rows, rows))
+                vals.append(apply_aggregate(a.fn, rows, rows))
                 continue
             try:
                 column = [r[a.col] for r in rows]
@@ -145,7 +122,7 @@ def _group_row(keys_aggs: Any) -> Callable[[Any], tuple[Any, ...]]:
                     f"group: aggregate {a!r} refers to column {a.col}, but a row has only "
                     f"{len(rows[0])} columns: {rows[0]!r}"
                 ) from None
-            vals.append(_agg(a.fn, column, rows))
+            vals.append(apply_aggregate(a.fn, column, rows))
         return (*key, *vals)
 
     return finish
