@@ -178,25 +178,34 @@ class Lattice:
             raise LatticeTypeError(type(self), type(other), op)
         return False
 
+    def _leq(self, other: Any) -> bool:
+        """``self <= other`` for a peer of the same class: ``self ⊔ other == other``.
+
+        The one hook behind ``<=``, ``<``, ``>=`` and ``>``; a subclass with a cheaper exact
+        test (inclusion, without building the merged value) overrides this, never the four
+        operators.
+        """
+        return bool(self.merge(other) == other)
+
     def __le__(self, other: Any) -> bool:
         if not self._check_peer(other, "compare (<=)"):
             return NotImplemented
-        return bool(self.merge(other) == other)
+        return self._leq(other)
 
     def __ge__(self, other: Any) -> bool:
         if not self._check_peer(other, "compare (>=)"):
             return NotImplemented
-        return bool(other.merge(self) == self)
+        return bool(other._leq(self))
 
     def __lt__(self, other: Any) -> bool:
         if not self._check_peer(other, "compare (<)"):
             return NotImplemented
-        return self != other and bool(self.merge(other) == other)
+        return self._leq(other) and self != other
 
     def __gt__(self, other: Any) -> bool:
         if not self._check_peer(other, "compare (>)"):
             return NotImplemented
-        return self != other and bool(other.merge(self) == self)
+        return bool(other._leq(self)) and self != other
 
     def __or__(self: L, other: Any) -> L:
         if not self._check_peer(other, "merge (|)"):

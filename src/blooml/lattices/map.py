@@ -388,26 +388,6 @@ class lmap(Lattice):
                 return False
         return True
 
-    def __le__(self, other: Any) -> bool:
-        if not self._check_peer(other, "compare (<=)"):
-            return NotImplemented
-        return self._leq(other)
-
-    def __ge__(self, other: Any) -> bool:
-        if not self._check_peer(other, "compare (>=)"):
-            return NotImplemented
-        return other._leq(self)  # type: ignore[no-any-return]
-
-    def __lt__(self, other: Any) -> bool:
-        if not self._check_peer(other, "compare (<)"):
-            return NotImplemented
-        return self._leq(other) and self != other
-
-    def __gt__(self, other: Any) -> bool:
-        if not self._check_peer(other, "compare (>)"):
-            return NotImplemented
-        return other._leq(self) and self != other  # type: ignore[no-any-return]
-
     def __repr__(self) -> str:
         if not self._v:
             return "lmap()"

@@ -500,25 +500,9 @@ class lset(Lattice):
             _set_h(self, h)
         return h
 
-    def __le__(self, other: Any) -> bool:
-        if not self._check_peer(other, "compare (<=)"):
-            return NotImplemented
+    def _leq(self, other: Any) -> bool:
+        """Inclusion, O(len(self)) look-ups into ``other``."""
         return len(self._v) <= len(other._v) and _contains_all(other._v, self._v)
-
-    def __ge__(self, other: Any) -> bool:
-        if not self._check_peer(other, "compare (>=)"):
-            return NotImplemented
-        return len(self._v) >= len(other._v) and _contains_all(self._v, other._v)
-
-    def __lt__(self, other: Any) -> bool:
-        if not self._check_peer(other, "compare (<)"):
-            return NotImplemented
-        return len(self._v) < len(other._v) and _contains_all(other._v, self._v)
-
-    def __gt__(self, other: Any) -> bool:
-        if not self._check_peer(other, "compare (>)"):
-            return NotImplemented
-        return len(self._v) > len(other._v) and _contains_all(self._v, other._v)
 
     def __repr__(self) -> str:
         name = type(self).__qualname__
