@@ -14,9 +14,6 @@ a deterministic function of the seed, so a run can be replayed.
 ``main()`` returns what it printed, for the test suite.
 """
 
-# Bloom rules are statements written as comparisons (``a <= b``, ``a <+ b``): B015 is moot.
-# ruff: noqa: B015
-
 from __future__ import annotations
 
 from typing import Any

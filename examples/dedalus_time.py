@@ -19,9 +19,6 @@ Run it with ``python examples/dedalus_time.py``.
 ``main()`` returns what it printed, for the test suite.
 """
 
-# Bloom rules are statements written as comparisons (``a <= b``, ``a <+ b``): B015 is moot.
-# ruff: noqa: B015
-
 from __future__ import annotations
 
 from typing import Any

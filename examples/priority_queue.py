@@ -13,9 +13,6 @@ all users, so the jobs come out one per tick in global order (the seed's global 
 ``main()`` returns what it printed, for the test suite.
 """
 
-# Bloom rules are statements written as comparisons (``a <= b``, ``a <+ b``): B015 is moot.
-# ruff: noqa: B015
-
 from __future__ import annotations
 
 from typing import Any

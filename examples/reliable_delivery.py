@@ -12,9 +12,6 @@ comes back. The clock is a fake one, so the run is exact and fast.
 ``main()`` returns what it printed, for the test suite.
 """
 
-# Bloom rules are statements written as comparisons (``a <= b``, ``a <+ b``): B015 is moot.
-# ruff: noqa: B015
-
 from __future__ import annotations
 
 from typing import Any

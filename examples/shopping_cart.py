@@ -16,9 +16,6 @@ into one program also run over the loopback channel (``LoopbackDisorderlyCart``)
 ``main()`` returns what it printed, for the test suite.
 """
 
-# Bloom rules are statements written as comparisons (``a <= b``, ``a <+ b``): B015 is moot.
-# ruff: noqa: B015
-
 from __future__ import annotations
 
 from collections import Counter

@@ -11,9 +11,6 @@ engine merges the new facts into the old ones incrementally.
 ``main()`` returns what it printed, for the test suite.
 """
 
-# Bloom rules are statements written as comparisons (``a <= b``, ``a <+ b``): B015 is moot.
-# ruff: noqa: B015
-
 from __future__ import annotations
 
 import heapq
