@@ -11,14 +11,16 @@ per-element maximum (as in Bud). Adding multiplicities is the ``+`` operator ins
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from numbers import Integral
 from typing import Any
 
 from rpds import HashTrieMap
 
 from blooml.errors import LatticeTypeError, LatticeValueError
-from blooml.lattices._base import Lattice, LatticeBuilder, _set_h, monotone, morph
+from blooml.lattices._base import Lattice, LatticeBuilder, monotone, morph
+from blooml.lattices._keyed import MISSING as _MISSING
+from blooml.lattices._keyed import KeyedTrie
 from blooml.lattices.ordered import lbool, lmax
 from blooml.lattices.sets import (
     _sorted_for_repr,
@@ -29,8 +31,6 @@ from blooml.lattices.sets import (
 )
 
 __all__ = ["lbag"]
-
-_MISSING: Any = object()
 
 
 def _element(e: Any) -> Any:
@@ -50,7 +50,7 @@ def _multiplicity(e: Any, m: Any) -> int:
     return int(m)
 
 
-class lbag(Lattice):
+class lbag(KeyedTrie):
     """A multiset; ⊥ is the empty bag (``lbag()``); merge keeps each element's larger count.
 
     Built from a mapping element → multiplicity (positive ints) or from an iterable, whose
@@ -220,53 +220,6 @@ class lbag(Lattice):
     def size(self) -> lmax:
         """The total multiplicity as an ``lmax`` (monotone, not a morphism); O(n)."""
         return lmax(sum(m for _, m in trie_items(self._v)))
-
-    # -- Python conveniences (non-monotone) ----------------------------------------------------
-
-    def _get(self, value: Any) -> Any:
-        try:
-            return self._v.get((value,), _MISSING)
-        except TypeError:
-            try:
-                return self._v.get((freeze_element("lbag", value),), _MISSING)
-            except LatticeValueError:
-                return _MISSING
-
-    def __iter__(self) -> Iterator[Any]:
-        """The distinct elements (as ``Counter`` iterates); see ``reveal()`` for counts."""
-        return iter([be[0] for be, _ in trie_items(self._v)])
-
-    def __len__(self) -> int:
-        """The number of distinct elements (as ``len(Counter)``); ``size()`` is the total."""
-        return len(self._v)
-
-    def __contains__(self, value: Any) -> bool:
-        return self._get(value) is not _MISSING
-
-    # -- value semantics -----------------------------------------------------------------------
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if type(other) is not type(self):
-            return NotImplemented if not isinstance(other, Lattice) else False
-        a, b = self._v, other._v  # type: ignore[attr-defined]
-        if a is b:
-            return True
-        if len(a) != len(b):
-            return False
-        ha, hb = self._h, other._h  # type: ignore[attr-defined]
-        if ha is not None and hb is not None and ha != hb:
-            return False
-        get = b.get
-        return all(get(be) == m for be, m in trie_items(a))
-
-    def __hash__(self) -> int:
-        h = self._h
-        if h is None:
-            h = hash((type(self).__qualname__, frozenset(trie_items(self._v))))
-            _set_h(self, h)
-        return h
 
     def _leq(self, other: lbag) -> bool:
         a, b = self._v, other._v

@@ -9,7 +9,7 @@ given in :mod:`blooml.lattices.sets`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rpds import HashTrieMap
@@ -18,12 +18,13 @@ from blooml.errors import LatticeTypeError, LatticeValueError
 from blooml.lattices._base import (
     Lattice,
     LatticeBuilder,
-    _set_h,
     check_not_none,
     kind_of,
     monotone,
     morph,
 )
+from blooml.lattices._keyed import MISSING as _MISSING
+from blooml.lattices._keyed import KeyedTrie
 from blooml.lattices.ordered import lbool, lmax
 from blooml.lattices.sets import (
     _sorted_for_repr,
@@ -34,8 +35,6 @@ from blooml.lattices.sets import (
 )
 
 __all__ = ["lmap"]
-
-_MISSING: Any = object()
 
 
 def _key(k: Any) -> Any:
@@ -89,7 +88,7 @@ def _as_pair(item: Any) -> tuple[Any, Any]:
     )
 
 
-class lmap(Lattice):
+class lmap(KeyedTrie):
     """A map from plain keys to lattice values; ⊥ is the empty map (``lmap()``).
 
     Merge takes the union of the keys and merges the values of shared keys with their own
@@ -331,51 +330,6 @@ class lmap(Lattice):
                 )
             out[bk] = res
         return lmap._make(HashTrieMap(out))
-
-    # -- Python conveniences (non-monotone) ----------------------------------------------------
-
-    def _get(self, key: Any) -> Any:
-        try:
-            return self._v.get((key,), _MISSING)
-        except TypeError:
-            try:
-                return self._v.get((freeze_element("lmap", key),), _MISSING)
-            except LatticeValueError:
-                return _MISSING
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter([bk[0] for bk, _ in trie_items(self._v)])
-
-    def __len__(self) -> int:
-        return len(self._v)
-
-    def __contains__(self, key: Any) -> bool:
-        return self._get(key) is not _MISSING
-
-    # -- value semantics -----------------------------------------------------------------------
-
-    def __eq__(self, other: object) -> bool:
-        if self is other:
-            return True
-        if type(other) is not type(self):
-            return NotImplemented if not isinstance(other, Lattice) else False
-        a, b = self._v, other._v  # type: ignore[attr-defined]
-        if a is b:
-            return True
-        if len(a) != len(b):
-            return False
-        ha, hb = self._h, other._h  # type: ignore[attr-defined]
-        if ha is not None and hb is not None and ha != hb:
-            return False
-        get = b.get
-        return all(get(bk, _MISSING) == v for bk, v in trie_items(a))
-
-    def __hash__(self) -> int:
-        h = self._h
-        if h is None:
-            h = hash((type(self).__qualname__, frozenset(trie_items(self._v))))
-            _set_h(self, h)
-        return h
 
     def _leq(self, other: lmap) -> bool:
         a, b = self._v, other._v
