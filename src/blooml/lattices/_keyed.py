@@ -20,9 +20,52 @@ MISSING: Any = object()
 
 
 class KeyedTrie(Lattice):
-    """Base of the lattices whose value is a ``HashTrieMap`` of boxed key -> value."""
+    """Base of the lattices whose value is a ``HashTrieMap`` of boxed key -> value.
+
+    A subclass says how two values under one key join (:meth:`_join_value`); the union of the
+    keys, the sharing and the growth fast path are here.
+    """
 
     __slots__ = ()
+
+    def _join_value(self, key: Any, old: Any, new: Any) -> Any:
+        """The join of ``old`` (stored under ``key`` in the larger side) and ``new``, or
+        ``None`` when it is ``old`` itself (nothing to update)."""
+        raise NotImplementedError  # pragma: no cover - lbag and lmap override it
+
+    def merge(self, other: Any) -> Any:
+        """Union of the keys, joining the values of shared keys; O(small · log n), iterating the
+        smaller side only. Returns the larger side itself when the join changes none of its
+        values."""
+        if other is self:
+            return self
+        a, b = self._v, other._v
+        if len(a) >= len(b):
+            big, bv, sv = self, a, b
+        else:
+            big, bv, sv = other, b, a
+        if len(sv) == 0:
+            return big
+        items = trie_items(sv)
+        get = bv.get
+        if get(items[0][0]) is None:
+            # Probably disjoint keys (growth): one Rust-side update, no Python loop.
+            grown = bv.update(dict(items))  # a dict argument: ~25% faster than a trie
+            if len(grown) == len(bv) + len(sv):
+                return type(self)._make(grown)
+        join = big._join_value
+        updates = {}
+        for bk, v in items:
+            old = get(bk)
+            if old is None:
+                updates[bk] = v
+            else:
+                m = join(bk[0], old, v)
+                if m is not None:
+                    updates[bk] = m
+        if not updates:
+            return big
+        return type(self)._make(bv.update(updates))
 
     def _get(self, key: Any) -> Any:
         """The value stored under ``key``, or :data:`MISSING`; O(log n)."""

@@ -148,42 +148,15 @@ class lmap(KeyedTrie):
 
     # -- the lattice -------------------------------------------------------------------------
 
-    def merge(self, other: lmap) -> lmap:
-        """Union of keys, merging the values of shared keys; O(small · log n), iterating the
-        smaller map only. Returns the larger side itself when merging changes none of its
-        values.
+    # merge (KeyedTrie): union of keys, merging the values of shared keys. Raises
+    # LatticeTypeError when a shared key holds values of two different lattice classes.
 
-        Raises:
-            LatticeTypeError: a shared key holds values of two different lattice classes.
-        """
-        if other is self:
-            return self
-        a, b = self._v, other._v
-        if len(a) >= len(b):
-            big, bv, sv = self, a, b
-        else:
-            big, bv, sv = other, b, a
-        if len(sv) == 0:
-            return big
-        items = trie_items(sv)
-        get = bv.get
-        if get(items[0][0]) is None:
-            # Probably disjoint keys (growth): one Rust-side update, no Python loop.
-            grown = bv.update(dict(items))  # a dict argument: ~25% faster than a trie
-            if len(grown) == len(bv) + len(sv):
-                return lmap._make(grown)
-        updates = {}
-        for bk, v in items:
-            old = get(bk)
-            if old is None:
-                updates[bk] = v
-            elif old is not v:
-                m = _merge_values(bk[0], old, v)
-                if m is not old and m != old:
-                    updates[bk] = m
-        if not updates:
-            return big
-        return lmap._make(bv.update(updates))
+    def _join_value(self, key: Any, old: Lattice, new: Lattice) -> Lattice | None:
+        """``old ⊔ new``, or ``None`` when that is ``old``."""
+        if old is new:
+            return None
+        m = _merge_values(key, old, new)
+        return None if m is old or m == old else m
 
     def reveal(self) -> dict[Any, Lattice]:
         """A new ``dict`` of key → lattice value (non-monotone); O(n)."""
