@@ -342,3 +342,30 @@ def test_switch_off_on_one_instance():
     p.link.insert(es)
     p.tick()
     assert {r.v: r.d.reveal() for r in p.dist} == dijkstra(es, 0)
+
+
+def test_lmin_and_lmax_with_equal_raw_values_share_a_bucket_safely():
+    # lmin(3) and lmax(3) queue under the same raw value; later lmin/lmax values of other
+    # sizes make the heap compare an lmin value with an lmax one: deferral stops, result holds
+    class Mixed(Program):
+        seed = table(["k"], ["v"])
+        link = table(["a", "b"])
+        best = table(["k"], ["v"])
+
+        @bloom
+        def rules(self):
+            self.best <= self.seed
+            self.best <= self.best.join(self.link, self.best.k == self.link.a).map(
+                lambda b, lk: (lk.b, b.v + 1)
+            )
+
+    res = {}
+    for on in (True, False):
+        with prioritize(on):
+            p = Mixed()
+            p.seed.insert([(0, lmin(3)), (1, lmax(3)), (2, lmax(9))])
+            p.link.insert([(0, 3), (1, 4), (2, 5), (3, 6), (4, 7), (5, 8)])
+            p.tick()
+            res[on] = {r.k: r.v for r in p.best}
+    assert res[True] == res[False]
+    assert res[True][6] == lmin(5) and res[True][7] == lmax(5) and res[True][8] == lmax(11)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable
-from itertools import count
 from typing import Any
 
 from blooml.engine.relation import Relation
@@ -40,7 +39,9 @@ class _Rev:
     def __init__(self, v: Any) -> None:
         self.v = v
 
-    def __lt__(self, other: _Rev) -> bool:
+    def __lt__(self, other: object) -> bool:
+        if type(other) is not _Rev:
+            return NotImplemented  # an lmin value: the heap raises TypeError, stop deferring
         return bool(other.v < self.v)
 
     def __eq__(self, other: object) -> bool:
@@ -116,59 +117,67 @@ class Frontier:
     After each round ``narrow`` takes the rows the round added (the window ``tick_new[lo:hi]``
     the runtime just opened), queues them, and replaces the window with the rows of the best
     queued value (appended again to ``tick_new``, so that scans read them as the delta).
+
+    The queue is a bucket queue: rows are grouped by their raw value (``buckets``) and the heap
+    holds each distinct value once, so a round costs one heap operation per distinct value
+    rather than one per row (path costs repeat a lot: a graph with 10,000 nodes has a few
+    hundred distinct distances).
     """
 
-    __slots__ = ("broken", "heap", "keyfn", "now", "rel", "seq")
+    __slots__ = ("broken", "buckets", "heap", "keyfn", "now", "rel")
 
     def __init__(self, rel: Relation) -> None:
         self.rel = rel
         self.keyfn: Any = rel.keyfn
-        self.heap: list[tuple[Any, int, Any, Any]] = []
+        self.heap: list[Any] = []  # distinct queued values (``_Rev`` for lmax), best first
+        self.buckets: dict[Any, list[Any]] = {}  # raw value -> rows queued with it
         self.now: dict[Any, None] = {}  # keys to process next round whatever their value
-        self.seq = count()
         self.broken = False  # values that cannot be ordered: stop deferring
 
     def _queue(self, rows: list[Any]) -> None:
         now = self.now
-        keyfn = self.keyfn
         if self.broken:
-            now.update(dict.fromkeys(map(keyfn, rows)))
+            now.update(dict.fromkeys(map(self.keyfn, rows)))
             return
-        seq = self.seq
-        entries: list[tuple[Any, int, Any, Any]] = []
-        add = entries.append
+        buckets = self.buckets
+        bget = buckets.get
+        fresh: list[Any] = []  # values new to the queue
         for row in rows:
             v = row[-1]
             tv = type(v)
-            if tv is lmin:
+            if tv is lmin or tv is lmax:
                 x = v._v
                 if x is not None:
-                    add((x, next(seq), keyfn(row), row))
+                    b = bget(x)
+                    if b is None:
+                        buckets[x] = [row]
+                        fresh.append(x if tv is lmin else _Rev(x))
+                    else:
+                        b.append(row)
                     continue
-            elif tv is lmax:
-                x = v._v
-                if x is not None:
-                    add((_Rev(x), next(seq), keyfn(row), row))
-                    continue
-            now[keyfn(row)] = None  # not an ordered lattice value (or ⊥): no deferral
-        if not entries:
+            now[self.keyfn(row)] = None  # not an ordered lattice value (or ⊥): no deferral
+        if not fresh:
             return
         heap = self.heap
         try:
-            if len(entries) > len(heap):
-                heap.extend(entries)
+            if len(fresh) > len(heap):
+                heap.extend(fresh)
                 heapq.heapify(heap)
             else:
                 push = heapq.heappush
-                for e in entries:
-                    push(heap, e)
+                for x in fresh:
+                    push(heap, x)
         except TypeError:  # incomparable values (lmin(1), lmin("a")), or lmin with lmax
-            self.broken = True
-            for e in heap:
-                now[e[2]] = None
-            for e in entries:
-                now[e[2]] = None
-            heap.clear()
+            self._break()
+
+    def _break(self) -> None:
+        """Give up ordering: every queued row is processed next round."""
+        self.broken = True
+        keyfn = self.keyfn
+        for rows in self.buckets.values():
+            self.now.update(dict.fromkeys(map(keyfn, rows)))
+        self.buckets.clear()
+        self.heap.clear()
 
     def narrow(self) -> bool:
         """Queue the round's new rows and open the next round's window on the best of the
@@ -183,20 +192,16 @@ class Frontier:
             sel = {k: get(k) for k in self.now}
             self.now = {}
         heap = self.heap
-        if heap:
-            pop = heapq.heappop
-            best: Any = None
-            while heap:
-                e = heap[0]
-                if best is not None and best < e[0]:
-                    break
-                pop(heap)
-                k = e[2]
-                if get(k) is not e[3]:
-                    continue  # superseded by a better row (queued, and popped, before it)
-                if best is None:
-                    best = e[0]
-                sel[k] = e[3]
+        keyfn = self.keyfn
+        pop = heapq.heappop
+        buckets = self.buckets
+        while heap and not sel:
+            x = pop(heap)
+            rows = buckets.pop(x.v if type(x) is _Rev else x)
+            for row in rows:
+                k = keyfn(row)
+                if get(k) is row:  # else superseded by a better row, queued before it
+                    sel[k] = row
         start = len(tn)
         if sel:
             tn.extend(r for r in sel.values() if r is not None)
