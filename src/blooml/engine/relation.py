@@ -36,6 +36,9 @@ _EMPTY: dict[Any, Any] = {}
 _new_tuple: Any = tuple.__new__
 
 
+_first: Any = itemgetter(0)
+
+
 def _unit(row: Any) -> tuple[()]:
     return ()
 
@@ -165,10 +168,13 @@ class Relation:
             out = list(map(_new_tuple, repeat(rt, len(rows)), rows))
         else:
             out = [self.make_row(r, where) for r in rows]
-        keys = out if self.full_key else list(map(_getter(tuple(range(self.nkeys))), out))
-        if self.nkeys == 1 and not self.full_key:
-            keys = [(k,) for k in keys]
-        if _has_lattice(keys):
+        if self.full_key:
+            lat = _has_lattice(out)
+        elif self.nkeys == 1:
+            lat = any(issubclass(t, Lattice) for t in set(map(type, map(_first, out))))
+        else:
+            lat = _has_lattice(map(_getter(tuple(range(self.nkeys))), out))
+        if lat:
             for r in out:
                 self._bad_key(r)
         return CheckedRows(out)
@@ -204,7 +210,7 @@ class Relation:
             return
         store = self.store
         if type(rows) is CheckedRows:  # external input: rows already, checked at insert
-            self._store_fresh([r for r in rows if r not in store])
+            self._store_fresh([r for r in rows if r not in store] if store else rows)
             return
         # plain tuples hash and compare like rows: look up first, convert only the new ones
         try:
@@ -298,33 +304,31 @@ class Relation:
                 # lmin/lmax (shortest and widest paths): compare the values in place of two
                 # method calls per candidate; same result as their merge
                 if ta is lmin and tb is lmin:
-                    bv = b._v
-                    if bv is None:
-                        continue
-                    av = a._v
-                    try:
-                        if av is not None and not bv < av:
-                            if av <= bv:
-                                continue
-                            raise TypeError
+                    try:  # as in _add_many_kv
+                        if a._v <= b._v:
+                            continue
+                        better = b._v < a._v
                     except TypeError:
-                        _raw_merge(ta)(a, b)  # raises the lattice's error
-                        raise
-                    m = b
+                        better = None
+                    if better:
+                        m = b
+                    else:
+                        m = _raw_merge(ta)(a, b)
+                        if m is a:
+                            continue
                 elif ta is lmax and tb is lmax:
-                    bv = b._v
-                    if bv is None:
-                        continue
-                    av = a._v
                     try:
-                        if av is not None and not bv > av:
-                            if av >= bv:
-                                continue
-                            raise TypeError
+                        if a._v >= b._v:
+                            continue
+                        better = b._v > a._v
                     except TypeError:
-                        _raw_merge(ta)(a, b)  # raises the lattice's error
-                        raise
-                    m = b
+                        better = None
+                    if better:
+                        m = b
+                    else:
+                        m = _raw_merge(ta)(a, b)
+                        if m is a:
+                            continue
                 elif ta is tb and issubclass(ta, Lattice):
                     if ta is not merge_cls:
                         merge_cls = ta
@@ -398,36 +402,36 @@ class Relation:
             ta = type(a)
             if ta is lmin:
                 if type(b) is lmin:
-                    bv = b._v
-                    if bv is None:
-                        continue
-                    av = a._v
+                    # most candidates do not improve the stored value: one comparison for
+                    # them; ⊥ (None) on either side raises TypeError and is sorted out below
                     try:
-                        if av is not None and not bv < av:
-                            if av <= bv:
-                                continue
-                            raise TypeError
+                        if a._v <= b._v:
+                            continue
+                        better = b._v < a._v
                     except TypeError:
-                        _raw_merge(ta)(a, b)  # raises the lattice's error
-                        raise
-                    m = b
+                        better = None
+                    if better:
+                        m = b
+                    else:
+                        m = _raw_merge(ta)(a, b)  # ⊥ or incomparable: the lattice decides
+                        if m is a:
+                            continue
                 else:
                     m = None
             elif ta is lmax:
                 if type(b) is lmax:
-                    bv = b._v
-                    if bv is None:
-                        continue
-                    av = a._v
                     try:
-                        if av is not None and not bv > av:
-                            if av >= bv:
-                                continue
-                            raise TypeError
+                        if a._v >= b._v:
+                            continue
+                        better = b._v > a._v
                     except TypeError:
-                        _raw_merge(ta)(a, b)  # raises the lattice's error
-                        raise
-                    m = b
+                        better = None
+                    if better:
+                        m = b
+                    else:
+                        m = _raw_merge(ta)(a, b)
+                        if m is a:
+                            continue
                 else:
                     m = None
             elif ta is type(b) and issubclass(ta, Lattice):
