@@ -17,6 +17,8 @@ from typing import Literal as _Lit
 
 import attrs
 
+from blooml.ir.exprs import Expr, decompile
+
 __all__ = [
     "AGG_NAMES",
     "Agg",
@@ -113,6 +115,13 @@ class Map(Rel):
 
     input: Rel
     fn: Callable[..., Any]
+
+    @property
+    def expr(self) -> Expr | None:
+        """What ``fn`` returns as an expression over its arguments, when ``fn`` is a simple
+        function such as ``lambda l, p: (l.src, p.c + l.c)`` (see :mod:`blooml.ir.exprs`);
+        ``None`` when it is not."""
+        return decompile(self.fn)
 
     def __repr__(self) -> str:
         return f"map({self.input!r}, {_fn_name(self.fn)})"
