@@ -77,32 +77,34 @@ class ShortestFrom(Program):
     # fmt: on
 
 
-def run_closure(edges: list[tuple[int, int]]) -> Closure:
+def run_closure(edges: list[tuple[int, int]], inline: bool = True) -> Closure:
     """Run ``Closure`` on ``edges`` (what the benchmark times)."""
-    p = Closure()
+    p = Closure(inline=inline)
     p.link.insert(edges)
     p.tick()
     return p
 
 
-def run_sssp(edges: list[tuple[int, int, int]], source: int) -> ShortestFrom:
+def run_sssp(edges: list[tuple[int, int, int]], source: int, inline: bool = True) -> ShortestFrom:
     """Run ``ShortestFrom`` on ``edges`` from ``source`` (what the benchmark times)."""
-    p = ShortestFrom()
+    p = ShortestFrom(inline=inline)
     p.link.insert(edges)
     p.source.insert([(source,)])
     p.tick()
     return p
 
 
-def engine_closure(edges: list[tuple[int, int]]) -> set[tuple[int, int]]:
+def engine_closure(edges: list[tuple[int, int]], inline: bool = True) -> set[tuple[int, int]]:
     """The path pairs ``Closure`` derives from ``edges`` (rows are named tuples, equal to
     plain tuples; what the benchmark times)."""
-    return set(run_closure(edges).path)
+    return set(run_closure(edges, inline).path)
 
 
-def engine_sssp(edges: list[tuple[int, int, int]], source: int) -> dict[int, int]:
+def engine_sssp(
+    edges: list[tuple[int, int, int]], source: int, inline: bool = True
+) -> dict[int, int]:
     """``{node: distance}`` as ``ShortestFrom`` derives it (what the benchmark times)."""
-    return {r.v: r.d.reveal() for r in run_sssp(edges, source).dist}
+    return {r.v: r.d.reveal() for r in run_sssp(edges, source, inline).dist}
 
 
 # -- the hand-written baselines: plain semi-naive evaluation over dicts and sets -------------
@@ -222,6 +224,11 @@ def run(
     v.check(
         "closure speed", ratios["closure"] <= TARGET, f"{ratios['closure']:.2f}x <= {TARGET} (CPU)"
     )
+    t_plain = min(timed_cpu(lambda: engine_closure(links, False))[0] for _ in range(3 * repeat))
+    print(
+        f"   for reference (not gated): engine with inline=False (map functions called, rows"
+        f" named) {t_plain:.3f} s CPU, {t_plain / t_base[0]:.2f}x"
+    )
     if measure_memory:
         m_base = peak_memory(lambda: baseline_closure(links))
         m_eng = peak_memory(lambda: engine_closure(links))
@@ -244,6 +251,11 @@ def run(
     print(
         f"   for reference (not gated): heapq Dijkstra {t_dij:.3f} s CPU; "
         f"engine / Dijkstra {t_eng[0] / t_dij:.2f}x"
+    )
+    t_plain = min(timed_cpu(lambda: engine_sssp(graph, 0, False))[0] for _ in range(repeat))
+    print(
+        f"   for reference (not gated): engine with inline=False {t_plain:.3f} s CPU, "
+        f"{t_plain / t_base[0]:.2f}x"
     )
     if measure_memory:
         m_base = peak_memory(lambda: baseline_sssp(graph, 0))

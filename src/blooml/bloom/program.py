@@ -182,6 +182,12 @@ class Program:
         clock: a function returning seconds (default ``time.monotonic``); periodics and soft
             state use it, so a test can pass a fake clock.
         network: a :class:`~blooml.LocalNetwork` connecting several programs in one process.
+        prioritize: evaluate ``lmin``/``lmax`` deltas best value first where that is safe
+            (default: ``blooml.engine.Runtime.prioritize``, on); see docs/bloom.md.
+        inline: run simple ``map`` functions (``lambda l, p: (l.src, p.c + l.c)``) as
+            generated loops instead of calling them, and store the rows of collections no
+            user function receives as plain tuples (default: ``Runtime.inline``, on). The
+            results are the same either way; see docs/bloom.md.
 
     Pass ``abstract=True`` in the class statement (``class M(Program, abstract=True)``) for a
     module that is only mixed into others: its rules are checked when a concrete class uses it.
@@ -272,6 +278,8 @@ class Program:
         addr: str = "localhost",
         clock: Callable[[], float] | None = None,
         network: Any = None,
+        prioritize: bool | None = None,
+        inline: bool | None = None,
     ) -> None:
         from blooml.engine.runtime import Runtime
 
@@ -283,8 +291,17 @@ class Program:
         ir = cls._get_ir()
         if not isinstance(addr, str):
             raise BloomError(f"addr must be a string, got {addr!r}")
+        for opt, val in (("prioritize", prioritize), ("inline", inline)):
+            if val is not None and not isinstance(val, bool):
+                raise BloomError(f"{opt} must be True, False or None (the default), got {val!r}")
         self.__dict__["_rt"] = Runtime(
-            ir, self, cls._blooml_self, addr=addr, clock=clock or time.monotonic
+            ir,
+            self,
+            cls._blooml_self,
+            addr=addr,
+            clock=clock or time.monotonic,
+            prioritize=prioritize,
+            inline=inline,
         )
         if network is not None:
             network.register(self)

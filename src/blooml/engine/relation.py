@@ -25,7 +25,7 @@ from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
 from blooml.lattices.ordered import lmax, lmin
 
-__all__ = ["MISSING", "CheckedRows", "Relation"]
+__all__ = ["MISSING", "CheckedRows", "FreshRows", "Relation", "ShapedRows"]
 
 MISSING: Any = object()
 _EMPTY: dict[Any, Any] = {}
@@ -51,6 +51,20 @@ class CheckedRows(list):  # type: ignore[type-arg]
     """Rows validated and converted by ``Relation.check_rows`` (external input): storing them
     needs no second check. ``Pending`` keeps the mark only while every row queued for a
     relation carries it."""
+
+    __slots__ = ()
+
+
+class ShapedRows(list):  # type: ignore[type-arg]
+    """Rule results known to be tuples of the head's arity whose key columns hold no lattice
+    value (a generated ``map``: ``blooml.engine._codegen``); storing them skips those checks."""
+
+    __slots__ = ()
+
+
+class FreshRows(ShapedRows):
+    """``ShapedRows`` for a collection whose every column is a key, none of them stored
+    (duplicates among them are possible)."""
 
     __slots__ = ()
 
@@ -101,6 +115,7 @@ class Relation:
         "keyfn",
         "lo",
         "name",
+        "named",
         "nkeys",
         "persistent",
         "removals",
@@ -116,7 +131,9 @@ class Relation:
         self.info = info
         self.name = info.name
         self.columns = info.columns
-        self.row_type = namedtuple(info.name, info.columns)  # type: ignore[misc]
+        self.named: Any = namedtuple(info.name, info.columns)  # type: ignore[misc]
+        # the type of stored rows: the named tuple, or ``tuple`` after ``set_plain``
+        self.row_type: Any = self.named
         self._row_types = {self.row_type}
         self.arity = len(info.columns)
         self.nkeys = len(info.keys)
@@ -141,9 +158,24 @@ class Relation:
 
     # -- rows ----------------------------------------------------------------------------------
 
+    def set_plain(self) -> None:
+        """Store rows as plain tuples (before any row is stored): for a collection whose rows
+        no user function receives, as the runtime decides; ``named_rows`` names them for
+        readers. A plain tuple converts to a row for free (``tuple(t) is t``)."""
+        assert not self.store, "set_plain on a relation holding rows"
+        self.row_type = tuple
+        self._row_types = {tuple}
+
+    def named_rows(self) -> list[Any]:
+        """The stored rows as named tuples (a copy)."""
+        rows = list(self.store.values())
+        if self.row_type is self.named:
+            return rows
+        return list(map(_new_tuple, repeat(self.named, len(rows)), rows))
+
     def make_row(self, r: Any, where: str) -> Any:
         """Convert ``r`` (a tuple, or a value for a one-column collection) into a row."""
-        if type(r) is self.row_type:
+        if type(r) is self.row_type and (len(r) == self.arity or self.row_type is not tuple):
             return r
         if not isinstance(r, tuple):
             if self.arity == 1:
@@ -209,6 +241,24 @@ class Relation:
                     add(make(r, where), now)
             return
         store = self.store
+        if type(rows) is FreshRows:
+            rt = self.row_type
+            if rt is not tuple:
+                rows = list(map(_new_tuple, repeat(rt, len(rows)), rows))
+            self._store_fresh(rows)
+            return
+        if type(rows) is ShapedRows:
+            try:
+                fresh = [r for r in rows if r not in store]
+            except TypeError:  # an unhashable value: the general path explains
+                rows = list(rows)
+            else:
+                if fresh:
+                    rt = self.row_type
+                    if rt is not tuple:
+                        fresh = list(map(_new_tuple, repeat(rt, len(fresh)), fresh))
+                    self._store_fresh(fresh)
+                return
         if type(rows) is CheckedRows:  # external input: rows already, checked at insert
             self._store_fresh([r for r in rows if r not in store] if store else rows)
             return
@@ -632,6 +682,8 @@ class Relation:
         """
         entry = self.indexes.get(cols)
         log = self._log
+        if entry is not None and entry[1] == len(log):  # up to date (every round's probe)
+            return entry[0]  # type: ignore[no-any-return]
         get = _getter(cols)
         if entry is None:
             groups: defaultdict[Any, list[Any]] = defaultdict(list)

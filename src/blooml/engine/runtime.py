@@ -22,14 +22,16 @@ import gc
 from collections.abc import Callable
 from typing import Any
 
+from blooml.engine._codegen import FusedMapEval, fused_map
 from blooml.engine._lat_eval import LatEval
 from blooml.engine._priority import Frontier, eligible_heads
-from blooml.engine._rel_eval import Eval, MapEval
+from blooml.engine._rel_eval import Eval, MapEval, ScanEval
 from blooml.engine._state import LatVarState, Pending
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.engine.views import CollectionView, LatticeView
 from blooml.errors import BloomError
+from blooml.ir.graph import sources
 from blooml.ir.program import ProgramIR, Rule
 
 __all__ = ["Runtime"]
@@ -72,7 +74,9 @@ class CompiledRule:
         self.where = rule.describe()
         self.head_rel: Relation | None = rt.rels.get(rule.head)
         self.head_lat: LatVarState | None = rt.lats.get(rule.head)
-        body = compile_node(rule.body, rt, raw=self.head_rel is not None)
+        body: Any = fused_map(rule.body, rt, self.head_rel, rule.op) if rt.inline else None
+        if body is None:
+            body = compile_node(rule.body, rt, raw=self.head_rel is not None)
         if isinstance(body, Eval) and body.width > 1:
             # rows of a join (e.g. join(...).filter(...)) reach a head: concatenate them
             body = MapEval(body, flatten_rows, raw=self.head_rel is not None)
@@ -99,7 +103,7 @@ class CompiledRule:
             if head is not None and head.persistent and head.removals != self.seen_removals:
                 return True
             return any(v.incs for v in self.read_vars)
-        return any(v.hi > v.lo for v in self.read_vars)
+        return bool(self.read_vars) and any(v.hi > v.lo for v in self.read_vars)
 
     def evaluate(self, full: bool) -> Any:
         """The body's rows (or lattice value) to apply to the head."""
@@ -124,11 +128,20 @@ class Runtime:
     others deferred to later rounds of the same fixpoint, as Dijkstra's algorithm does; a row
     improved while it waits is processed once. The fixpoint is the same (see
     ``blooml.engine._priority``); shortest-path programs do far fewer relaxations. Set it to
-    ``False`` (on the class, or on ``program._rt`` before a tick) for plain semi-naive rounds.
+    ``False`` (on the class, or ``Program(prioritize=False)`` for one instance) for plain
+    semi-naive rounds.
+
+    Class attribute ``inline`` (default ``True``): a rule ``head <= a.map(f)`` or
+    ``head <= a.join(b, ...).map(f)`` over stored collections, whose ``f`` is a simple function
+    (``Map.expr`` is not ``None``: a tuple of column reads, constants and arithmetic), runs as
+    generated code (``blooml.engine._codegen``); collections whose rows no user function receives
+    store them as plain tuples (views still give named tuples). ``Program(inline=False)``
+    calls every function as written.
     """
 
     pause_gc: bool = True
     prioritize: bool = True
+    inline: bool = True
 
     def __init__(
         self,
@@ -138,7 +151,13 @@ class Runtime:
         *,
         addr: str,
         clock: Callable[[], float],
+        prioritize: bool | None = None,
+        inline: bool | None = None,
     ) -> None:
+        if prioritize is not None:
+            self.prioritize = prioritize
+        if inline is not None:
+            self.inline = inline
         self.ir = ir
         self.program = program
         self.proxy = proxy
@@ -152,6 +171,8 @@ class Runtime:
             name: LatVarState(name, info.cls, info.initial) for name, info in ir.lattices.items()
         }
         self.rules = [CompiledRule(r, self) for r in ir.rules]
+        if self.inline:
+            self._plain_rows()
         self.strata = [[self.rules[i] for i in s] for s in ir.strata]
         self.prio_heads = [eligible_heads((cr.rule for cr in s), self.rels) for s in self.strata]
         self.temporal = [self.rules[i] for i in ir.temporal]
@@ -163,6 +184,21 @@ class Runtime:
             if info.kind == "periodic"
         }
         self._views: dict[str, Any] = {}
+
+    def _plain_rows(self) -> None:
+        """Store as plain tuples the rows of every collection that no user function receives:
+        its readers are generated ``map`` rules (which read columns by position) and bare
+        scans (whose rows the head converts). Views still give named tuples."""
+        exposed: set[str] = set()
+        for cr in self.rules:
+            b = cr.body
+            if isinstance(b, FusedMapEval):
+                exposed |= b.exposed
+            elif not isinstance(b, ScanEval):
+                exposed.update(name for name, _ in sources(cr.rule.body))
+        for name, rel in self.rels.items():
+            if name not in exposed:
+                rel.set_plain()
 
     # -- access ---------------------------------------------------------------------------------
 

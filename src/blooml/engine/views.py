@@ -68,7 +68,14 @@ class CollectionView:
         self._rt.pending.add("deletes", self._name, out)
 
     def __iter__(self) -> Iterator[Any]:
-        return iter(list(self._rt.rels[self._name].store.values()))
+        rel = self._rt.rels[self._name]
+        if rel.row_type is rel.named or not (self._rt.pause_gc and gc.isenabled()):
+            return iter(rel.named_rows())
+        gc.disable()  # naming many plain rows would trigger collection passes
+        try:
+            return iter(rel.named_rows())
+        finally:
+            gc.enable()
 
     def __len__(self) -> int:
         return len(self._rt.rels[self._name].store)

@@ -1,0 +1,390 @@
+"""Generated evaluators for ``map`` rules whose function is a known expression.
+
+When a rule is ``head <= a.map(f)`` or ``head <= a.join(b, preds).map(f)`` over two stored
+collections and ``f`` decompiles to a tuple expression (:func:`blooml.ir.exprs.decompile`),
+the engine writes one Python function per driving input that probes the join index and builds
+the output rows inline, as a hand-written loop would: no call of ``f`` per row, and column
+reads by position (``lk.dst`` is ``lk[1]`` on a row of ``link``). The source is generated from
+the IR only (positions and a tuple of constants), compiled once per process for each distinct
+source, and registered with ``linecache`` so that tracebacks show it.
+
+The head also learns what the expression guarantees: every result is a tuple of the head's
+arity, and when each key column of the head is a copy of a key column of an input (or a plain
+constant) no key column can hold a lattice value, so the per-row shape and key checks are
+skipped (:class:`~blooml.engine.relation.ShapedRows`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+from collections.abc import Callable
+from typing import Any
+
+from blooml.engine._rel_eval import Eval, ScanEval
+from blooml.engine.relation import FreshRows, Relation, ShapedRows
+from blooml.ir import exprs as X
+from blooml.ir import nodes as N
+from blooml.lattices.ordered import lmax, lmin
+
+__all__ = ["fused_map"]
+
+_E: tuple[Any, ...] = ()
+_serial = itertools.count()
+
+
+class _Gen:
+    """Source of one expression over rows ``r0, r1, ...`` with constants in ``K``."""
+
+    def __init__(self, rels: list[Relation]) -> None:
+        self.rels = rels
+        self.consts: list[Any] = []
+
+    def src(self, e: X.Expr) -> str | None:
+        t = type(e)
+        if t is X.Arg:
+            return f"r{e.index}"  # type: ignore[attr-defined]
+        if t is X.Attr:
+            a: Any = e
+            if type(a.obj) is X.Arg:
+                cols = self.rels[a.obj.index].columns
+                if a.name not in cols:
+                    return None  # the function would raise AttributeError: let it
+                return f"r{a.obj.index}[{cols.index(a.name)}]"
+            inner = self.src(a.obj)
+            if inner is None or not a.name.isidentifier():
+                return None
+            return f"{inner}.{a.name}"
+        if t is X.Const:
+            self.consts.append(e.value)  # type: ignore[attr-defined]
+            return f"K[{len(self.consts) - 1}]"
+        if t is X.Item:
+            i: Any = e
+            obj, key = self.src(i.obj), self.src(i.key)
+            return None if obj is None or key is None else f"{obj}[{key}]"
+        if t is X.BinOp or t is X.Compare:
+            b: Any = e
+            left, right = self.src(b.left), self.src(b.right)
+            return None if left is None or right is None else f"({left} {b.op} {right})"
+        if t is X.Unary:
+            u: Any = e
+            inner = self.src(u.operand)
+            return None if inner is None else f"({u.op}{inner})"
+        return None
+
+
+def _key_safe(e: X.Expr, rels: list[Relation]) -> bool:
+    """Whether ``e`` can never be a lattice value: a key column of an input row, or a plain
+    constant (constants of code objects are never lattice values)."""
+    if type(e) is X.Const:
+        return True
+    if type(e) is X.Attr and type(e.obj) is X.Arg:
+        rel = rels[e.obj.index]
+        return e.name in rel.columns and rel.columns.index(e.name) < rel.nkeys
+    if type(e) is X.Item and type(e.obj) is X.Arg and type(e.key) is X.Const:
+        rel = rels[e.obj.index]
+        k = e.key.value
+        return type(k) is int and -rel.arity <= k < rel.arity and k % rel.arity < rel.nkeys
+    return False
+
+
+_FUNCS: dict[tuple[str, str], Callable[..., Any]] = {}
+
+
+def _compile(src: str, name: str, consts: tuple[Any, ...]) -> Callable[..., Any]:
+    """The function ``run`` that ``src`` defines, with constants ``K = consts``; compiled once
+    per process for each distinct source and constants (the ``repr`` tells ``1`` from
+    ``1.0`` and ``True``), so that creating many instances of a program costs no compiling
+    and adds no ``linecache`` entries."""
+    key = (src, repr(consts))
+    fn = _FUNCS.get(key)
+    if fn is None:
+        filename = f"<blooml generated {next(_serial)}: {name}>"
+        code = compile(src, filename, "exec")
+        linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+        ns: dict[str, Any] = {"K": consts, "E": _E, "LMIN": lmin, "LMAX": lmax}
+        exec(code, ns)
+        fn = _FUNCS[key] = ns["run"]
+    return fn
+
+
+class FusedMapEval(Eval):
+    """``map(f)`` over a scan, or over an inner equi-join of two scans, run by generated code
+    (see the module docstring). ``full``/``delta`` match ``MapEval`` over ``JoinEval``."""
+
+    __slots__ = ("cols", "exposed", "head", "inputs", "runs", "shaped")
+
+    def __init__(
+        self,
+        inputs: list[ScanEval],
+        runs: list[Callable[..., Any]],
+        cols: list[tuple[int, ...]],
+        shaped: type[list[Any]] | None,
+        head: Relation | None,
+    ) -> None:
+        self.inputs = inputs
+        self.runs = runs  # per driving input: run(drows, [index get,] head store get) -> rows
+        self.cols = cols  # per driving input: the other input's index columns
+        self.shaped = shaped  # ShapedRows, FreshRows, or None: what the results are known to be
+        self.head = head
+        # the inputs whose rows reach results whole (``lambda r: (r, 1)``): they stay named
+        self.exposed: set[str] = set()
+
+    def _drive(self, d: int, rows: Any) -> list[Any]:
+        hstore = self.head.store if self.head is not None else None
+        if len(self.inputs) == 1:
+            return self.runs[0](rows, hstore)  # type: ignore[no-any-return]
+        other = self.inputs[1 - d].rel
+        return self.runs[d](rows, other.index(self.cols[d]).get, hstore)  # type: ignore[no-any-return]
+
+    def _out(self, rows: list[Any]) -> list[Any]:
+        return self.shaped(rows) if self.shaped is not None else rows
+
+    def full(self) -> list[Any]:
+        ins = self.inputs
+        d = 0 if len(ins) == 1 or ins[0].size() <= ins[1].size() else 1
+        return self._out(self._drive(d, ins[d].full()))
+
+    def delta(self) -> list[Any]:
+        out: list[Any] = []
+        for d, inp in enumerate(self.inputs):
+            rows = inp.delta()
+            if rows:
+                res = self._drive(d, rows)
+                if out:
+                    out.extend(res)
+                else:
+                    out = res
+        return self._out(out) if out else out
+
+    def size(self) -> int:
+        return max(i.size() for i in self.inputs)
+
+    def states(self) -> list[Any]:
+        return [i.rel for i in self.inputs]
+
+
+def _deps(e: X.Expr) -> set[int]:
+    """The arguments (join inputs) ``e`` reads."""
+    t = type(e)
+    if t is X.Arg:
+        return {e.index}  # type: ignore[attr-defined]
+    if t is X.Const:
+        return set()
+    if t is X.Attr:
+        return _deps(e.obj)  # type: ignore[attr-defined]
+    if t is X.Item:
+        return _deps(e.obj) | _deps(e.key)  # type: ignore[attr-defined]
+    if t is X.Unary:
+        return _deps(e.operand)  # type: ignore[attr-defined]
+    b: Any = e
+    return _deps(b.left) | _deps(b.right)
+
+
+def _bare(e: X.Expr, out: set[int]) -> set[int]:
+    """The arguments ``e`` uses as whole rows (not only to read a column of)."""
+    t = type(e)
+    if t is X.Arg:
+        out.add(e.index)  # type: ignore[attr-defined]
+    elif t is X.Attr or t is X.Item:
+        a: Any = e
+        if type(a.obj) is not X.Arg:
+            _bare(a.obj, out)
+        if t is X.Item:
+            _bare(a.key, out)
+    elif t is X.Unary:
+        _bare(e.operand, out)  # type: ignore[attr-defined]
+    elif t is X.TupleExpr:
+        for i in e.items:  # type: ignore[attr-defined]
+            _bare(i, out)
+    elif t is not X.Const:
+        b: Any = e
+        _bare(b.left, out)
+        _bare(b.right, out)
+    return out
+
+
+def _safe(e: X.Expr, rels: list[Relation]) -> bool:
+    """Whether evaluating ``e`` cannot raise (or do anything else): a constant, a row, or a
+    column of a row. Only such expressions are hoisted out of the probe loop, where the
+    function would not have been called at all for a row without a join partner."""
+    t = type(e)
+    if t is X.Const or t is X.Arg:
+        return True
+    if t is X.Attr and type(e.obj) is X.Arg:  # type: ignore[attr-defined]
+        return e.name in rels[e.obj.index].columns  # type: ignore[attr-defined]
+    if t is X.Item and type(e.obj) is X.Arg and type(e.key) is X.Const:  # type: ignore[attr-defined]
+        k = e.key.value  # type: ignore[attr-defined]
+        return type(k) is int and -rels[e.obj.index].arity <= k < rels[e.obj.index].arity  # type: ignore[attr-defined]
+    return False
+
+
+def _prefilter(head: Relation | None, op: str) -> bool:
+    """Whether candidates for ``head`` that cannot change it may be dropped before they reach
+    it, being ones ``Relation.add_many`` would skip: for a same-tick rule into a collection
+    without soft state (whose contents only grow within a tick) with every column a key, the
+    rows stored already; keyed with one value column, a candidate whose ``lmin``/``lmax``
+    value is not better than the stored one."""
+    return (
+        head is not None
+        and op == "<="
+        and head.ttl is None
+        and (head.keyfn is None or head.arity - head.nkeys == 1)
+    )
+
+
+def _loop_src(
+    d: int,
+    nin: int,
+    probe: str,
+    items: list[str],
+    exprs: tuple[X.Expr, ...],
+    gen: _Gen,
+    nkeys: int | None,
+    rels: list[Relation],
+) -> str:
+    """The generated ``run`` for driving input ``d`` (see ``fused_map``); ``nkeys`` is given
+    when candidates are prefiltered against the head's store."""
+    o = 1 - d
+    head_line = "def run(drows, get, hstore):" if nin == 2 else "def run(drows, hstore):"
+    if nkeys is None or nkeys == len(exprs):
+        # no filter, or (every column a key) the rows not stored yet
+        row = f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+        loops = f"for r{d} in drows"
+        if nin == 2:
+            loops += f" for r{o} in get({probe}, E)"
+        if nkeys is None:
+            return f"{head_line}\n    return [{row} {loops}]\n"
+        return f"{head_line}\n    return [t {loops} if (t := {row}) not in hstore]\n"
+    # Prefiltered, into a keyed head (keys..., value): a candidate is dropped when the value
+    # stored under its key is an lmin (lmax) at least as good. ``c<i>`` holds item i.
+    v = len(exprs) - 1
+    vexpr = exprs[v]
+    hoisted = {i for i, e in enumerate(exprs) if nin == 2 and _deps(e) <= {d} and _safe(e, rels)}
+    # ``lmin + int`` with the lattice operand read from the driving row: compare raw values
+    # and build the lattice value only for a candidate that survives
+    raw = (
+        type(vexpr) is X.BinOp
+        and vexpr.op in ("+", "-")
+        and nin == 2
+        and _deps(vexpr.left) <= {d}
+        and _safe(vexpr.left, rels)
+    )
+    hoisted.discard(v)
+    key = "c0" if nkeys == 1 else "(" + ", ".join(f"c{i}" for i in range(nkeys)) + ")"
+    row = "(" + ", ".join(f"c{i}" for i in range(len(exprs))) + ")"
+    out = [head_line, "    hget = hstore.get", "    out = []", "    app = out.append"]
+    out.append(f"    for r{d} in drows:")
+    out += [f"        c{i} = {items[i]}" for i in sorted(hoisted)]
+
+    def inner(ind: str, body: list[str]) -> list[str]:
+        lines = []
+        if nin == 2:
+            lines.append(f"{ind}for r{o} in get({probe}, E):")
+            ind += "    "
+        lines += [f"{ind}c{i} = {items[i]}" for i in range(v) if i not in hoisted]
+        lines += [ind + b for b in body]
+        lines.append(f"{ind}app({row})")
+        return lines
+
+    generic = [
+        f"c{v} = {items[v]}",
+        f"old = hget({key})",
+        "if old is not None:",
+        "    a = old[-1]",
+        f"    if a is c{v}:",
+        "        continue",
+        "    ta = type(a)",
+        f"    if (ta is LMIN or ta is LMAX) and type(c{v}) is ta:",
+        "        try:",
+        f"            if (a._v <= c{v}._v) if ta is LMIN else (a._v >= c{v}._v):",
+        "                continue",
+        "        except TypeError:",
+        "            pass",
+    ]
+    if not raw:
+        out += inner("        ", generic)
+    else:
+        assert type(vexpr) is X.BinOp
+        op = vexpr.op
+        out += [
+            f"        x = {gen.src(vexpr.left)}",
+            "        tx = type(x)",
+            "        xr = x._v if (tx is LMIN or tx is LMAX) and type(x._v) is int else None",
+            "        if xr is None:",
+        ]
+        out += inner("            ", generic)
+        for cls, cmp in (("LMIN", "<="), ("LMAX", ">=")):
+            out.append(f"        elif tx is {cls}:")
+            out += inner(
+                "            ",
+                [
+                    f"y = {gen.src(vexpr.right)}",
+                    "if type(y) is int:",
+                    f"    old = hget({key})",
+                    "    if old is not None:",
+                    "        a = old[-1]",
+                    f"        if type(a) is {cls}:",
+                    "            try:",
+                    f"                if a._v {cmp} xr {op} y:",
+                    "                    continue",
+                    "            except TypeError:",
+                    "                pass",
+                    f"c{v} = x {op} y",
+                ],
+            )
+    out.append("    return out")
+    return "\n".join(out) + "\n"
+
+
+def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> FusedMapEval | None:
+    """A generated evaluator for ``node`` (a rule body ``head op node``), or ``None`` when it
+    does not have a supported shape: ``map`` of a known tuple expression over a scan, or over
+    an inner join of two scans with at least one equality predicate."""
+    if type(node) is not N.Map:
+        return None
+    expr = node.expr
+    if type(expr) is not X.TupleExpr:
+        return None
+    inp = node.input
+    if type(inp) is N.Scan:
+        scans = [inp]
+        preds: tuple[N.Pred, ...] = ()
+    elif (
+        type(inp) is N.Join
+        and inp.how == "inner"
+        and len(inp.inputs) == 2
+        and all(type(i) is N.Scan for i in inp.inputs)
+        and inp.preds
+        and all(p.left == 0 and p.right == 1 for p in inp.preds)
+    ):
+        scans = list(inp.inputs)  # type: ignore[arg-type]
+        preds = inp.preds
+    else:
+        return None
+    rels = [rt.rels[s.name] for s in scans]  # type: ignore[attr-defined]
+    gen = _Gen(rels)
+    srcs = [gen.src(e) for e in expr.items]
+    items = [s for s in srcs if s is not None]
+    if len(items) != len(srcs):
+        return None
+    fits = head is not None and len(items) == head.arity
+    nkeys = head.nkeys if fits and _prefilter(head, op) else None  # type: ignore[union-attr]
+    name = f"{node!r}"
+    runs, cols = [], []
+    for d in range(len(scans)):
+        mine = [p.lcol if d == 0 else p.rcol for p in preds]
+        theirs = tuple(p.rcol if d == 0 else p.lcol for p in preds)
+        if len(mine) == 1:
+            probe = f"r{d}[{mine[0]}]"
+        else:
+            probe = "(" + ", ".join(f"r{d}[{c}]" for c in mine) + ")"
+        src = _loop_src(d, len(scans), probe, items, expr.items, gen, nkeys, rels)
+        runs.append(_compile(src, name, tuple(gen.consts)))
+        cols.append(theirs)
+    shaped: type[list[Any]] | None = None
+    if fits and all(_key_safe(e, rels) for e in expr.items[: head.nkeys]):  # type: ignore[union-attr]
+        shaped = FreshRows if nkeys is not None and nkeys == len(items) else ShapedRows
+    ev = FusedMapEval([ScanEval(r) for r in rels], runs, cols, shaped, head)
+    ev.exposed = {rels[i].name for i in _bare(expr, set())}
+    return ev
