@@ -114,7 +114,13 @@ class TupleExpr(Expr):
 _BINARY = frozenset(["+", "-", "*", "/", "//", "%", "**", "@", "&", "|", "^", "<<", ">>"])
 _COMPARE = frozenset(["<", "<=", "==", "!=", ">", ">="])
 _UNARY = {"UNARY_NEGATIVE": "-", "UNARY_POSITIVE": "+", "UNARY_INVERT": "~", "UNARY_NOT": "not "}
-_SKIP = frozenset(["RESUME", "NOP", "CACHE", "EXTENDED_ARG"])
+# Instructions of CPython 3.11 and, by their documentation, of later versions (3.12
+# LOAD_FAST_CHECK, RETURN_CONST; 3.13 LOAD_FAST_LOAD_FAST, TO_BOOL; 3.14 LOAD_FAST_BORROW,
+# LOAD_SMALL_INT, BINARY_OP "[]"). Only 3.11 is exercised by the tests; a wrong reading of
+# another version's instructions fails the recompile check and gives None.
+_SKIP = frozenset(["RESUME", "NOP", "CACHE", "EXTENDED_ARG", "NOT_TAKEN", "TO_BOOL"])
+_LOAD_ARG = frozenset(["LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_BORROW"])
+_LOAD_ARGS = frozenset(["LOAD_FAST_LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"])
 _FUTURE = 0
 for _name in __future__.all_feature_names:
     _FUTURE |= getattr(__future__, _name).compiler_flag
@@ -136,14 +142,21 @@ def _symbolic(code: types.CodeType) -> Expr | None:
         op = ins.opname
         if op in _SKIP:
             continue
-        if op == "LOAD_FAST":
-            if not isinstance(ins.arg, int) or ins.arg >= len(names):
-                return None
-            stack.append(Arg(ins.arg, names[ins.arg]))
-        elif op == "LOAD_CONST":
+        if op in _LOAD_ARG or op in _LOAD_ARGS:
+            vals = ins.argval if op in _LOAD_ARGS else (ins.argval,)
+            for name in vals:
+                if name not in names:
+                    return None
+                stack.append(Arg(names.index(name), name))
+        elif op in ("LOAD_CONST", "LOAD_SMALL_INT"):
             if not _const_ok(ins.argval):
                 return None
             stack.append(Const(ins.argval))
+        elif op == "RETURN_CONST" and not stack and _const_ok(ins.argval):
+            return Const(ins.argval)
+        elif op == "BINARY_OP" and ins.argrepr == "[]" and len(stack) >= 2:
+            key = stack.pop()
+            stack.append(Item(stack.pop(), key))
         elif op == "LOAD_ATTR" and stack:
             stack.append(Attr(stack.pop(), str(ins.argval)))
         elif op == "BINARY_SUBSCR" and len(stack) >= 2:
