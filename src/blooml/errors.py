@@ -5,6 +5,10 @@ each subclass also inherits from the builtin exception whose meaning it shares (
 value is a :class:`ValueError`, merging two lattice types is a :class:`TypeError`), so code
 written against the builtins keeps working. Each exception carries the offending value and
 where it came from as attributes, not only in its message.
+
+Two packages define their own subclasses of :class:`BloomlError` next to the code that raises
+them: ``blooml.testing`` (``LawViolation``, an ``AssertionError``; ``LawCheckError``, a
+``TypeError``) and ``blooml.dataflow`` (``DataflowError`` and its subclasses).
 """
 
 from __future__ import annotations
