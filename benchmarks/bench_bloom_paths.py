@@ -194,7 +194,7 @@ def run(
     chain_n: int = 400,
     nodes: int = 10_000,
     edges: int = 50_000,
-    repeat: int = 5,
+    repeat: int = 9,
     seed: int = 1,
     measure_memory: bool = True,
 ) -> tuple[Verdicts, dict[str, float]]:
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="small inputs (a smoke test)")
-    ap.add_argument("--repeat", type=int, default=5, help="timed runs per measurement")
+    ap.add_argument("--repeat", type=int, default=9, help="timed runs per measurement")
     args = ap.parse_args(argv)
     if args.quick:
         v, _ = run(chain_n=60, nodes=500, edges=2_500, repeat=1)
