@@ -242,17 +242,25 @@ def _loop_src(
     gen: _Gen,
     nkeys: int | None,
     rels: list[Relation],
+    conds: list[str],
+    is_tuple: bool,
 ) -> str:
-    """The generated ``run`` for driving input ``d`` (see ``fused_map``); ``nkeys`` is given
-    when candidates are prefiltered against the head's store."""
+    """The generated ``run`` for driving input ``d`` (see ``fused_map``): rows of the inputs
+    for which every source in ``conds`` (the ``filter`` predicates, in order) is true, mapped
+    to ``items`` (a tuple display, or ``items[0]`` alone when not ``is_tuple``). ``nkeys`` is
+    given when candidates are prefiltered against the head's store."""
     o = 1 - d
     head_line = "def run(drows, get, hstore):" if nin == 2 else "def run(drows, hstore):"
     if nkeys is None or nkeys == len(exprs):
         # no filter, or (every column a key) the rows not stored yet
-        row = f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+        if not is_tuple:
+            row = items[0]
+        else:
+            row = f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
         loops = f"for r{d} in drows"
         if nin == 2:
             loops += f" for r{o} in get({probe}, E)"
+        loops += "".join(f" if {c}" for c in conds)
         if nkeys is None:
             return f"{head_line}\n    return [{row} {loops}]\n"
         return f"{head_line}\n    return [t {loops} if (t := {row}) not in hstore]\n"
@@ -282,6 +290,8 @@ def _loop_src(
         if nin == 2:
             lines.append(f"{ind}for r{o} in get({probe}, E):")
             ind += "    "
+        for c in conds:
+            lines += [f"{ind}if not {c}:", f"{ind}    continue"]
         lines += [f"{ind}c{i} = {items[i]}" for i in range(v) if i not in hoisted]
         lines += [ind + b for b in body]
         lines.append(f"{ind}app({row})")
@@ -339,14 +349,23 @@ def _loop_src(
 
 def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> FusedMapEval | None:
     """A generated evaluator for ``node`` (a rule body ``head op node``), or ``None`` when it
-    does not have a supported shape: ``map`` of a known tuple expression over a scan, or over
-    an inner join of two scans with at least one equality predicate."""
+    does not have a supported shape: ``map`` of a known expression over a scan, or over an
+    inner join of two scans with at least one equality predicate, with any number of
+    ``filter``s of known predicates in between."""
     if type(node) is not N.Map:
         return None
     expr = node.expr
-    if type(expr) is not X.TupleExpr:
+    if expr is None:
         return None
     inp = node.input
+    filters: list[X.Expr] = []
+    while type(inp) is N.Filter:
+        pred = inp.expr
+        if pred is None:
+            return None
+        filters.append(pred)
+        inp = inp.input
+    filters.reverse()  # innermost first: the order they are applied in
     if type(inp) is N.Scan:
         scans = [inp]
         preds: tuple[N.Pred, ...] = ()
@@ -364,11 +383,14 @@ def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> F
         return None
     rels = [rt.rels[s.name] for s in scans]  # type: ignore[attr-defined]
     gen = _Gen(rels)
-    srcs = [gen.src(e) for e in expr.items]
-    items = [s for s in srcs if s is not None]
-    if len(items) != len(srcs):
+    is_tuple = type(expr) is X.TupleExpr
+    exprs: tuple[X.Expr, ...] = expr.items if is_tuple else (expr,)  # type: ignore[attr-defined]
+    srcs = [gen.src(e) for e in (*filters, *exprs)]
+    found = [s for s in srcs if s is not None]
+    if len(found) != len(srcs):
         return None
-    fits = head is not None and len(items) == head.arity
+    conds, items = found[: len(filters)], found[len(filters) :]
+    fits = is_tuple and head is not None and len(items) == head.arity
     nkeys = head.nkeys if fits and _prefilter(head, op) else None  # type: ignore[union-attr]
     name = f"{node!r}"
     runs, cols = [], []
@@ -379,12 +401,15 @@ def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> F
             probe = f"r{d}[{mine[0]}]"
         else:
             probe = "(" + ", ".join(f"r{d}[{c}]" for c in mine) + ")"
-        src = _loop_src(d, len(scans), probe, items, expr.items, gen, nkeys, rels)
+        src = _loop_src(d, len(scans), probe, items, exprs, gen, nkeys, rels, conds, is_tuple)
         runs.append(_compile(src, name, tuple(gen.consts)))
         cols.append(theirs)
     shaped: type[list[Any]] | None = None
-    if fits and all(_key_safe(e, rels) for e in expr.items[: head.nkeys]):  # type: ignore[union-attr]
+    if fits and all(_key_safe(e, rels) for e in exprs[: head.nkeys]):  # type: ignore[union-attr]
         shaped = FreshRows if nkeys is not None and nkeys == len(items) else ShapedRows
     ev = FusedMapEval([ScanEval(r) for r in rels], runs, cols, shaped, head)
-    ev.exposed = {rels[i].name for i in _bare(expr, set())}
+    bare: set[int] = set()
+    for e in (*filters, expr):
+        _bare(e, bare)
+    ev.exposed = {rels[i].name for i in bare}
     return ev

@@ -149,6 +149,11 @@ class Filter(Rel):
     def columns(self) -> tuple[str, ...] | None:
         return self.input.columns
 
+    @property
+    def expr(self) -> Expr | None:
+        """The predicate as an expression when ``fn`` is simple (see ``Map.expr``)."""
+        return decompile(self.fn)
+
     def __repr__(self) -> str:
         return f"filter({self.input!r}, {_fn_name(self.fn)})"
 
