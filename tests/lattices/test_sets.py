@@ -395,6 +395,24 @@ class TestBuilder:
     def test_builder_lattice_property(self):
         assert lset.builder().lattice is lset
 
+    def test_builder_of_singletons_freezes_in_bulk(self):
+        # merge_by_key's shape: the first singleton becomes the value, the rest accumulate;
+        # freezing must not turn the accumulated frozenset into a trie for one old element
+        b = lset.builder()
+        for i in range(200):
+            b.merge(lset.from_item(i))
+        v = b.freeze()
+        assert v == lset(range(200)) and type(v._v) is frozenset
+        # a small value with new elements that were all there already is kept as it is
+        small = lset([1, 2])
+        b = lset.builder(small)
+        b.add(2)
+        b.add(1)
+        assert b.freeze() is small
+        b.add(3)
+        b.add(4)
+        assert b.freeze() == lset([1, 2, 3, 4]) and small == lset([1, 2])
+
 
 # -- laws as properties ---------------------------------------------------------------------------
 

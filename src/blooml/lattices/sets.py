@@ -622,8 +622,18 @@ class SetBuilder(LatticeBuilder[S]):
 
     def freeze(self) -> S:
         """The accumulated immutable value (the same object until something new is added)."""
-        if self._new:
-            delta = self._cls._make(frozenset(self._new))
-            self._value = self._value.merge(delta)
+        new = self._new
+        if new:
+            cur = self._value
+            cv: Any = cur._v
+            if len(cv) <= len(new):
+                # The new elements are the bulk: one frozenset of both. (Merging them as a
+                # value would turn that fresh frozenset into a trie to insert the few old
+                # elements: a fold of singletons starts from its first singleton.)
+                new.update(_elems(cv))
+                if len(new) != len(cv):  # else every new element was there already
+                    self._value = self._cls._make(frozenset(new))
+            else:
+                self._value = cur.merge(self._cls._make(frozenset(new)))
             self._new = set()
         return self._value
