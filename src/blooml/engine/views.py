@@ -3,13 +3,27 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, TypeVar
 
 from blooml.errors import BloomError
 from blooml.lattices._base import Lattice
 
 __all__ = ["CollectionView", "LatticeView"]
+
+T = TypeVar("T")
+
+
+def _without_gc(rt: Any, fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` with the cyclic collector paused (``Runtime.pause_gc``), as during a
+    tick: building many rows at once would otherwise trigger collection passes."""
+    if not (rt.pause_gc and gc.isenabled()):
+        return fn(*args)
+    gc.disable()
+    try:
+        return fn(*args)
+    finally:
+        gc.enable()
 
 
 class CollectionView:
@@ -41,14 +55,8 @@ class CollectionView:
                 f"{self._name}.{what}(rows): expected an iterable of tuples, got {rows!r}"
             )
         rel = self._rt.rels[self._name]
-        rows = list(rows)
-        if not (self._rt.pause_gc and gc.isenabled()):
-            return rel.check_rows(rows, f"{self._name}.{what}")
-        gc.disable()  # as during a tick: converting many rows would trigger collection passes
-        try:
-            return rel.check_rows(rows, f"{self._name}.{what}")
-        finally:
-            gc.enable()
+        # as during a tick: converting many rows would trigger collection passes
+        return _without_gc(self._rt, rel.check_rows, list(rows), f"{self._name}.{what}")
 
     def insert(self, rows: Iterable[Any]) -> None:
         """Queue ``rows`` for insertion: visible at the next tick.
@@ -69,13 +77,9 @@ class CollectionView:
 
     def __iter__(self) -> Iterator[Any]:
         rel = self._rt.rels[self._name]
-        if rel.row_type is rel.named or not (self._rt.pause_gc and gc.isenabled()):
-            return iter(rel.named_rows())
-        gc.disable()  # naming many plain rows would trigger collection passes
-        try:
-            return iter(rel.named_rows())
-        finally:
-            gc.enable()
+        if rel.row_type is rel.named:
+            return iter(rel.named_rows())  # a copy of the stored rows
+        return iter(_without_gc(self._rt, rel.named_rows))  # naming plain rows allocates
 
     def __len__(self) -> int:
         return len(self._rt.rels[self._name].store)
