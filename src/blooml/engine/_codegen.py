@@ -8,10 +8,11 @@ reads by position (``lk.dst`` is ``lk[1]`` on a row of ``link``). The source is 
 the IR only (positions and a tuple of constants), compiled once per process for each distinct
 source, and registered with ``linecache`` so that tracebacks show it.
 
-The head also learns what the expression guarantees: every result is a tuple of the head's
-arity, and when each key column of the head is a copy of a key column of an input (or a plain
-constant) no key column can hold a lattice value, so the per-row shape and key checks are
-skipped (:class:`~blooml.engine.relation.ShapedRows`).
+The head also learns what the expression guarantees. For a head whose every column is a key,
+the loop keeps only rows not stored yet, and when each column is a copy of a key column of an
+input (or a plain constant) the results are tuples of the head's arity holding no lattice value:
+they are stored without the per-row shape and key checks
+(:class:`~blooml.engine.relation.FreshRows`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._rel_eval import Eval, ScanEval
-from blooml.engine.relation import FreshRows, Relation, ShapedRows
+from blooml.engine.relation import FreshRows, Relation
 from blooml.ir import exprs as X
 from blooml.ir import nodes as N
 from blooml.lattices.ordered import lmax, lmin
@@ -112,20 +113,20 @@ class FusedMapEval(Eval):
     """``map(f)`` over a scan, or over an inner equi-join of two scans, run by generated code
     (see the module docstring). ``full``/``delta`` match ``MapEval`` over ``JoinEval``."""
 
-    __slots__ = ("cols", "exposed", "head", "inputs", "runs", "shaped")
+    __slots__ = ("cols", "exposed", "fresh", "head", "inputs", "runs")
 
     def __init__(
         self,
         inputs: list[ScanEval],
         runs: list[Callable[..., Any]],
         cols: list[tuple[int, ...]],
-        shaped: type[list[Any]] | None,
+        fresh: bool,
         head: Relation | None,
     ) -> None:
         self.inputs = inputs
         self.runs = runs  # per driving input: run(drows, [index get,] head store get) -> rows
         self.cols = cols  # per driving input: the other input's index columns
-        self.shaped = shaped  # ShapedRows, FreshRows, or None: what the results are known to be
+        self.fresh = fresh  # results are FreshRows for the head
         self.head = head
         # the inputs whose rows reach results whole (``lambda r: (r, 1)``): they stay named
         self.exposed: set[str] = set()
@@ -138,7 +139,7 @@ class FusedMapEval(Eval):
         return self.runs[d](rows, other.index(self.cols[d]).get, hstore)  # type: ignore[no-any-return]
 
     def _out(self, rows: list[Any]) -> list[Any]:
-        return self.shaped(rows) if self.shaped is not None else rows
+        return FreshRows(rows) if self.fresh else rows
 
     def full(self) -> list[Any]:
         ins = self.inputs
@@ -404,10 +405,8 @@ def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> F
         src = _loop_src(d, len(scans), probe, items, exprs, gen, nkeys, rels, conds, is_tuple)
         runs.append(_compile(src, name, tuple(gen.consts)))
         cols.append(theirs)
-    shaped: type[list[Any]] | None = None
-    if fits and all(_key_safe(e, rels) for e in exprs[: head.nkeys]):  # type: ignore[union-attr]
-        shaped = FreshRows if nkeys is not None and nkeys == len(items) else ShapedRows
-    ev = FusedMapEval([ScanEval(r) for r in rels], runs, cols, shaped, head)
+    fresh = nkeys == len(items) and all(_key_safe(e, rels) for e in exprs)
+    ev = FusedMapEval([ScanEval(r) for r in rels], runs, cols, fresh, head)
     bare: set[int] = set()
     for e in (*filters, expr):
         _bare(e, bare)

@@ -25,7 +25,7 @@ from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
 from blooml.lattices.ordered import lmax, lmin
 
-__all__ = ["MISSING", "CheckedRows", "FreshRows", "Relation", "ShapedRows"]
+__all__ = ["MISSING", "CheckedRows", "FreshRows", "Relation"]
 
 MISSING: Any = object()
 _EMPTY: dict[Any, Any] = {}
@@ -55,16 +55,10 @@ class CheckedRows(list):  # type: ignore[type-arg]
     __slots__ = ()
 
 
-class ShapedRows(list):  # type: ignore[type-arg]
-    """Rule results known to be tuples of the head's arity whose key columns hold no lattice
-    value (a generated ``map``: ``blooml.engine._codegen``); storing them skips those checks."""
-
-    __slots__ = ()
-
-
-class FreshRows(ShapedRows):
-    """``ShapedRows`` for a collection whose every column is a key, none of them stored
-    (duplicates among them are possible)."""
+class FreshRows(list):  # type: ignore[type-arg]
+    """Rule results for a collection whose every column is a key, known (from a generated
+    ``map``: ``blooml.engine._codegen``) to be tuples of its arity holding no lattice value,
+    none of them stored yet (duplicates among them are possible): stored without checks."""
 
     __slots__ = ()
 
@@ -247,18 +241,6 @@ class Relation:
                 rows = list(map(_new_tuple, repeat(rt, len(rows)), rows))
             self._store_fresh(rows)
             return
-        if type(rows) is ShapedRows:
-            try:
-                fresh = [r for r in rows if r not in store]
-            except TypeError:  # an unhashable value: the general path explains
-                rows = list(rows)
-            else:
-                if fresh:
-                    rt = self.row_type
-                    if rt is not tuple:
-                        fresh = list(map(_new_tuple, repeat(rt, len(fresh)), fresh))
-                    self._store_fresh(fresh)
-                return
         if type(rows) is CheckedRows:  # external input: rows already, checked at insert
             self._store_fresh([r for r in rows if r not in store] if store else rows)
             return
