@@ -86,6 +86,31 @@ def _raw_merge(cls: Any) -> Any:
     return fn
 
 
+_SAME: Any = object()
+
+
+def _join_one(a: Any, b: Any) -> Any:
+    """The value of a one-value-column row after ``b`` arrives where ``a`` is stored: ``_SAME``
+    when ``a`` already holds ``b``, ``None`` when the two are not values of one lattice class
+    (equal plain values or a key conflict: ``Relation._merge`` decides), else their merge.
+    ``lmin``/``lmax`` are compared on their raw values first (shortest and widest paths)."""
+    if a is b:
+        return _SAME
+    ta = type(a)
+    if ta is not type(b) or not issubclass(ta, Lattice):
+        return None
+    if ta is lmin or ta is lmax:
+        try:
+            if (a._v <= b._v) if ta is lmin else (a._v >= b._v):
+                return _SAME
+            if (b._v < a._v) if ta is lmin else (b._v > a._v):
+                return b
+        except TypeError:  # ⊥ on a side, or incomparable values: the lattice decides
+            pass
+    m = _raw_merge(ta)(a, b)
+    return _SAME if m is a or m == a else m
+
+
 def _has_lattice(rows: Iterable[Any]) -> bool:
     return any(issubclass(t, Lattice) for t in set(map(type, chain.from_iterable(rows))))
 
@@ -286,7 +311,8 @@ class Relation:
 
     def _add_many_keyed(self, rows: list[Any], where: str) -> None:
         """``add`` for each row of a hard-state relation with value columns, inlined (this
-        loop carries lattice-column merges such as shortest-path costs)."""
+        loop carries lattice-column merges such as shortest-path costs; the commonest shape,
+        one key and one value, has its own loop with ``lmin``/``lmax`` compared inline)."""
         if self.nkeys == 1 and self.arity == 2:
             self._add_many_kv(rows, where)
             return
@@ -302,8 +328,6 @@ class Relation:
         logging = bool(self.indexes)
         changed = 0
         arity = self.arity
-        merge_cls: Any = None
-        merge: Any = None
         for row in rows:
             if (type(row) is not tuple and type(row) is not rt) or len(row) != arity:
                 if row is None:
@@ -327,49 +351,9 @@ class Relation:
             if old is row:
                 continue
             if one_value:
-                a = old[-1]
-                b = row[-1]
-                if a is b:
+                m = _join_one(old[-1], row[-1])
+                if m is _SAME:
                     continue
-                ta = type(a)
-                tb = type(b)
-                # lmin/lmax (shortest and widest paths): compare the values in place of two
-                # method calls per candidate; same result as their merge
-                if ta is lmin and tb is lmin:
-                    try:  # as in _add_many_kv
-                        if a._v <= b._v:
-                            continue
-                        better = b._v < a._v
-                    except TypeError:
-                        better = None
-                    if better:
-                        m = b
-                    else:
-                        m = _raw_merge(ta)(a, b)
-                        if m is a:
-                            continue
-                elif ta is lmax and tb is lmax:
-                    try:
-                        if a._v >= b._v:
-                            continue
-                        better = b._v > a._v
-                    except TypeError:
-                        better = None
-                    if better:
-                        m = b
-                    else:
-                        m = _raw_merge(ta)(a, b)
-                        if m is a:
-                            continue
-                elif ta is tb and issubclass(ta, Lattice):
-                    if ta is not merge_cls:
-                        merge_cls = ta
-                        merge = _raw_merge(ta)
-                    m = merge(a, b)
-                    if m is a or m == a:
-                        continue
-                else:
-                    m = None
                 if m is not None:
                     new = new_row(rt, (*old[:-1], m))
                     store[k] = new
@@ -466,12 +450,10 @@ class Relation:
                             continue
                 else:
                     m = None
-            elif ta is type(b) and issubclass(ta, Lattice):
-                m = _raw_merge(ta)(a, b)
-                if m is a or m == a:
-                    continue
             else:
-                m = None
+                m = _join_one(a, b)
+                if m is _SAME:
+                    continue
             if m is None:  # not two values of one lattice: equal, or a key conflict
                 new = self._merge(k, old, row)
                 if new is not old:
@@ -517,22 +499,14 @@ class Relation:
             if self.ttl is not None:
                 self._touch(k, now)
             return False
-        if self.arity - self.nkeys == 1:
-            # the common shape (keys, one value): merge inline
-            a = old[-1]
-            b = row[-1]
-            if a is b:
+        if self.arity - self.nkeys == 1:  # the common shape (keys, one value)
+            m = _join_one(old[-1], row[-1])
+            if m is _SAME:
                 new = old
+            elif m is None:
+                new = self._merge(k, old, row)
             else:
-                ta = type(a)
-                if ta is type(b) and issubclass(ta, Lattice):
-                    m = _raw_merge(ta)(a, b)
-                    unchanged = m is a or m == a
-                    new = old if unchanged else tuple.__new__(self.row_type, (*old[:-1], m))
-                elif a == b:
-                    new = old
-                else:
-                    new = self._merge(k, old, row)
+                new = tuple.__new__(self.row_type, (*old[:-1], m))
         else:
             new = self._merge(k, old, row)
         if self.ttl is not None:
