@@ -71,6 +71,18 @@ class _Gen:
             u: Any = e
             inner = self.src(u.operand)
             return None if inner is None else f"({u.op}{inner})"
+        if t is X.LatNew or t is X.Method:
+            c: Any = e
+            args = [self.src(a) for a in c.args]
+            if any(a is None for a in args):
+                return None
+            if t is X.LatNew:
+                self.consts.append(c.cls)
+                return f"K[{len(self.consts) - 1}]({', '.join(args)})"  # type: ignore[arg-type]
+            obj = self.src(c.obj)
+            if obj is None:
+                return None
+            return f"{obj}.{c.name}({', '.join(args)})"  # type: ignore[arg-type]
         return None
 
 
@@ -167,19 +179,12 @@ class FusedMapEval(Eval):
 
 def _deps(e: X.Expr) -> set[int]:
     """The arguments (join inputs) ``e`` reads."""
-    t = type(e)
-    if t is X.Arg:
+    if type(e) is X.Arg:
         return {e.index}  # type: ignore[attr-defined]
-    if t is X.Const:
-        return set()
-    if t is X.Attr:
-        return _deps(e.obj)  # type: ignore[attr-defined]
-    if t is X.Item:
-        return _deps(e.obj) | _deps(e.key)  # type: ignore[attr-defined]
-    if t is X.Unary:
-        return _deps(e.operand)  # type: ignore[attr-defined]
-    b: Any = e
-    return _deps(b.left) | _deps(b.right)
+    out: set[int] = set()
+    for c in X.children(e):
+        out |= _deps(c)
+    return out
 
 
 def _bare(e: X.Expr, out: set[int]) -> set[int]:
@@ -187,21 +192,11 @@ def _bare(e: X.Expr, out: set[int]) -> set[int]:
     t = type(e)
     if t is X.Arg:
         out.add(e.index)  # type: ignore[attr-defined]
-    elif t is X.Attr or t is X.Item:
-        a: Any = e
-        if type(a.obj) is not X.Arg:
-            _bare(a.obj, out)
-        if t is X.Item:
-            _bare(a.key, out)
-    elif t is X.Unary:
-        _bare(e.operand, out)  # type: ignore[attr-defined]
-    elif t is X.TupleExpr:
-        for i in e.items:  # type: ignore[attr-defined]
-            _bare(i, out)
-    elif t is not X.Const:
-        b: Any = e
-        _bare(b.left, out)
-        _bare(b.right, out)
+        return out
+    for i, c in enumerate(X.children(e)):
+        if i == 0 and (t is X.Attr or t is X.Item) and type(c) is X.Arg:
+            continue  # a column read
+        _bare(c, out)
     return out
 
 
