@@ -23,10 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._rel_eval import Eval, ScanEval
-from blooml.engine.relation import FreshRows, Relation
+from blooml.engine.relation import ORDER, FreshRows, Relation
 from blooml.ir import exprs as X
 from blooml.ir import nodes as N
-from blooml.lattices.ordered import lmax, lmin
 
 __all__ = ["fused_map"]
 
@@ -115,7 +114,7 @@ def _compile(src: str, name: str, consts: tuple[Any, ...]) -> Callable[..., Any]
         filename = f"<blooml generated {next(_serial)}: {name}>"
         code = compile(src, filename, "exec")
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-        ns: dict[str, Any] = {"K": consts, "E": _E, "LMIN": lmin, "LMAX": lmax}
+        ns: dict[str, Any] = {"K": consts, "E": _E, "ORD": ORDER}
         exec(code, ns)
         fn = _FUNCS[key] = ns["run"]
     return fn
@@ -220,7 +219,8 @@ def _prefilter(head: Relation | None, op: str) -> bool:
     it, being ones ``Relation.add_many`` would skip: for a same-tick rule into a collection
     without soft state (whose contents only grow within a tick) with every column a key, the
     rows stored already; keyed with one value column, a candidate whose ``lmin``/``lmax``
-    value is not better than the stored one."""
+    value (any class with a raw order, ``relation.ORDER``) is not better than the stored
+    one."""
     return (
         head is not None
         and op == "<="
@@ -301,9 +301,10 @@ def _loop_src(
         f"    if a is c{v}:",
         "        continue",
         "    ta = type(a)",
-        f"    if (ta is LMIN or ta is LMAX) and type(c{v}) is ta:",
+        "    o = ORD[ta]",
+        f"    if o and type(c{v}) is ta:",
         "        try:",
-        f"            if (a._v <= c{v}._v) if ta is LMIN else (a._v >= c{v}._v):",
+        f"            if (a._v <= c{v}._v) if o < 0 else (a._v >= c{v}._v):",
         "                continue",
         "        except TypeError:",
         "            pass",
@@ -316,12 +317,13 @@ def _loop_src(
         out += [
             f"        x = {gen.src(vexpr.left)}",
             "        tx = type(x)",
-            "        xr = x._v if (tx is LMIN or tx is LMAX) and type(x._v) is int else None",
+            "        ox = ORD[tx]",
+            "        xr = x._v if ox and type(x._v) is int else None",
             "        if xr is None:",
         ]
         out += inner("            ", generic)
-        for cls, cmp in (("LMIN", "<="), ("LMAX", ">=")):
-            out.append(f"        elif tx is {cls}:")
+        for test, cmp in (("ox < 0", "<="), ("ox > 0", ">=")):
+            out.append(f"        elif {test}:")
             out += inner(
                 "            ",
                 [
@@ -330,7 +332,7 @@ def _loop_src(
                     f"    old = hget({key})",
                     "    if old is not None:",
                     "        a = old[-1]",
-                    f"        if type(a) is {cls}:",
+                    "        if type(a) is tx:",
                     "            try:",
                     f"                if a._v {cmp} xr {op} y:",
                     "                    continue",
