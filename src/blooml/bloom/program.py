@@ -16,9 +16,10 @@ import types
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
+from blooml._factory import new_runtime
 from blooml.bloom._decl import CollectionDecl
 from blooml.bloom._handles import CollectionHandle, LatticeHandle, Recorder
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 from blooml.ir import nodes as N
 from blooml.ir.graph import analyze
 from blooml.ir.program import CollectionInfo, LatticeInfo, ProgramIR, Rule
@@ -38,7 +39,7 @@ def bloom(fn: F) -> F:
     with the same name replaces the block.
     """
     if not callable(fn):
-        raise BloomError(f"@bloom decorates a method, got {fn!r}")
+        raise ProgramError(f"@bloom decorates a method, got {fn!r}")
     setattr(fn, _BLOCK_ATTR, True)
     return fn
 
@@ -57,7 +58,7 @@ class _StateAttr:
             return self.decl
         rt = inst.__dict__.get("_rt")
         if rt is None:
-            raise BloomError(
+            raise ProgramError(
                 f"{type(inst).__name__}.{self.name}: Program.__init__ was not called "
                 "(call super().__init__(**kwargs) in your __init__)"
             )
@@ -102,7 +103,7 @@ class _Self:
         if h is not None:
             return h
         if name == "tick_count":
-            raise BloomError(
+            raise ProgramError(
                 "self.tick_count can be read only inside rule functions (a map lambda, a "
                 "literal row function), where it is the current tick"
             )
@@ -215,7 +216,7 @@ class Program:
     def _get_ir(cls) -> ProgramIR:
         """Return the program's IR (compiling it on first use)."""
         if cls is Program:
-            raise BloomError("Program itself has no rules; subclass it")
+            raise ProgramError("Program itself has no rules; subclass it")
         if cls.__dict__.get("_blooml_ir") is None:
             cls._compile()
         ir = cls.__dict__["_blooml_ir"]
@@ -241,14 +242,12 @@ class Program:
         specs: list[tuple[str, Any]] = []
         for block_name, fn in _collect_blocks(cls):
             rec = Recorder(block_name)
-            prev, Recorder.current = Recorder.current, rec
-            try:
-                fn(proxy)
-            except BaseException as exc:
-                exc.add_note(f"while declaring @bloom block {cls.__qualname__}.{block_name}")
-                raise
-            finally:
-                Recorder.current = prev
+            with rec.recording():
+                try:
+                    fn(proxy)
+                except BaseException as exc:
+                    exc.add_note(f"while declaring @bloom block {cls.__qualname__}.{block_name}")
+                    raise
             specs.extend((block_name, s) for s in rec.specs)
         read_names = set(lats) | {"tick_count"}
         rules = []
@@ -281,20 +280,18 @@ class Program:
         prioritize: bool | None = None,
         inline: bool | None = None,
     ) -> None:
-        from blooml.engine.runtime import Runtime
-
         cls = type(self)
         if cls is Program:
-            raise BloomError("Program itself has no rules; subclass it")
+            raise ProgramError("Program itself has no rules; subclass it")
         if cls._blooml_abstract and "_blooml_ir" in cls.__dict__ and cls._blooml_ir is None:
             cls._compile()
         ir = cls._get_ir()
         if not isinstance(addr, str):
-            raise BloomError(f"addr must be a string, got {addr!r}")
+            raise ProgramError(f"addr must be a string, got {addr!r}")
         for opt, val in (("prioritize", prioritize), ("inline", inline)):
             if val is not None and not isinstance(val, bool):
-                raise BloomError(f"{opt} must be True, False or None (the default), got {val!r}")
-        self.__dict__["_rt"] = Runtime(
+                raise ProgramError(f"{opt} must be True, False or None (the default), got {val!r}")
+        self.__dict__["_rt"] = new_runtime(
             ir,
             self,
             cls._blooml_self,
@@ -320,7 +317,7 @@ class Program:
     def tick(self, n: int = 1) -> None:
         """Run ``n`` timesteps (each atomic: on an error the state is as before that tick)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise BloomError(f"tick(n): n must be a non-negative int, got {n!r}")
+            raise ProgramError(f"tick(n): n must be a non-negative int, got {n!r}")
         for _ in range(n):
             self._rt.tick()
 
@@ -351,7 +348,7 @@ def _collect_state(cls: type) -> dict[str, Any]:
         decl = attr.decl if isinstance(attr, _StateAttr) else attr
         if isinstance(decl, (CollectionDecl, Lattice)):
             if name in _RESERVED or name.startswith("_"):
-                raise BloomError(
+                raise ProgramError(
                     f"{cls.__qualname__}.{name}: this name is reserved by Program (or private); "
                     "rename the collection or lattice variable"
                 )
@@ -401,7 +398,7 @@ def _check_rule_types(rule: Rule, lats: dict[str, LatticeInfo]) -> None:
 
         got = _result_class(body.cls, body.name, body.args)
     if got is not None and got is not want:
-        raise BloomError(
+        raise ProgramError(
             f"{rule.describe()}: the right side is a {getattr(got, 'wrapper_name', got)} but "
             f"{rule.head!r} is a {getattr(want, 'wrapper_name', want)}; both sides of a lattice "
             "rule must be the same lattice"

@@ -30,7 +30,7 @@ from blooml.engine._state import LatVarState, Pending
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.engine.views import CollectionView, LatticeView
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 from blooml.ir.graph import sources
 from blooml.ir.program import ProgramIR, Rule
 
@@ -218,7 +218,7 @@ class Runtime:
         if name == "tick_count":
             return self.tick_count
         if name in self.rels:
-            raise BloomError(
+            raise ProgramError(
                 f"self.{name} is a collection: rule functions cannot read collections (it "
                 "would hide a dependency); join with it, or use notin/include"
             )
@@ -462,7 +462,7 @@ class Runtime:
         if self.network is not None:
             self.network.check(self, addr, chan, row)
         elif addr != self.addr:
-            raise BloomError(
+            raise ProgramError(
                 f"channel {chan!r}: message {tuple(row)!r} is addressed to {addr!r}, but this "
                 f"program ({self.addr!r}) has no network; only its own address is delivered "
                 "(loopback). Pass network=LocalNetwork() to connect programs"
