@@ -9,7 +9,6 @@ stratifiability right away. Instances run the IR with the embedded engine.
 
 from __future__ import annotations
 
-import dis
 import inspect
 import time
 import types
@@ -19,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 from blooml._factory import new_runtime
 from blooml.bloom._decl import CollectionDecl
 from blooml.bloom._handles import CollectionHandle, LatticeHandle, Recorder
+from blooml.bloom._reads import function_reads
 from blooml.errors import ProgramError
 from blooml.ir import nodes as N
 from blooml.ir.graph import analyze
@@ -127,38 +127,6 @@ class _Self:
         return f"<self of {self._cls.__name__}>"
 
 
-def _function_reads(fn: Any, names: set[str], cls: type | None = None) -> set[str]:
-    """Names ``self.<name>`` loaded by ``fn``, by functions nested in it and, through
-    ``self.<method>``, by the methods of ``cls`` it calls."""
-    code = getattr(fn, "__code__", None)
-    out: set[str] = set()
-    stack = [code] if code is not None else []
-    seen: set[Any] = set()
-    while stack:
-        c = stack.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        prev = None
-        for ins in dis.get_instructions(c):
-            if prev is not None and ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
-                if ins.argval in names:
-                    out.add(ins.argval)
-                elif cls is not None:
-                    attr = inspect.getattr_static(cls, ins.argval, None)
-                    attr = getattr(attr, "__func__", attr)
-                    if isinstance(attr, types.FunctionType):
-                        stack.append(attr.__code__)
-            is_self = (
-                ins.opname
-                in ("LOAD_DEREF", "LOAD_FAST", "LOAD_CLOSURE", "LOAD_GLOBAL", "LOAD_NAME")
-                and ins.argval == "self"
-            )
-            prev = ins if is_self else None
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return out
-
-
 class Program:
     """Base class of Bloom^L programs.
 
@@ -249,12 +217,22 @@ class Program:
                     exc.add_note(f"while declaring @bloom block {cls.__qualname__}.{block_name}")
                     raise
             specs.extend((block_name, s) for s in rec.specs)
-        read_names = set(lats) | {"tick_count"}
+        lat_classes = {name: info.cls for name, info in lats.items()}
         rules = []
         for i, (block_name, s) in enumerate(specs):
-            reads: set[str] = set()
+            reads: dict[str, bool] = {}  # name -> read non-monotonically
             for fn in N.functions(s.body):
-                reads |= _function_reads(fn, read_names, cls)
+                for name, nm in function_reads(fn, lat_classes, cls).items():
+                    reads[name] = reads.get(name, False) or nm
+            unknown = sorted(set(reads) - set(lats) - {"tick_count"})
+            if unknown:
+                known = ", ".join(sorted(lats)) or "none"
+                raise ProgramError(
+                    f"rule at {s.file.rsplit('/', 1)[-1]}:{s.line} (block {block_name}): "
+                    f"reads(...) declares {', '.join(map(repr, unknown))}: not a lattice "
+                    f"variable of {cls.__qualname__} (its lattice variables: {known})"
+                )
+            lat_reads = {n: nm for n, nm in reads.items() if n != "tick_count"}
             rule = Rule(
                 index=i,
                 head=s.head,
@@ -263,8 +241,9 @@ class Program:
                 block=block_name,
                 file=s.file,
                 line=s.line,
-                reads=frozenset(reads - {"tick_count"}),
+                reads=frozenset(lat_reads),
                 reads_tick="tick_count" in reads or _uses_tick(s.body),
+                nonmonotone_reads=frozenset(n for n, nm in lat_reads.items() if nm),
             )
             _check_rule_types(rule, lats)
             rules.append(rule)
@@ -312,7 +291,7 @@ class Program:
     def tick_count(self) -> int:
         """The number of completed ticks (the seed's budtime). Inside rule functions,
         ``self.tick_count`` is the number of the tick being run, counted from 0."""
-        return int(self._rt.tick_count)
+        return int(self._rt.read_attr("tick_count"))
 
     def tick(self, n: int = 1) -> None:
         """Run ``n`` timesteps (each atomic: on an error the state is as before that tick)."""

@@ -76,15 +76,21 @@ class CollectionView:
         self._rt.pending.add("deletes", self._name, out)
 
     def __iter__(self) -> Iterator[Any]:
+        if self._rt.firing is not None:
+            self._rt.refuse_collection_read(self._name)
         rel = self._rt.rels[self._name]
         if rel.row_type is rel.named:
             return iter(rel.named_rows())  # a copy of the stored rows
         return iter(_without_gc(self._rt, rel.named_rows))  # naming plain rows allocates
 
     def __len__(self) -> int:
+        if self._rt.firing is not None:
+            self._rt.refuse_collection_read(self._name)
         return len(self._rt.rels[self._name].store)
 
     def __contains__(self, row: object) -> bool:
+        if self._rt.firing is not None:
+            self._rt.refuse_collection_read(self._name)
         rel = self._rt.rels[self._name]
         return isinstance(row, tuple) and len(row) == rel.arity and row in rel
 
@@ -104,8 +110,9 @@ class LatticeView:
 
     @property
     def value(self) -> Any:
-        """The current lattice value."""
-        return self._rt.lats[self._name].value
+        """The current lattice value (inside a rule function: verified like ``self.<name>``,
+        see ``Runtime.read_attr``)."""
+        return self._rt.lat_value(self._name)
 
     def insert(self, value: Any) -> None:
         """Queue ``value`` to be merged in at the next tick.

@@ -4,7 +4,8 @@ A rule ``head op body`` adds an edge from every collection or lattice variable i
 to ``head``. The edge is *temporal* for ``<+ <- <~ <+-`` (it crosses a tick), *non-monotone*
 when the source is read through a non-monotone position (the right of ``notin``, the input of
 ``group``/``argmin``/``reduce``/``choose``/``empty``, the right of a left join, the target of an
-unmarked lattice method), and *monotone* otherwise. Strata are the strongly connected
+unmarked lattice method, a lattice variable a rule function uses non-monotonically:
+``Rule.nonmonotone_reads``), and *monotone* otherwise. Strata are the strongly connected
 components of the same-tick graph ordered so that a non-monotone edge always goes to a later
 stratum; a cycle through a non-monotone edge cannot be ordered and raises
 :class:`~blooml.errors.StratificationError`.
@@ -93,7 +94,7 @@ def analyze(
         for src, nm in sources(r.body):
             seen[src] = seen.get(src, False) or nm
         for var in sorted(r.reads):
-            seen.setdefault(var, False)
+            seen[var] = seen.get(var, False) or var in r.nonmonotone_reads
         for src, nm in seen.items():
             kind = "temporal" if r.temporal else ("nonmonotone" if nm else "monotone")
             edges.append(Edge(src, r.head, kind, r.index))
