@@ -9,7 +9,7 @@ from typing import Any
 
 from blooml.bloom._aggs import accum, avg, bool_and, bool_or, count, max_, min_, sum_
 from blooml.bloom._decl import channel, interface, periodic, scratch, table
-from blooml.bloom._exprs import rows
+from blooml.bloom._exprs import lift, rows
 from blooml.bloom._reads import reads
 from blooml.bloom.program import Program, bloom
 
@@ -23,6 +23,7 @@ __all__ = [
     "channel",
     "count",
     "interface",
+    "lift",
     "max_",
     "min_",
     "periodic",

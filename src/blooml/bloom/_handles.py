@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from blooml.bloom._exprs import ColumnRef, LatExpr, OpWrap, RelExpr, _no_bool, lift_rows
+from blooml.bloom._exprs import ColExpr, ColumnRef, LatExpr, OpWrap, RelExpr, _no_bool, lift_rows
 from blooml.errors import ProgramError
 from blooml.ir import nodes as N
 from blooml.ir.program import CollectionInfo, LatticeInfo
@@ -121,8 +121,11 @@ def _body(body: Any, ctx: str, lattice_cls: type | None) -> N.Node:
         node = N.LatConst(body)
     elif isinstance(body, (list, tuple, set, frozenset)):
         node = lift_rows(body, ctx)._node
-    elif isinstance(body, ColumnRef):
-        raise ProgramError(f"{ctx}: a column reference {body!r} is not a right-hand side")
+    elif isinstance(body, ColExpr):
+        raise ProgramError(
+            f"{ctx}: a column expression {body!r} is not a right-hand side; use "
+            "coll.project(...) (or coll.map(...)) to make rows of it"
+        )
     else:
         raise ProgramError(
             f"{ctx}: the right-hand side must be a collection expression, a lattice expression "

@@ -53,8 +53,11 @@ __all__ = [
     "Method",
     "TupleExpr",
     "Unary",
+    "called_classes",
     "children",
+    "const_ok",
     "decompile",
+    "method_kind",
     "to_source",
 ]
 
@@ -198,9 +201,11 @@ _CO_NESTED = 0x10  # set on functions defined inside functions; no meaning witho
 _CONST_TYPES = (int, float, complex, str, bytes, bool, type(None), type(Ellipsis))
 
 
-def _const_ok(v: Any) -> bool:
+def const_ok(v: Any) -> bool:
+    """Whether ``v`` can be a constant of an expression (and of compiled code): an int, float,
+    complex, str, bytes, bool, ``None``, ``...``, or a tuple of these."""
     if type(v) is tuple:
-        return all(_const_ok(x) for x in v)
+        return all(const_ok(x) for x in v)
     return type(v) in _CONST_TYPES
 
 
@@ -259,10 +264,10 @@ def _symbolic(fn: Any, code: types.CodeType) -> Expr | None:
                     return None
                 stack.append(Arg(names.index(name), name))
         elif op == "LOAD_CONST":
-            if not _const_ok(ins.argval):
+            if not const_ok(ins.argval):
                 return None
             stack.append(Const(ins.argval))
-        elif op == "RETURN_CONST" and not stack and _const_ok(ins.argval):
+        elif op == "RETURN_CONST" and not stack and const_ok(ins.argval):
             return Const(ins.argval)
         elif op == "LOAD_GLOBAL" and isinstance(ins.arg, int) and ins.arg & 1:
             cls = _lattice_global(fn, str(ins.argval))  # called: push NULL + the class
@@ -335,12 +340,15 @@ def children(expr: Expr) -> tuple[Expr, ...]:
     return ()
 
 
-def _globals(expr: Expr, out: dict[str, type]) -> dict[str, type]:
-    """The lattice classes ``expr`` calls, by the global name it calls them by."""
+def called_classes(expr: Expr, out: dict[str, type] | None = None) -> dict[str, type]:
+    """The lattice classes ``expr`` calls (:class:`LatNew`), by the global name it calls them
+    by."""
+    if out is None:
+        out = {}
     if type(expr) is LatNew:
         out[expr.name or expr.cls.__name__] = expr.cls  # type: ignore[attr-defined]
     for c in children(expr):
-        _globals(c, out)
+        called_classes(c, out)
     return out
 
 
@@ -423,7 +431,7 @@ def decompile(fn: Callable[..., Any]) -> Expr | None:
         if all(g.get(name) is cls for name, cls in bound.items()):
             return out
     out = _decompile(fn)
-    bound = _globals(out, {}) if out is not None else {}
+    bound = called_classes(out) if out is not None else {}
     with contextlib.suppress(TypeError):  # not weakly referenceable
         _CACHE[fn] = (out, bound)
     return out
