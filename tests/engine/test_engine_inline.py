@@ -109,6 +109,29 @@ class Calls(Program):
         self.flag <= self.path.map(lambda p: (p.src, p.dst, p.c.lt(3)))
 
 
+class ThreeWay(Program):
+    """Three-way joins: a chain, a star, into all-key and keyed heads (and a cross product,
+    which is not generated)."""
+
+    a = table(["x", "y", "c"])
+    b = table(["y", "z", "c"])
+    e = table(["z", "w", "c"])
+    chain = table(["x", "w"])
+    cost = table(["x", "w"], ["c"])
+    star = table(["y", "x", "z"])
+    cross = table(["x", "w"])
+
+    @bloom
+    def rules(self):
+        a, b, e = self.a, self.b, self.e
+        self.chain <= a.join(b, a.y == b.y).join(e, b.z == e.z).map(lambda r, s, t: (r.x, t.w))
+        self.cost <= a.join(b, a.y == b.y).join(e, b.z == e.z).filter(
+            lambda r, s, t: r.x != t.w
+        ).map(lambda r, s, t: (r.x, t.w, lmin(r.c + s.c + t.c)))
+        self.star <= b.join(a, b.y == a.y).join(e, b.z == e.z).map(lambda s, r, t: (s.y, r.x, t.z))
+        self.cross <= a.join(b, a.y == b.y).join(e).map(lambda r, s, t: (r.x, t.w))
+
+
 class Project(Program):
     """Constants, arithmetic on key columns, a value column copied, two-column predicates."""
 
@@ -243,6 +266,29 @@ def test_filters_and_one_value_results(batches):
 @given(st.lists(rows_dist, min_size=1, max_size=3))
 def test_lattice_constructors_and_methods(batches):
     run_both(Calls, [{"link": b} for b in batches])
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "a": st.lists(st.tuples(small, small, st.integers(0, 4)), max_size=6),
+                "b": st.lists(st.tuples(small, small, st.integers(0, 4)), max_size=6),
+                "e": st.lists(st.tuples(small, small, st.integers(0, 4)), max_size=6),
+            }
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_three_way_joins(batches):
+    run_both(ThreeWay, batches)
+
+
+def test_three_way_joins_are_generated_unless_a_cross_product():
+    p = ThreeWay()
+    assert [isinstance(r.body, FusedMapEval) for r in p._rt.rules] == [True, True, True, False]
 
 
 def test_the_fast_paths_are_taken():

@@ -130,13 +130,13 @@ class FusedMapEval(Eval):
         self,
         inputs: list[ScanEval],
         runs: list[Callable[..., Any]],
-        cols: list[tuple[int, ...]],
+        cols: list[list[tuple[int, tuple[int, ...]]]],
         fresh: bool,
         head: Relation | None,
     ) -> None:
         self.inputs = inputs
-        self.runs = runs  # per driving input: run(drows, [index get,] head store get) -> rows
-        self.cols = cols  # per driving input: the other input's index columns
+        self.runs = runs  # per driving input: run(drows, *index gets, head store) -> rows
+        self.cols = cols  # per driving input: [(other input, its index columns)] in join order
         self.fresh = fresh  # results are FreshRows for the head
         self.head = head
         # the inputs whose rows reach results whole (``lambda r: (r, 1)``): they stay named
@@ -144,17 +144,21 @@ class FusedMapEval(Eval):
 
     def _drive(self, d: int, rows: Any) -> list[Any]:
         hstore = self.head.store if self.head is not None else None
-        if len(self.inputs) == 1:
+        ins = self.inputs
+        if len(ins) == 1:
             return self.runs[0](rows, hstore)  # type: ignore[no-any-return]
-        other = self.inputs[1 - d].rel
-        return self.runs[d](rows, other.index(self.cols[d]).get, hstore)  # type: ignore[no-any-return]
+        if len(ins) == 2:
+            j, cols = self.cols[d][0]
+            return self.runs[d](rows, ins[j].rel.index(cols).get, hstore)  # type: ignore[no-any-return]
+        gets = [ins[j].rel.index(cols).get for j, cols in self.cols[d]]
+        return self.runs[d](rows, *gets, hstore)  # type: ignore[no-any-return]
 
     def _out(self, rows: list[Any]) -> list[Any]:
         return FreshRows(rows) if self.fresh else rows
 
     def full(self) -> list[Any]:
         ins = self.inputs
-        d = 0 if len(ins) == 1 or ins[0].size() <= ins[1].size() else 1
+        d = min(range(len(ins)), key=lambda i: ins[i].size())  # the smallest drives
         return self._out(self._drive(d, ins[d].full()))
 
     def delta(self) -> list[Any]:
@@ -232,7 +236,7 @@ def _prefilter(head: Relation | None, op: str) -> bool:
 def _loop_src(
     d: int,
     nin: int,
-    probe: str,
+    steps: list[tuple[int, str]],
     items: list[str],
     exprs: tuple[X.Expr, ...],
     gen: _Gen,
@@ -244,9 +248,11 @@ def _loop_src(
     """The generated ``run`` for driving input ``d`` (see ``fused_map``): rows of the inputs
     for which every source in ``conds`` (the ``filter`` predicates, in order) is true, mapped
     to ``items`` (a tuple display, or ``items[0]`` alone when not ``is_tuple``). ``nkeys`` is
-    given when candidates are prefiltered against the head's store."""
-    o = 1 - d
-    head_line = "def run(drows, get, hstore):" if nin == 2 else "def run(drows, hstore):"
+    given when candidates are prefiltered against the head's store (two inputs at most).
+    ``steps`` are the other inputs in join order, each with the source of its probe value:
+    input ``steps[k][0]`` is probed with ``g<k>(probe, E)``."""
+    gets = "".join(f"g{k}, " for k in range(len(steps)))
+    head_line = f"def run(drows, {gets}hstore):"
     if nkeys is None or nkeys == len(exprs):
         # no filter, or (every column a key) the rows not stored yet
         if not is_tuple:
@@ -254,12 +260,13 @@ def _loop_src(
         else:
             row = f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
         loops = f"for r{d} in drows"
-        if nin == 2:
-            loops += f" for r{o} in get({probe}, E)"
+        loops += "".join(f" for r{j} in g{k}({probe}, E)" for k, (j, probe) in enumerate(steps))
         loops += "".join(f" if {c}" for c in conds)
         if nkeys is None:
             return f"{head_line}\n    return [{row} {loops}]\n"
         return f"{head_line}\n    return [t {loops} if (t := {row}) not in hstore]\n"
+    assert nin <= 2, "prefiltered loops join two inputs at most"
+    o, probe = steps[0] if steps else (d, "")
     # Prefiltered, into a keyed head (keys..., value): a candidate is dropped when the value
     # stored under its key is an lmin (lmax) at least as good. ``c<i>`` holds item i.
     v = len(exprs) - 1
@@ -284,7 +291,7 @@ def _loop_src(
     def inner(ind: str, body: list[str]) -> list[str]:
         lines = []
         if nin == 2:
-            lines.append(f"{ind}for r{o} in get({probe}, E):")
+            lines.append(f"{ind}for r{o} in g0({probe}, E):")
             ind += "    "
         for c in conds:
             lines += [f"{ind}if not {c}:", f"{ind}    continue"]
@@ -345,11 +352,41 @@ def _loop_src(
     return "\n".join(out) + "\n"
 
 
+def _plan(
+    d: int, preds: tuple[N.Pred, ...], n: int
+) -> list[tuple[int, list[tuple[int, int]], tuple[int, ...]]] | None:
+    """The join order from driving input ``d``, as ``JoinEval`` plans it: each step is (input
+    ``j``, [(bound input, its column)], ``j``'s columns), probing ``j``'s index on every
+    predicate that links it to an input bound before it; ``None`` when some input has no such
+    predicate (a cross product)."""
+    order = [d]
+    steps = []
+    remaining = [j for j in range(n) if j != d]
+    while remaining:
+        for j in remaining:
+            probes, cols = [], []
+            for p in preds:
+                if p.left == j and p.right in order:
+                    probes.append((p.right, p.rcol))
+                    cols.append(p.lcol)
+                elif p.right == j and p.left in order:
+                    probes.append((p.left, p.lcol))
+                    cols.append(p.rcol)
+            if probes:
+                steps.append((j, probes, tuple(cols)))
+                order.append(j)
+                remaining.remove(j)
+                break
+        else:
+            return None
+    return steps
+
+
 def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> FusedMapEval | None:
     """A generated evaluator for ``node`` (a rule body ``head op node``), or ``None`` when it
     does not have a supported shape: ``map`` of a known expression over a scan, or over an
-    inner join of two scans with at least one equality predicate, with any number of
-    ``filter``s of known predicates in between."""
+    inner join of scans (two or more) where every input is linked to the others by equality
+    predicates, with any number of ``filter``s of known predicates in between."""
     if type(node) is not N.Map:
         return None
     expr = node.expr
@@ -370,15 +407,16 @@ def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> F
     elif (
         type(inp) is N.Join
         and inp.how == "inner"
-        and len(inp.inputs) == 2
         and all(type(i) is N.Scan for i in inp.inputs)
         and inp.preds
-        and all(p.left == 0 and p.right == 1 for p in inp.preds)
     ):
         scans = list(inp.inputs)  # type: ignore[arg-type]
         preds = inp.preds
     else:
         return None
+    plans = [_plan(d, preds, len(scans)) for d in range(len(scans))]
+    if any(plan is None for plan in plans):
+        return None  # a cross product between some inputs: not generated
     rels = [rt.rels[s.name] for s in scans]  # type: ignore[attr-defined]
     gen = _Gen(rels)
     is_tuple = type(expr) is X.TupleExpr
@@ -390,18 +428,18 @@ def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> F
     conds, items = found[: len(filters)], found[len(filters) :]
     fits = is_tuple and head is not None and len(items) == head.arity
     nkeys = head.nkeys if fits and _prefilter(head, op) else None  # type: ignore[union-attr]
+    if len(scans) > 2 and nkeys != len(items):
+        nkeys = None  # the value prefilter is generated for two inputs at most
     name = f"{node!r}"
     runs, cols = [], []
-    for d in range(len(scans)):
-        mine = [p.lcol if d == 0 else p.rcol for p in preds]
-        theirs = tuple(p.rcol if d == 0 else p.lcol for p in preds)
-        if len(mine) == 1:
-            probe = f"r{d}[{mine[0]}]"
-        else:
-            probe = "(" + ", ".join(f"r{d}[{c}]" for c in mine) + ")"
-        src = _loop_src(d, len(scans), probe, items, exprs, gen, nkeys, rels, conds, is_tuple)
+    for d, plan in enumerate(plans):
+        steps = []
+        for j, probes, _ in plan:  # type: ignore[union-attr]
+            bound = [f"r{i}[{c}]" for i, c in probes]
+            steps.append((j, bound[0] if len(bound) == 1 else f"({', '.join(bound)})"))
+        src = _loop_src(d, len(scans), steps, items, exprs, gen, nkeys, rels, conds, is_tuple)
         runs.append(_compile(src, name, tuple(gen.consts)))
-        cols.append(theirs)
+        cols.append([(j, theirs) for j, _, theirs in plan])  # type: ignore[union-attr]
     fresh = nkeys == len(items) and all(_key_safe(e, rels) for e in exprs)
     ev = FusedMapEval([ScanEval(r) for r in rels], runs, cols, fresh, head)
     bare: set[int] = set()
