@@ -494,3 +494,29 @@ def test_generated_code_is_shared_and_shown_in_tracebacks():
         p.tick()
     text = "".join(traceback.format_exception(ei.value))
     assert "blooml generated" in text and "for r0 in drows" in text
+
+
+def test_a_rebound_lattice_global_is_seen_when_a_program_is_created(monkeypatch):
+    class P(Program):
+        a = table(["k"], ["v"])
+        b = table(["k"], ["v"])
+
+        @bloom
+        def rules(self):
+            self.b <= self.a.map(lambda r: (r.k, lmin(r.v)))
+
+    def run() -> Any:
+        p = P()
+        p.a.insert([(1, 3), (2, 5)])
+        p.tick()
+        return p, {r.k: r.v for r in p.b}
+
+    p, got = run()
+    assert isinstance(p._rt.rules[0].body, FusedMapEval) and got == {1: lmin(3), 2: lmin(5)}
+    monkeypatch.setitem(globals(), "lmin", lmax)  # the function now builds lmax values
+    p, got = run()
+    assert isinstance(p._rt.rules[0].body, FusedMapEval) and got == {1: lmax(3), 2: lmax(5)}
+    monkeypatch.setitem(globals(), "lmin", lambda v: ("plain", v))  # not a lattice class
+    p, got = run()
+    assert not isinstance(p._rt.rules[0].body, FusedMapEval)
+    assert got == {1: ("plain", 3), 2: ("plain", 5)}
