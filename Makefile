@@ -35,7 +35,7 @@ test-fast: $(VENV)/.stamp-test
 # The non-Spark suite on another supported CPython: `make test-py313`, `make test-py312`.
 # The interpreter comes from pyenv (.ci/find-python says what it tried when it is missing);
 # its venv is .venv313 / .venv312 (not in git).
-test-py%:
+test-py312 test-py313: test-py%:
 	@py="$$(.ci/find-python $(patsubst 3%,3.%,$*))" || exit 1; \
 	if [ ! -x .venv$*/bin/python ]; then "$$py" -m venv .venv$* || exit 1; fi; \
 	echo "== $$(.venv$*/bin/python -c 'import sys; print(sys.version.split()[0])') ($$py)"; \

@@ -214,9 +214,9 @@ def test_nonmonotone_use_of_a_monotone_read_is_an_error_not_a_wrong_answer() -> 
     ],
 )
 def test_monotone_guard_refuses_every_nonmonotone_use(use, what) -> None:
-    from blooml.engine._reads import MonotoneRead, allowed_methods
+    from blooml.engine._reads import guard_class
 
-    g = MonotoneRead(lmax(3), "best", "rule 0", allowed_methods(lmax))
+    g = guard_class(lmax)(lmax(3), "best", "rule 0")
     assert g.gt(2) == lbool(True) and (g | lmax(5)) == lmax(5) and g + 1 == lmax(4)
     with pytest.raises(ProgramError, match=what.replace(".", r"\.")):
         use(g)

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 from blooml.errors import ProgramError
 
-__all__ = ["MonotoneRead", "undeclared_read"]
+__all__ = ["MonotoneRead", "allowed_methods", "guard_class", "undeclared_read"]
 
 
 def undeclared_read(where: str, name: str, how: str = "") -> NoReturn:
@@ -43,13 +43,13 @@ class MonotoneRead:
     the value and return plain values; anything else (``reveal()``, comparisons, hashing,
     iteration, an unmarked method) raises :class:`~blooml.errors.ProgramError`."""
 
-    __slots__ = ("_allowed", "_name", "_value", "_where")
+    __slots__ = ("_name", "_value", "_where")
+    _allowed: frozenset[str] = frozenset({"merge"})
 
-    def __init__(self, value: Any, name: str, where: str, allowed: frozenset[str]) -> None:
+    def __init__(self, value: Any, name: str, where: str) -> None:
         object.__setattr__(self, "_value", value)
         object.__setattr__(self, "_name", name)
         object.__setattr__(self, "_where", where)
-        object.__setattr__(self, "_allowed", allowed)
 
     def _refuse(self, what: str) -> NoReturn:
         name = self._name
@@ -63,6 +63,8 @@ class MonotoneRead:
         )
 
     def __getattr__(self, attr: str) -> Any:
+        # allowed methods are properties of the per-class subclass (guard_class); this is
+        # reached for anything else, and for allowed names on the bare base class
         if attr in self._allowed:
             return getattr(self._value, attr)
         return self._refuse(f".{attr}")
@@ -135,3 +137,26 @@ def allowed_methods(cls: type) -> frozenset[str]:
     """The methods of lattice class ``cls`` a monotone read may call (and ``merge``)."""
     marks: dict[str, str] = getattr(cls, "_marks", {})
     return frozenset(n for n, k in marks.items() if k in ("morph", "monotone")) | {"merge"}
+
+
+_GUARDS: dict[type, type[MonotoneRead]] = {}
+
+
+def guard_class(cls: type) -> type[MonotoneRead]:
+    """The :class:`MonotoneRead` subclass for lattice class ``cls``: a guard holds the value's
+    allowed methods, bound, in slots, so calling one costs an attribute read (rule functions
+    run per row); a guard is made once per value of the variable."""
+    g = _GUARDS.get(cls)
+    if g is None:
+        allowed = allowed_methods(cls)
+        names = tuple(sorted(n for n in allowed if not n.startswith("__")))
+
+        def __init__(self: MonotoneRead, value: Any, name: str, where: str) -> None:
+            MonotoneRead.__init__(self, value, name, where)
+            for n in names:
+                object.__setattr__(self, n, getattr(value, n))
+
+        ns: dict[str, Any] = {"__slots__": names, "_allowed": allowed, "__init__": __init__}
+        g = type(f"MonotoneRead[{cls.__qualname__}]", (MonotoneRead,), ns)
+        _GUARDS[cls] = g
+    return g

@@ -25,7 +25,7 @@ from typing import Any
 from blooml.engine._codegen import FusedMapEval, fused_map
 from blooml.engine._lat_eval import LatEval
 from blooml.engine._priority import Frontier, eligible_heads
-from blooml.engine._reads import MonotoneRead, allowed_methods, undeclared_read
+from blooml.engine._reads import MonotoneRead, guard_class, undeclared_read
 from blooml.engine._rel_eval import Eval, MapEval, ScanEval
 from blooml.engine._state import LatVarState, Pending
 from blooml.engine.compile import compile_node, flatten_rows
@@ -122,7 +122,7 @@ class CompiledRule:
             return value
         g = self.guards.get(var.name)
         if g is None or g._value is not value:
-            g = MonotoneRead(value, var.name, self.where, allowed_methods(var.cls))
+            g = guard_class(var.cls)(value, var.name, self.where)
             self.guards[var.name] = g
         return g
 
@@ -242,7 +242,12 @@ class Runtime:
         var = self.lats.get(name)
         if var is not None:
             cr = self.firing
-            return var.value if cr is None else cr.read(var)
+            if cr is None or cr.read_modes.get(name):
+                return var.value  # outside a rule, or a declared non-monotone read
+            g = cr.guards.get(name)
+            if g is not None and g._value is var.value:
+                return g  # the guard of a monotone read, made for this value
+            return cr.read(var)  # a new guard, or the error for an undeclared read
         if name == "tick_count":
             cr = self.firing
             if cr is not None and not cr.rule.reads_tick:
