@@ -19,6 +19,7 @@ undone if anything raises.
 from __future__ import annotations
 
 import gc
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -163,7 +164,12 @@ class Runtime:
         self.proxy = proxy
         self.addr = addr
         self.clock = clock
+        #: The transport (see ``deliver``/``check`` below and ``docs/net.md``): ``None`` for
+        #: loopback only, a ``blooml.net.LocalNetwork``, a socket node's transport or a
+        #: simulation. Set by the transport's ``register(program)``.
         self.network: Any = None
+        #: The ``blooml.net`` node running this program (``p.start()`` etc.), if any.
+        self.node: Any = None
         self.tick_count = 0
         self.now = clock()
         self.rels = {name: Relation(info) for name, info in ir.collections.items()}
@@ -177,13 +183,16 @@ class Runtime:
         self.prio_heads = [eligible_heads((cr.rule for cr in s), self.rels) for s in self.strata]
         self.temporal = [self.rules[i] for i in ir.temporal]
         self.pending = Pending()
-        self.outbox: list[tuple[str, str, tuple[Any, ...]]] = []
+        self.outbox: list[tuple[Any, str, tuple[Any, ...], Any]] = []
         self.periodic = {
             name: [self.now + (info.period or 0.0), 0]
             for name, info in ir.collections.items()
             if info.kind == "periodic"
         }
         self._views: dict[str, Any] = {}
+        #: Collections whose new rows each committed tick keeps in ``tick_rows`` (``watch``).
+        self.watched: set[str] = set()
+        self.tick_rows: dict[str, list[Any]] = {}
 
     def _plain_rows(self) -> None:
         """Store as plain tuples the rows of every collection that no user function receives:
@@ -237,6 +246,11 @@ class Runtime:
         finally:
             gc.enable()
 
+    def tick_n(self, n: int) -> None:
+        """Run ``n`` ticks."""
+        for _ in range(n):
+            self.tick()
+
     def _tick(self) -> None:
         now = self.clock()
         rel_tokens = {n: r.begin() for n, r in self.rels.items()}
@@ -273,12 +287,21 @@ class Runtime:
             raise
         finally:
             self.proxy._rt = prev_rt
+        if self.watched:
+            self.tick_rows = {n: self.rels[n].tick_new for n in self.watched}
         for r in self.rels.values():
             r.commit()
         self.tick_count += 1
         outbox, self.outbox = self.outbox, []
-        for addr, chan, row in outbox:
-            self._deliver(addr, chan, row)
+        if outbox:
+            batches: dict[Any, list[tuple[str, tuple[Any, ...], Any]]] = {}
+            for addr, chan, row, wire in outbox:
+                b = batches.get(addr)
+                if b is None:
+                    batches[addr] = b = []
+                b.append((chan, row, wire))
+            for addr, batch in batches.items():
+                self.send(addr, batch)
 
     def _apply_inputs(self, pend: Pending, now: float) -> None:
         try:
@@ -427,8 +450,8 @@ class Runtime:
             loc = rel.info.loc
             assert loc is not None
             for row in rows:
-                self._check_addr(row[loc], rel.name, row)
-                self.outbox.append((row[loc], rel.name, tuple(row)))
+                wire = self._check_addr(row[loc], rel.name, row, cr.where)
+                self.outbox.append((row[loc], rel.name, tuple(row), wire))
             return
         kind = {"<+": "inserts", "<-": "deletes", "<+-": "replaces"}[op]
         if kind != "inserts":
@@ -458,26 +481,89 @@ class Runtime:
 
     # -- channels -------------------------------------------------------------------------------
 
-    def _check_addr(self, addr: Any, chan: str, row: Any) -> None:
+    def _check_addr(self, addr: Any, chan: str, row: Any, where: str = "") -> Any:
+        """Check a message at its sending rule (inside the tick: an error rolls it back).
+
+        Returns the transport's token for the message (a socket transport encodes the row
+        here, so a value that cannot travel fails the rule), passed back to ``deliver``.
+        """
         if self.network is not None:
-            self.network.check(self, addr, chan, row)
-        elif addr != self.addr:
+            return self.network.check(self, addr, chan, row, where)
+        if addr != self.addr:
             raise BloomError(
                 f"channel {chan!r}: message {tuple(row)!r} is addressed to {addr!r}, but this "
                 f"program ({self.addr!r}) has no network; only its own address is delivered "
-                "(loopback). Pass network=LocalNetwork() to connect programs"
+                "(loopback). Pass network=LocalNetwork() to connect programs, or bind a "
+                "host:port address"
             )
+        return None
 
-    def _deliver(self, addr: Any, chan: str, row: tuple[Any, ...]) -> None:
+    def send(self, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
+        """Hand the messages a committed tick sends to ``addr`` to the transport, together.
+
+        ``batch`` holds ``(channel, row, token)`` in the order the rules produced them
+        (``token`` is what the transport's ``check`` returned). The one place sends leave a
+        program (tracing hooks here).
+        """
         if self.network is not None:
-            self.network.send(self, addr, chan, row)
+            self.network.deliver(self, addr, batch)
         else:
-            self.receive(chan, row)
+            for chan, row, _ in batch:
+                self.receive(chan, row)
 
     def receive(self, chan: str, row: tuple[Any, ...]) -> None:
         """A message arrived on channel ``chan``: visible at this program's next tick."""
-        rel = self.rels[chan]
-        self.pending.add("inserts", chan, [rel.make_row(row, f"message on {chan}")])
+        self.receive_batch(None, [(chan, [row])])
+
+    def receive_batch(self, sender: Any, batches: Any) -> int:
+        """Messages arrived (from ``sender``, if known): visible at this program's next tick.
+
+        ``batches`` holds ``(channel, rows)`` pairs. All or nothing: raises ``BloomError``
+        with nothing queued if a channel is not a channel of this program or a row does not
+        fit it (wrong arity, a lattice in a key column). Returns the number of rows queued.
+        The one place messages enter a program (tracing hooks here).
+        """
+        checked = []
+        for chan, rows in batches:
+            rel = self.rels.get(chan)
+            if rel is None or rel.info.kind != "channel":
+                raise BloomError(
+                    f"message on {chan!r} from {sender!r}: this program has no channel of that name"
+                )
+            checked.append((chan, rel.check_rows(list(rows), f"message on {chan}")))
+        n = 0
+        for chan, rows in checked:
+            self.pending.add("inserts", chan, rows)
+            n += len(rows)
+        return n
+
+    #: Builds the ``blooml.net`` node of a program (set when ``blooml.net`` is imported).
+    node_factory: Callable[..., Any] | None = None
+
+    def attach_node(self, **options: Any) -> Any:
+        """Make this program a network node (``blooml.net.Node``): bind its ``host:port``
+        address, or, without one, run it with loopback channels only. Returns the node."""
+        if self.node is not None:
+            return self.node
+        factory = Runtime.node_factory
+        if factory is None:
+            # The network layer sits above the engine; it registers its factory on import.
+            importlib.import_module("blooml.net")
+            factory = Runtime.node_factory
+        assert factory is not None
+        self.node = factory(self.program, **options)
+        return self.node
+
+    def has_pending(self) -> bool:
+        """Whether input (messages, inserts, deferred facts) waits for the next tick."""
+        p = self.pending
+        return bool(p.inserts or p.deletes or p.replaces or p.lats)
+
+    def next_due(self) -> float | None:
+        """The clock time at which the next ``periodic`` fires (``None``: no periodic)."""
+        if not self.periodic:
+            return None
+        return min(state[0] for state in self.periodic.values())
 
     def is_fresh(self, rule: Rule) -> bool:  # pragma: no cover - debugging aid
         """Whether ``rule`` will next be evaluated in full."""
