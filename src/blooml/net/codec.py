@@ -208,7 +208,7 @@ _builtin(25, lgcounter, _counts, lgcounter)
 _builtin(26, lvclock, _counts, lvclock)
 _builtin(27, lpncounter, _pn_to, _pn_from)
 _builtin(28, llww, _lww_to, _lww_from)
-_builtin(29, lmvreg, lambda v: tuple(v.reveal()), lmvreg)
+_builtin(29, lmvreg, lambda v: tuple(v._v), lmvreg)
 _builtin(30, lorset, _orset_to, _orset_from)
 _builtin(31, l2pset, _twop_to, _twop_from)
 

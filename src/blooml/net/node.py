@@ -207,6 +207,7 @@ class Node:
         self._peers: dict[str, _Peer] = {}
         self._resolved: dict[str, tuple[str, int]] = {}
         self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.StreamWriter] = set()
         self._udp: asyncio.DatagramTransport | None = None
         self._fail_backoff_until = 0.0
         self._stats: dict[str, Any] = {
@@ -400,6 +401,7 @@ class Node:
         return True
 
     async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._conns.add(writer)
         try:
             while True:
                 head = await reader.readexactly(4)
@@ -411,6 +413,7 @@ class Node:
         except (asyncio.IncompleteReadError, OSError):
             pass
         finally:
+            self._conns.discard(writer)
             writer.close()
 
     # -- the loop -----------------------------------------------------------------------------
@@ -493,9 +496,14 @@ class Node:
             await peer.close()
         if self._server is not None:
             self._server.close()
+        for w in list(self._conns):
+            w.close()  # peers see EOF now, and reconnect to whoever binds this address next
         if self._udp is not None:
             self._udp.close()
-        await asyncio.sleep(0)
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in rest:
+            t.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
 
     def _work_ready(self) -> bool:
         return bool(self._inbox or self._calls or self._closing or self.rt.has_pending())
