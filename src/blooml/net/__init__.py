@@ -18,6 +18,7 @@ from blooml.net.codec import (
 )
 from blooml.net.local import LocalNetwork
 from blooml.net.node import Node
+from blooml.net.process import NodeProcess
 
 _Runtime.node_factory = Node
 
@@ -26,6 +27,7 @@ __all__ = [
     "Envelope",
     "LocalNetwork",
     "Node",
+    "NodeProcess",
     "decode",
     "decode_envelope",
     "encode",
