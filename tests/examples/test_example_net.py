@@ -21,3 +21,11 @@ def test_replicated_kvs_converges_after_a_partition_heals() -> None:
     assert {"colour": "green", "size": "M"} in part
     assert out["after"] == {"colour": "green", "shape": "square", "size": "M"}
     assert out["exit_codes"] == [0, 0, 0]
+
+
+def test_reliable_delivery_under_30_percent_loss() -> None:
+    out = load_example("net_reliable").main(messages=40, timeout=30.0)
+    assert out["confirmed"] == list(range(40))  # every message delivered and acknowledged
+    assert out["buffered"] == 0
+    assert out["lost"] > 0  # the network did lose datagrams
+    assert out["exit_code"] == 0

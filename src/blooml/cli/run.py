@@ -56,6 +56,12 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--summary-every", type=float, default=5.0, metavar="SECONDS")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument(
+        "--drop-rate",
+        type=float,
+        default=0.0,
+        help="fault injection: lose this fraction of outgoing datagrams (0..1)",
+    )
     p.add_argument("--log-level", default="INFO")
     p.set_defaults(func=run)
 
@@ -131,6 +137,10 @@ def run(ns: argparse.Namespace) -> int:
         except (BloomlError, OSError) as exc:
             raise UsageError(f"cannot start {ns.target} at {ns.address}: {exc}") from None
         n = node(p)
+        if not 0.0 <= ns.drop_rate <= 1.0:
+            n.stop()
+            raise UsageError(f"--drop-rate must be in [0, 1], got {ns.drop_rate}")
+        n.drop_rate = ns.drop_rate
         for coll, rows in seeds.items():
             view = getattr(p, coll, None)
             if coll not in p._rt.rels:

@@ -19,6 +19,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import random
 import signal
 import socket
 import struct
@@ -210,6 +211,11 @@ class Node:
         self._conns: set[asyncio.StreamWriter] = set()
         self._udp: asyncio.DatagramTransport | None = None
         self._fail_backoff_until = 0.0
+        #: Fault injection for tests and demos: the probability that an outgoing datagram
+        #: (or TCP frame) is silently lost (``blooml run --drop-rate``). Counted in
+        #: ``stats()["injected_drops"]``.
+        self.drop_rate = 0.0
+        self._rng = random.Random()
         self._stats: dict[str, Any] = {
             "ticks": 0,
             "errors": 0,
@@ -224,6 +230,7 @@ class Node:
             "send_dropped": 0,
             "connect_failures": 0,
             "callback_errors": 0,
+            "injected_drops": 0,
         }
         #: The batches set aside after failed ticks (the most recent 100).
         self.discarded: deque[dict[str, list[Any]]] = deque(maxlen=100)
@@ -310,6 +317,9 @@ class Node:
         data = encode_envelope(str(self.rt.addr), groups.items(), self.key)
         self._stats["sent"] += 1
         self._stats["sent_tuples"] += sum(map(len, groups.values()))
+        if self.drop_rate and self._rng.random() < self.drop_rate:
+            self._stats["injected_drops"] += 1  # fault injection: lost on the way
+            return
         if self.transport == "udp":
             dest = self._resolve(addr)
             try:
