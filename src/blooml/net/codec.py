@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hmac
 import struct
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
@@ -260,12 +261,59 @@ def registered() -> dict[str, type[Lattice]]:
 # -- encoding -------------------------------------------------------------------------------
 
 
+_SCALARS = frozenset({int, str, float, bool, bytes, type(None)})
+#: Deepest nesting of values accepted when encoding (a self-containing value is an error).
+MAX_ENCODE_DEPTH = 64
+
+
+class _Packers:
+    """One thread's msgpack packers: one per nesting level of lattice values (a packer is
+    not re-entrant, and ``default`` runs in the middle of the outer value), and one plain
+    packer for scalar lattice states."""
+
+    __slots__ = ("depth", "plain", "stack")
+
+    def __init__(self) -> None:
+        self.plain = msgpack.Packer(use_bin_type=True, autoreset=True, datetime=False)
+        self.stack: list[msgpack.Packer] = []
+        self.depth = 0
+
+    def pack(self, obj: Any) -> bytes:
+        d = self.depth
+        stack = self.stack
+        if d >= len(stack):
+            if d >= MAX_ENCODE_DEPTH:
+                raise CodecError("too_deep", f"values nested deeper than {MAX_ENCODE_DEPTH}")
+            stack.append(
+                msgpack.Packer(default=_default, use_bin_type=True, autoreset=True, datetime=False)
+            )
+        self.depth = d + 1
+        try:
+            return stack[d].pack(obj)  # type: ignore[no-any-return]
+        finally:
+            self.depth = d
+
+
+_local = threading.local()
+
+
+def _packers() -> _Packers:
+    try:
+        return _local.packers  # type: ignore[no-any-return]
+    except AttributeError:
+        p = _local.packers = _Packers()
+        return p
+
+
 def _default(obj: Any) -> Any:
     kind = _BY_CLASS.get(type(obj))
     if kind is not None:
-        if kind.code is not None:
-            return msgpack.ExtType(kind.code, _packb(kind.to_wire(obj)))
-        return msgpack.ExtType(_EXT_NAMED, _packb((kind.name, kind.to_wire(obj))))
+        state = kind.to_wire(obj)
+        ps = _packers()
+        if kind.code is None:
+            return msgpack.ExtType(_EXT_NAMED, ps.pack((kind.name, state)))
+        payload = ps.plain.pack(state) if type(state) in _SCALARS else ps.pack(state)
+        return msgpack.ExtType(kind.code, payload)
     if isinstance(obj, (frozenset, set)):
         return msgpack.ExtType(_EXT_FROZENSET, _packb(tuple(obj)))
     if isinstance(obj, int) and not isinstance(obj, bool):
@@ -286,11 +334,8 @@ def _default(obj: Any) -> Any:
     )
 
 
-_packer_default = _default
-
-
 def _packb(obj: Any) -> bytes:
-    return msgpack.packb(obj, default=_packer_default, use_bin_type=True, datetime=False)
+    return _packers().pack(obj)
 
 
 def encode(value: Any) -> bytes:
@@ -367,6 +412,20 @@ def encode_envelope(
 # -- decoding -------------------------------------------------------------------------------
 
 
+_SCALAR_CODES = frozenset({16, 17, 18})  # lmax, lmin, lbool
+# msgpack first bytes of scalars: fixint, negative fixint, nil, bool, bin, float, int, str
+_SCALAR_HEAD = [
+    b <= 0x7F
+    or b >= 0xE0
+    or 0xA0 <= b <= 0xBF
+    or b in (0xC0, 0xC2, 0xC3)
+    or 0xC4 <= b <= 0xC6
+    or 0xCA <= b <= 0xD3
+    or 0xD9 <= b <= 0xDB
+    for b in range(256)
+]
+
+
 class _Decoder:
     """``ext_hook`` that rebuilds frozensets and lattices, bounding their nesting."""
 
@@ -376,6 +435,15 @@ class _Decoder:
         self.depth = 0
 
     def __call__(self, code: int, data: bytes) -> Any:
+        if code in _SCALAR_CODES and data and _SCALAR_HEAD[data[0]]:
+            # a scalar state (lmax(3), lmin("a")): no nested extension types to watch
+            kind = _BY_CODE[code]
+            try:
+                return kind.from_wire(msgpack.unpackb(data))
+            except (BloomlError, ValueError, TypeError) as exc:
+                raise CodecError(
+                    "lattice_rejected", f"{kind.name} rejects the value: {exc}", data
+                ) from None
         self.depth += 1
         try:
             if self.depth > MAX_EXT_DEPTH:

@@ -420,8 +420,8 @@ class Node:
                     self._drop("too_large", f"a TCP frame of {n} bytes")
                     break
                 self._inbox_put(await reader.readexactly(n))
-        except (asyncio.IncompleteReadError, OSError):
-            pass
+        except (asyncio.IncompleteReadError, OSError, asyncio.CancelledError):
+            pass  # the peer went away, or this node is stopping
         finally:
             self._conns.discard(writer)
             writer.close()
@@ -531,9 +531,9 @@ class Node:
         inbox = self._inbox
         for _ in range(min(len(inbox), self.batch_limit)):
             self.accept(inbox.popleft())
-        calls = []
-        while self._calls:
-            calls.append(self._calls.popleft())
+        # one queued call per tick (as Bud's sync_do/async_do): what it inserts is applied
+        # by a tick of its own
+        calls = [self._calls.popleft()] if self._calls else []
         results: list[tuple[concurrent.futures.Future[Any] | None, Any, BaseException | None]]
         results = []
         for fn, fut in calls:
