@@ -524,17 +524,43 @@ class Runtime:
         The one place messages enter a program (tracing hooks here).
         """
         checked = []
+        staged: dict[str, dict[Any, Any]] = {}
         for chan, rows in batches:
             rel = self.rels.get(chan)
             if rel is None or rel.info.kind != "channel":
                 raise BloomError(
                     f"message on {chan!r} from {sender!r}: this program has no channel of that name"
                 )
-            checked.append((chan, rel.check_rows(list(rows), f"message on {chan}")))
+            where = f"message on {chan}"
+            out = rel.check_rows(list(rows), where)
+            try:
+                for r in out:
+                    hash(r)
+            except TypeError:
+                raise BloomError(f"{where} from {sender!r}: an unhashable value in {r!r}") from None
+            if rel.keyfn is not None:
+                # a key conflict with a message already queued for this tick would fail the
+                # whole tick: refuse this message instead (nothing queued)
+                keyfn = rel.keyfn
+                queued = self.pending.chan_keys.get(chan, {})
+                mine = staged.setdefault(chan, {})
+                for r in out:
+                    k = keyfn(r)
+                    old = mine.get(k, queued.get(k, MISSING))
+                    if old is MISSING:
+                        mine[k] = r
+                    elif old != r:
+                        try:
+                            mine[k] = rel._merge(k, old, r)
+                        except Exception as exc:
+                            raise BloomError(f"{where} from {sender!r}: {exc}") from None
+            checked.append((chan, out))
         n = 0
         for chan, rows in checked:
             self.pending.add("inserts", chan, rows)
             n += len(rows)
+        for chan, keyed in staged.items():
+            self.pending.chan_keys.setdefault(chan, {}).update(keyed)
         return n
 
     #: Builds the ``blooml.net`` node of a program (set when ``blooml.net`` is imported).
