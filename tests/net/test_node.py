@@ -11,7 +11,7 @@ import msgpack
 import pytest
 from _net import wait_until
 
-from blooml import BloomError, Program, bloom, channel, lmax, lset, periodic, table
+from blooml import Program, ProgramError, bloom, channel, lmax, lset, periodic, table
 from blooml.errors import CodecError
 from blooml.net import encode_envelope, encode_row, node
 
@@ -90,7 +90,7 @@ def test_a_bad_address_fails_the_sending_rule() -> None:
     a = Echo(addr="127.0.0.1:0")
     try:
         a.out.insert([("nowhere", 1, 1)])
-        with pytest.raises(BloomError, match="host:port"):
+        with pytest.raises(ProgramError, match="host:port"):
             a.tick()
     finally:
         node(a).stop()
@@ -248,7 +248,7 @@ def test_sync_do_async_do_on_tick_watch(nodes: list[Any]) -> None:
     assert [tuple(r) for r in seen] == [(a.addr, 1, 5)]
     assert seen[0].k == 1
     assert ticks and ticks == sorted(ticks)
-    with pytest.raises(BloomError, match="no collection"):
+    with pytest.raises(ProgramError, match="no collection"):
         a.watch("nope", print)
 
 
@@ -327,7 +327,7 @@ def test_stop_applies_what_arrived_and_closes(nodes: list[Any]) -> None:
     a.sync_do(lambda p: p.out.insert([(a.addr, 1, 1)]))
     a.stop()
     assert {tuple(r) for r in a.got} == {(a.addr, 1, 1)}
-    with pytest.raises(BloomError, match="stopped"):
+    with pytest.raises(ProgramError, match="stopped"):
         a.start()
 
 
@@ -340,9 +340,9 @@ def test_tick_on_a_started_node_runs_on_its_thread(nodes: list[Any]) -> None:
 
 
 def test_options_are_checked() -> None:
-    with pytest.raises(BloomError, match="transport"):
+    with pytest.raises(ProgramError, match="transport"):
         Echo(addr="127.0.0.1:0", transport="quic")
-    with pytest.raises(BloomError, match="host:port"):
+    with pytest.raises(ProgramError, match="host:port"):
         Echo(addr="a", cluster_key="k")
 
 

@@ -19,19 +19,19 @@ undone if anything raises.
 from __future__ import annotations
 
 import gc
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._codegen import FusedMapEval, fused_map
 from blooml.engine._lat_eval import LatEval
 from blooml.engine._priority import Frontier, eligible_heads
+from blooml.engine._reads import MonotoneRead, allowed_methods, undeclared_read
 from blooml.engine._rel_eval import Eval, MapEval, ScanEval
 from blooml.engine._state import LatVarState, Pending
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.engine.views import CollectionView, LatticeView
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 from blooml.ir.graph import sources
 from blooml.ir.program import ProgramIR, Rule
 
@@ -58,11 +58,13 @@ class CompiledRule:
     __slots__ = (
         "body",
         "fresh",
+        "guards",
         "head_lat",
         "head_rel",
         "is_lat_body",
         "op",
         "persistent",
+        "read_modes",
         "read_vars",
         "rule",
         "seen_removals",
@@ -84,6 +86,10 @@ class CompiledRule:
         self.body = body
         self.is_lat_body = isinstance(self.body, LatEval)
         self.read_vars = [rt.lats[v] for v in sorted(rule.reads)]
+        # name -> the function may use the value freely (a non-monotone read, stratified
+        # before this rule) or only through @morph/@monotone methods (a MonotoneRead guard)
+        self.read_modes = {v: v in rule.nonmonotone_reads for v in rule.reads}
+        self.guards: dict[str, MonotoneRead] = {}
         if self.head_rel is not None:
             # A message is an event: `<~` sends what the body derives anew (as for a table
             # head); a scratch head must hold every derivation, every tick.
@@ -105,6 +111,20 @@ class CompiledRule:
                 return True
             return any(v.incs for v in self.read_vars)
         return bool(self.read_vars) and any(v.hi > v.lo for v in self.read_vars)
+
+    def read(self, var: LatVarState) -> Any:
+        """``self.<var>`` read by one of this rule's functions (verified against the IR)."""
+        free = self.read_modes.get(var.name)
+        if free is None:
+            undeclared_read(self.where, var.name)
+        value = var.value
+        if free:
+            return value
+        g = self.guards.get(var.name)
+        if g is None or g._value is not value:
+            g = MonotoneRead(value, var.name, self.where, allowed_methods(var.cls))
+            self.guards[var.name] = g
+        return g
 
     def evaluate(self, full: bool) -> Any:
         """The body's rows (or lattice value) to apply to the head."""
@@ -193,6 +213,7 @@ class Runtime:
         #: Collections whose new rows each committed tick keeps in ``tick_rows`` (``watch``).
         self.watched: set[str] = set()
         self.tick_rows: dict[str, list[Any]] = {}
+        self.firing: CompiledRule | None = None  # the rule being evaluated, during a tick
 
     def _plain_rows(self) -> None:
         """Store as plain tuples the rows of every collection that no user function receives:
@@ -220,18 +241,39 @@ class Runtime:
         return v
 
     def read_attr(self, name: str) -> Any:
-        """``self.<name>`` inside a rule function while a tick runs."""
+        """``self.<name>`` inside a rule function while a tick runs.
+
+        A lattice variable or ``tick_count`` that the rule being evaluated does not declare
+        (``Rule.reads``, ``Rule.reads_tick``) raises :class:`~blooml.errors.ProgramError`;
+        see :mod:`blooml.engine._reads`.
+        """
         var = self.lats.get(name)
         if var is not None:
-            return var.value
+            cr = self.firing
+            return var.value if cr is None else cr.read(var)
         if name == "tick_count":
+            cr = self.firing
+            if cr is not None and not cr.rule.reads_tick:
+                undeclared_read(cr.where, name)
             return self.tick_count
         if name in self.rels:
-            raise BloomError(
-                f"self.{name} is a collection: rule functions cannot read collections (it "
-                "would hide a dependency); join with it, or use notin/include"
-            )
+            self.refuse_collection_read(name)
         return getattr(self.program, name)
+
+    def lat_value(self, name: str) -> Any:
+        """A lattice variable's value for its view (``p.best.value``): verified as
+        :meth:`read_attr` while a rule is evaluated (a helper method of the program)."""
+        var = self.lats[name]
+        cr = self.firing
+        return var.value if cr is None else cr.read(var)
+
+    def refuse_collection_read(self, name: str) -> None:
+        """Raise for a rule function reading collection ``name`` (directly or via a view)."""
+        where = f"{self.firing.where}: " if self.firing is not None else ""
+        raise ProgramError(
+            f"{where}self.{name} is a collection: rule functions cannot read collections (it "
+            "would hide a dependency); join with it, or use notin/include"
+        )
 
     # -- the tick -------------------------------------------------------------------------------
 
@@ -287,6 +329,7 @@ class Runtime:
             raise
         finally:
             self.proxy._rt = prev_rt
+            self.firing = None
         if self.watched:
             self.tick_rows = {n: self.rels[n].tick_new for n in self.watched}
         for r in self.rels.values():
@@ -390,6 +433,7 @@ class Runtime:
             self._fire(cr, True)
 
     def _fire(self, cr: CompiledRule, first: bool) -> None:
+        self.firing = cr
         full = cr.full_mode(first)
         try:
             out = cr.evaluate(full)
@@ -490,7 +534,7 @@ class Runtime:
         if self.network is not None:
             return self.network.check(self, addr, chan, row, where)
         if addr != self.addr:
-            raise BloomError(
+            raise ProgramError(
                 f"channel {chan!r}: message {tuple(row)!r} is addressed to {addr!r}, but this "
                 f"program ({self.addr!r}) has no network; only its own address is delivered "
                 "(loopback). Pass network=LocalNetwork() to connect programs, or bind a "
@@ -518,7 +562,7 @@ class Runtime:
     def receive_batch(self, sender: Any, batches: Any) -> int:
         """Messages arrived (from ``sender``, if known): visible at this program's next tick.
 
-        ``batches`` holds ``(channel, rows)`` pairs. All or nothing: raises ``BloomError``
+        ``batches`` holds ``(channel, rows)`` pairs. All or nothing: raises ``ProgramError``
         with nothing queued if a channel is not a channel of this program or a row does not
         fit it (wrong arity, a lattice in a key column). Returns the number of rows queued.
         The one place messages enter a program (tracing hooks here).
@@ -528,7 +572,7 @@ class Runtime:
         for chan, rows in batches:
             rel = self.rels.get(chan)
             if rel is None or rel.info.kind != "channel":
-                raise BloomError(
+                raise ProgramError(
                     f"message on {chan!r} from {sender!r}: this program has no channel of that name"
                 )
             where = f"message on {chan}"
@@ -537,7 +581,9 @@ class Runtime:
                 for r in out:
                     hash(r)
             except TypeError:
-                raise BloomError(f"{where} from {sender!r}: an unhashable value in {r!r}") from None
+                raise ProgramError(
+                    f"{where} from {sender!r}: an unhashable value in {r!r}"
+                ) from None
             if rel.keyfn is not None:
                 # a key conflict with a message already queued for this tick would fail the
                 # whole tick: refuse this message instead (nothing queued)
@@ -553,7 +599,7 @@ class Runtime:
                         try:
                             mine[k] = rel._merge(k, old, r)
                         except Exception as exc:
-                            raise BloomError(f"{where} from {sender!r}: {exc}") from None
+                            raise ProgramError(f"{where} from {sender!r}: {exc}") from None
             checked.append((chan, out))
         n = 0
         for chan, rows in checked:
@@ -562,23 +608,6 @@ class Runtime:
         for chan, keyed in staged.items():
             self.pending.chan_keys.setdefault(chan, {}).update(keyed)
         return n
-
-    #: Builds the ``blooml.net`` node of a program (set when ``blooml.net`` is imported).
-    node_factory: Callable[..., Any] | None = None
-
-    def attach_node(self, **options: Any) -> Any:
-        """Make this program a network node (``blooml.net.Node``): bind its ``host:port``
-        address, or, without one, run it with loopback channels only. Returns the node."""
-        if self.node is not None:
-            return self.node
-        factory = Runtime.node_factory
-        if factory is None:
-            # The network layer sits above the engine; it registers its factory on import.
-            importlib.import_module("blooml.net")
-            factory = Runtime.node_factory
-        assert factory is not None
-        self.node = factory(self.program, **options)
-        return self.node
 
     def has_pending(self) -> bool:
         """Whether input (messages, inserts, deferred facts) waits for the next tick."""

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._state import Pending
-from blooml.errors import BloomError, BloomlError, CodecError
+from blooml.errors import BloomlError, CodecError, ProgramError
 from blooml.net.codec import (
     MAX_DATAGRAM,
     ReplayGuard,
@@ -50,14 +50,14 @@ _FRAME = struct.Struct(">I")
 
 
 def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
-    """Split ``"host:port"`` (or ``"[v6]:port"``); raise ``BloomError`` if it is not one."""
+    """Split ``"host:port"`` (or ``"[v6]:port"``); raise ``ProgramError`` if it is not one."""
     if isinstance(addr, str):
         host, sep, port = addr.rpartition(":")
         if sep and host and port.isdigit() and int(port) < 65536:
             if host.startswith("[") and host.endswith("]"):
                 host = host[1:-1]
             return host, int(port)
-    raise BloomError(
+    raise ProgramError(
         f"{where + ': ' if where else ''}the address {addr!r} is not host:port "
         "(a program bound to a socket sends to host:port addresses)"
     )
@@ -237,13 +237,14 @@ class Node:
         self.sock: socket.socket | None = None
         if transport is not None:
             if transport not in ("udp", "tcp"):
-                raise BloomError(f"transport must be 'udp' or 'tcp', got {transport!r}")
+                raise ProgramError(f"transport must be 'udp' or 'tcp', got {transport!r}")
             host, port = parse_addr(rt.addr, "addr")
             self.sock = self._bind(host, port)
             bound_port = self.sock.getsockname()[1]
             shown = f"[{host}]" if ":" in host else host
             rt.addr = f"{shown}:{bound_port}"
         rt.network = self if transport is not None else None
+        rt.node = self
 
     def _bind(self, host: str, port: int) -> socket.socket:
         infos = socket.getaddrinfo(
@@ -264,7 +265,7 @@ class Node:
             sock.setblocking(False)
         except OSError as exc:
             sock.close()
-            raise BloomError(f"cannot bind {host}:{port} ({self.transport}): {exc}") from exc
+            raise ProgramError(f"cannot bind {host}:{port} ({self.transport}): {exc}") from exc
         return sock
 
     # -- the transport seam (called by the runtime) -----------------------------------------
@@ -442,9 +443,9 @@ class Node:
     def start(self) -> None:
         """Start the node's thread and loop (see ``Program.start``)."""
         if self.running:
-            raise BloomError(f"{self.rt.addr}: the node is running already")
+            raise ProgramError(f"{self.rt.addr}: the node is running already")
         if self._closing:
-            raise BloomError(f"{self.rt.addr}: the node was stopped; make a new program")
+            raise ProgramError(f"{self.rt.addr}: the node was stopped; make a new program")
         ready = threading.Event()
         failure: list[BaseException] = []
         self._thread = threading.Thread(
@@ -638,7 +639,7 @@ class Node:
                 self.sock.close()
             return
         if self.on_own_thread():
-            raise BloomError("stop() from the node's own thread (a callback) would deadlock")
+            raise ProgramError("stop() from the node's own thread (a callback) would deadlock")
         loop = self._loop
 
         def close() -> None:
@@ -650,7 +651,7 @@ class Node:
         assert self._thread is not None
         self._thread.join(timeout)
         if self._thread.is_alive():
-            raise BloomError(f"{self.rt.addr}: the node did not stop within {timeout} s")
+            raise ProgramError(f"{self.rt.addr}: the node did not stop within {timeout} s")
 
     def run(self) -> None:
         """Start, then wait for SIGINT/SIGTERM in the foreground, then stop."""
@@ -702,7 +703,7 @@ class Node:
     def watch(self, name: str, fn: Callable[[list[Any]], Any]) -> None:
         """Call ``fn(rows)`` with the tuples collection ``name`` gains in each tick."""
         if name not in self.rt.rels and name not in self.rt.lats:
-            raise BloomError(
+            raise ProgramError(
                 f"watch({name!r}): no collection or lattice variable of that name (have: "
                 f"{sorted([*self.rt.rels, *self.rt.lats])})"
             )
