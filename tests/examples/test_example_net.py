@@ -29,3 +29,13 @@ def test_reliable_delivery_under_30_percent_loss() -> None:
     assert out["buffered"] == 0
     assert out["lost"] > 0  # the network did lose datagrams
     assert out["exit_code"] == 0
+
+
+def test_two_phase_commit_across_processes() -> None:
+    out = load_example("net_2pc").main(timeout=20.0)
+    assert out["committed"] == [1] and out["aborted"] == [2]
+    assert sorted(d for (x, _), d in out["acks"].items() if x == 1) == ["commit"] * 3
+    assert sorted(d for (x, _), d in out["acks"].items() if x == 2) == ["abort"] * 3
+    # non-monotone: the static analysis names the rules that need coordination
+    assert out["points_of_order"] == ["committed", "waiting"]
+    assert out["exit_codes"] == [0, 0, 0]
