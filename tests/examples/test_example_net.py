@@ -39,3 +39,10 @@ def test_two_phase_commit_across_processes() -> None:
     # non-monotone: the static analysis names the rules that need coordination
     assert out["points_of_order"] == ["committed", "waiting"]
     assert out["exit_codes"] == [0, 0, 0]
+
+
+def test_causal_broadcast_with_vector_clocks_on_a_reordering_network() -> None:
+    out = load_example("net_causal").main(questions=6, timeout=30.0)
+    assert sorted(out["delivered"].values()) == [24, 24, 24]
+    assert out["violations"] == []  # no answer delivered before its question
+    assert out["exit_codes"] == [0, 0, 0]

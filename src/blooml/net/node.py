@@ -215,6 +215,9 @@ class Node:
         #: (or TCP frame) is silently lost (``blooml run --drop-rate``). Counted in
         #: ``stats()["injected_drops"]``.
         self.drop_rate = 0.0
+        #: Fault injection: each outgoing UDP datagram waits a random 0..max_delay seconds
+        #: (so datagrams are reordered) (``blooml run --max-delay``).
+        self.max_delay = 0.0
         self._rng = random.Random()
         self._stats: dict[str, Any] = {
             "ticks": 0,
@@ -321,16 +324,13 @@ class Node:
         if self.drop_rate and self._rng.random() < self.drop_rate:
             self._stats["injected_drops"] += 1  # fault injection: lost on the way
             return
+        delayed = self.max_delay and self.transport == "udp" and self._loop is not None
+        if delayed and self.on_own_thread():  # fault injection: delayed (and so reordered)
+            assert self._loop is not None
+            self._loop.call_later(self._rng.uniform(0.0, self.max_delay), self._sendto, addr, data)
+            return
         if self.transport == "udp":
-            dest = self._resolve(addr)
-            try:
-                if self._udp is not None and self.on_own_thread():
-                    self._udp.sendto(data, dest)
-                else:
-                    assert self.sock is not None
-                    self.sock.sendto(data, dest)
-            except OSError:
-                self._count("send_errors")
+            self._sendto(addr, data)
             return
         frame = _FRAME.pack(len(data)) + data
         if not self.running or not self.on_own_thread():
@@ -340,6 +340,17 @@ class Node:
         if peer is None:
             peer = self._peers[addr] = _Peer(self, addr, self.inbox_limit)
         peer.push(frame)
+
+    def _sendto(self, addr: str, data: bytes) -> None:
+        dest = self._resolve(addr)
+        try:
+            if self._udp is not None and self.on_own_thread():
+                self._udp.sendto(data, dest)
+            else:
+                assert self.sock is not None
+                self.sock.sendto(data, dest)
+        except OSError:
+            self._count("send_errors")
 
     def _resolve(self, addr: str) -> tuple[str, int]:
         dest = self._resolved.get(addr)
