@@ -153,12 +153,11 @@ def run(ns: argparse.Namespace) -> int:
             raise UsageError(f"--max-delay must be >= 0, got {ns.max_delay}")
         n.max_delay = ns.max_delay
         for coll, rows in seeds.items():
-            view = getattr(p, coll, None)
             if coll not in p._rt.rels:
                 n.stop()
                 raise UsageError(f"--insert: {cls.__qualname__} has no collection {coll!r}")
             try:
-                view.insert(rows)
+                getattr(p, coll).insert(rows)
             except BloomlError as exc:
                 n.stop()
                 raise UsageError(f"--insert {coll}: {exc}") from None

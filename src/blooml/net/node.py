@@ -357,7 +357,8 @@ class Node:
         if dest is None:
             host, port = parse_addr(addr)
             info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
-            dest = self._resolved[addr] = info[0][4][:2]
+            sockaddr = info[0][4]
+            dest = self._resolved[addr] = (str(sockaddr[0]), int(sockaddr[1]))
         return dest
 
     # -- receiving ----------------------------------------------------------------------------
@@ -522,9 +523,9 @@ class Node:
             w.close()  # peers see EOF now, and reconnect to whoever binds this address next
         if self._udp is not None:
             self._udp.close()
-        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for t in rest:
-            t.cancel()
+        rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
         await asyncio.gather(*rest, return_exceptions=True)
 
     def _work_ready(self) -> bool:
@@ -560,10 +561,10 @@ class Node:
         timer = due is not None and due <= rt.clock() and rt.clock() >= self._fail_backoff_until
         if rt.has_pending() or timer:
             self._tick(t0)
-        for fut, value, exc in results:
+        for fut, value, err in results:
             if fut is not None:
-                if exc is not None:
-                    fut.set_exception(exc)
+                if err is not None:
+                    fut.set_exception(err)
                 else:
                     fut.set_result(value)
 
