@@ -368,3 +368,57 @@ def test_lattice_columns_and_sets_travel(nodes: list[Any]) -> None:
     nodes += [a, b]
     a.sync_do(lambda p: p.out.insert([(b.addr, 1, lset([1, 2]))]))
     wait_until(lambda: got(b) == {(a.addr, 1, lset([1, 2]))})
+
+
+def test_watch_a_lattice_variable(nodes: list[Any]) -> None:
+    class Best(Program):
+        val = channel(["@dst", "v"])
+        best = lmax()
+
+        @bloom
+        def rules(self):
+            self.best <= self.val.map(lambda m: m.v)
+
+    p = Best(addr="127.0.0.1:0").start()
+    nodes.append(p)
+    seen: list[Any] = []
+    p.watch("best", seen.extend)
+    p.sync_do(lambda q: q.val.insert([(q.addr, 3)]))
+    p.sync_do(lambda q: q.val.insert([(q.addr, 2)]))  # no growth: no call
+    p.sync_do(lambda q: q.val.insert([(q.addr, 5)]))
+    assert seen == [lmax(3), lmax(5)]
+
+
+RUN_SCRIPT = """
+import sys
+from blooml import Program, bloom, table
+class Idle(Program):
+    t = table(["x"])
+    @bloom
+    def rules(self):
+        pass
+p = Idle(addr="127.0.0.1:0")
+print(p.addr, flush=True)
+p.run()
+print("stopped", p.stats()["ticks"] >= 0, flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_run_in_the_foreground_until_a_signal(sig: str) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", RUN_SCRIPT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("127.0.0.1:")
+        time.sleep(0.3)
+        proc.send_signal(getattr(signal, sig))
+        out, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0
+        assert "stopped True" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
