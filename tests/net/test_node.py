@@ -422,3 +422,23 @@ def test_run_in_the_foreground_until_a_signal(sig: str) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback here")
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+def test_ipv6_loopback(transport: str, nodes: list[Any]) -> None:
+    a = Echo(addr="[::1]:0", transport=transport).start()
+    b = Echo(addr="[::1]:0", transport=transport).start()
+    nodes += [a, b]
+    assert a.addr.startswith("[::1]:")
+    a.sync_do(lambda p: p.out.insert([(b.addr, 1, 1)]))
+    wait_until(lambda: got(b) == {(a.addr, 1, 1)})
