@@ -334,6 +334,9 @@ class Node:
             return
         frame = _FRAME.pack(len(data)) + data
         if not self.running or not self.on_own_thread():
+            if len(self._pre_start) >= self.inbox_limit:  # bounded until the node starts
+                self._count("send_dropped")
+                return
             self._pre_start.append((addr, frame))
             return
         peer = self._peers.get(addr)
