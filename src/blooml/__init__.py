@@ -41,7 +41,6 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         sum_,
         table,
     )
-    from blooml.engine.network import LocalNetwork
     from blooml.errors import (
         BloomlError,
         KeyConstraintError,
@@ -76,6 +75,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         morph,
         registered_lattices,
     )
+    from blooml.net import LocalNetwork
 
 _ERRORS = (
     "BloomlError",
@@ -138,7 +138,7 @@ _WHERE: dict[str, str] = {
     **dict.fromkeys(_ERRORS, "blooml.errors"),
     **dict.fromkeys(_LATTICES, "blooml.lattices"),
     **dict.fromkeys(_RULES, "blooml.bloom"),
-    "LocalNetwork": "blooml.engine.network",
+    "LocalNetwork": "blooml.net",
 }
 
 # Deprecated for one release: the very same class as the replacement, reading it warns.

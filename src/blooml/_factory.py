@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["local_network_class", "new_runtime"]
+__all__ = ["local_network_class", "new_node", "new_runtime"]
 
 
 def new_runtime(ir: Any, program: Any, proxy: Any, **options: Any) -> Any:
@@ -31,6 +31,15 @@ def new_runtime(ir: Any, program: Any, proxy: Any, **options: Any) -> Any:
 
 def local_network_class() -> type:
     """Return the class that connects several programs in one process (``LocalNetwork``)."""
-    network = importlib.import_module("blooml.engine.network")
+    network = importlib.import_module("blooml.net")
     cls: type = network.LocalNetwork
     return cls
+
+
+def new_node(program: Any, **options: Any) -> Any:
+    """Make ``program`` a network node (``blooml.net.Node``): bind its ``host:port`` address,
+    or, without one, run it with loopback channels only. The node becomes ``program._rt.node``
+    (and, with a socket, the program's transport). ``options`` are ``Node``'s (``transport``,
+    ``cluster_key``)."""
+    node = importlib.import_module("blooml.net.node")
+    return node.Node(program, **options)

@@ -75,9 +75,12 @@ class Pending:
     """Facts for the next tick: ``<+`` inserts, ``<-`` deletes, ``<+-`` replacements, lattice
     merges, external input and arrived channel messages."""
 
-    __slots__ = ("deletes", "inserts", "lats", "replaces")
+    __slots__ = ("chan_keys", "deletes", "inserts", "lats", "replaces")
 
     def __init__(self) -> None:
+        #: channel -> key -> row of the messages queued (a message conflicting with them is
+        #: refused on arrival: see ``Runtime.receive_batch``)
+        self.chan_keys: dict[str, dict[Any, Any]] = {}
         self.inserts: dict[str, list[Any]] = {}
         self.deletes: dict[str, list[Any]] = {}
         self.replaces: dict[str, list[Any]] = {}

@@ -184,7 +184,12 @@ class Runtime:
         self.proxy = proxy
         self.addr = addr
         self.clock = clock
+        #: The transport (see ``deliver``/``check`` below and ``docs/net.md``): ``None`` for
+        #: loopback only, a ``blooml.net.LocalNetwork``, a socket node's transport or a
+        #: simulation. Set by the transport's ``register(program)``.
         self.network: Any = None
+        #: The ``blooml.net`` node running this program (``p.start()`` etc.), if any.
+        self.node: Any = None
         self.tick_count = 0
         self.now = clock()
         self.rels = {name: Relation(info) for name, info in ir.collections.items()}
@@ -198,13 +203,16 @@ class Runtime:
         self.prio_heads = [eligible_heads((cr.rule for cr in s), self.rels) for s in self.strata]
         self.temporal = [self.rules[i] for i in ir.temporal]
         self.pending = Pending()
-        self.outbox: list[tuple[str, str, tuple[Any, ...]]] = []
+        self.outbox: list[tuple[Any, str, tuple[Any, ...], Any]] = []
         self.periodic = {
             name: [self.now + (info.period or 0.0), 0]
             for name, info in ir.collections.items()
             if info.kind == "periodic"
         }
         self._views: dict[str, Any] = {}
+        #: Collections whose new rows each committed tick keeps in ``tick_rows`` (``watch``).
+        self.watched: set[str] = set()
+        self.tick_rows: dict[str, list[Any]] = {}
         self.firing: CompiledRule | None = None  # the rule being evaluated, during a tick
 
     def _plain_rows(self) -> None:
@@ -285,6 +293,11 @@ class Runtime:
         finally:
             gc.enable()
 
+    def tick_n(self, n: int) -> None:
+        """Run ``n`` ticks."""
+        for _ in range(n):
+            self.tick()
+
     def _tick(self) -> None:
         now = self.clock()
         rel_tokens = {n: r.begin() for n, r in self.rels.items()}
@@ -322,12 +335,21 @@ class Runtime:
         finally:
             self.proxy._rt = prev_rt
             self.firing = None
+        if self.watched:
+            self.tick_rows = {n: self.rels[n].tick_new for n in self.watched}
         for r in self.rels.values():
             r.commit()
         self.tick_count += 1
         outbox, self.outbox = self.outbox, []
-        for addr, chan, row in outbox:
-            self._deliver(addr, chan, row)
+        if outbox:
+            batches: dict[Any, list[tuple[str, tuple[Any, ...], Any]]] = {}
+            for addr, chan, row, wire in outbox:
+                b = batches.get(addr)
+                if b is None:
+                    batches[addr] = b = []
+                b.append((chan, row, wire))
+            for addr, batch in batches.items():
+                self.send(addr, batch)
 
     def _apply_inputs(self, pend: Pending, now: float) -> None:
         try:
@@ -477,8 +499,8 @@ class Runtime:
             loc = rel.info.loc
             assert loc is not None
             for row in rows:
-                self._check_addr(row[loc], rel.name, row)
-                self.outbox.append((row[loc], rel.name, tuple(row)))
+                wire = self._check_addr(row[loc], rel.name, row, cr.where)
+                self.outbox.append((row[loc], rel.name, tuple(row), wire))
             return
         kind = {"<+": "inserts", "<-": "deletes", "<+-": "replaces"}[op]
         if kind != "inserts":
@@ -508,26 +530,100 @@ class Runtime:
 
     # -- channels -------------------------------------------------------------------------------
 
-    def _check_addr(self, addr: Any, chan: str, row: Any) -> None:
+    def _check_addr(self, addr: Any, chan: str, row: Any, where: str = "") -> Any:
+        """Check a message at its sending rule (inside the tick: an error rolls it back).
+
+        Returns the transport's token for the message (a socket transport encodes the row
+        here, so a value that cannot travel fails the rule), passed back to ``deliver``.
+        """
         if self.network is not None:
-            self.network.check(self, addr, chan, row)
-        elif addr != self.addr:
+            return self.network.check(self, addr, chan, row, where)
+        if addr != self.addr:
             raise ProgramError(
                 f"channel {chan!r}: message {tuple(row)!r} is addressed to {addr!r}, but this "
                 f"program ({self.addr!r}) has no network; only its own address is delivered "
-                "(loopback). Pass network=LocalNetwork() to connect programs"
+                "(loopback). Pass network=LocalNetwork() to connect programs, or bind a "
+                "host:port address"
             )
+        return None
 
-    def _deliver(self, addr: Any, chan: str, row: tuple[Any, ...]) -> None:
+    def send(self, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
+        """Hand the messages a committed tick sends to ``addr`` to the transport, together.
+
+        ``batch`` holds ``(channel, row, token)`` in the order the rules produced them
+        (``token`` is what the transport's ``check`` returned). The one place sends leave a
+        program (tracing hooks here).
+        """
         if self.network is not None:
-            self.network.send(self, addr, chan, row)
+            self.network.deliver(self, addr, batch)
         else:
-            self.receive(chan, row)
+            for chan, row, _ in batch:
+                self.receive(chan, row)
 
     def receive(self, chan: str, row: tuple[Any, ...]) -> None:
         """A message arrived on channel ``chan``: visible at this program's next tick."""
-        rel = self.rels[chan]
-        self.pending.add("inserts", chan, [rel.make_row(row, f"message on {chan}")])
+        self.receive_batch(None, [(chan, [row])])
+
+    def receive_batch(self, sender: Any, batches: Any) -> int:
+        """Messages arrived (from ``sender``, if known): visible at this program's next tick.
+
+        ``batches`` holds ``(channel, rows)`` pairs. All or nothing: raises ``ProgramError``
+        with nothing queued if a channel is not a channel of this program or a row does not
+        fit it (wrong arity, a lattice in a key column). Returns the number of rows queued.
+        The one place messages enter a program (tracing hooks here).
+        """
+        checked = []
+        staged: dict[str, dict[Any, Any]] = {}
+        for chan, rows in batches:
+            rel = self.rels.get(chan)
+            if rel is None or rel.info.kind != "channel":
+                raise ProgramError(
+                    f"message on {chan!r} from {sender!r}: this program has no channel of that name"
+                )
+            where = f"message on {chan}"
+            out = rel.check_rows(list(rows), where)
+            try:
+                for r in out:
+                    hash(r)
+            except TypeError:
+                raise ProgramError(
+                    f"{where} from {sender!r}: an unhashable value in {r!r}"
+                ) from None
+            if rel.keyfn is not None:
+                # a key conflict with a message already queued for this tick would fail the
+                # whole tick: refuse this message instead (nothing queued)
+                keyfn = rel.keyfn
+                queued = self.pending.chan_keys.get(chan, {})
+                mine = staged.setdefault(chan, {})
+                for r in out:
+                    k = keyfn(r)
+                    old = mine.get(k, queued.get(k, MISSING))
+                    if old is MISSING:
+                        mine[k] = r
+                    elif old != r:
+                        try:
+                            mine[k] = rel._merge(k, old, r)
+                        except Exception as exc:
+                            raise ProgramError(f"{where} from {sender!r}: {exc}") from None
+            checked.append((chan, out))
+        n = 0
+        for chan, rows in checked:
+            self.pending.add("inserts", chan, rows)
+            n += len(rows)
+        for chan, keyed in staged.items():
+            self.pending.chan_keys.setdefault(chan, {}).update(keyed)
+        return n
+
+    def has_pending(self) -> bool:
+        """Whether input (messages, inserts, deferred facts) waits for the next tick."""
+        p = self.pending
+        return bool(p.inserts or p.deletes or p.replaces or p.lats)
+
+    def next_due(self) -> float | None:
+        """The clock time at which the next ``periodic`` fires (``None``: no periodic)."""
+        if not self.periodic:
+            return None
+        return min(state[0] for state in self.periodic.values())
 
     def is_fresh(self, rule: Rule) -> bool:  # pragma: no cover - debugging aid
         """Whether ``rule`` will next be evaluated in full."""

@@ -1,0 +1,54 @@
+"""``blooml.net``: programs as network nodes, the wire codec, in-process networks.
+
+See ``docs/net.md``. Layering: this package sits above the engine and the DSL (it runs
+programs as nodes); neither imports it.
+"""
+
+from blooml.net.codec import (
+    FORMAT_VERSION,
+    Envelope,
+    decode,
+    decode_envelope,
+    encode,
+    encode_envelope,
+    encode_row,
+    register,
+    registered,
+)
+from blooml.net.local import LocalNetwork
+from blooml.net.node import Node
+from blooml.net.process import NodeProcess
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Envelope",
+    "LocalNetwork",
+    "Node",
+    "NodeProcess",
+    "decode",
+    "decode_envelope",
+    "encode",
+    "encode_envelope",
+    "encode_row",
+    "node",
+    "register",
+    "registered",
+]
+
+
+def node(program: object) -> Node:
+    """The node running ``program`` (made on first use): its ``start``, ``stop``, ``run``,
+    ``sync_do``, ``async_do``, ``on_tick``, ``watch``, ``on_error`` and ``stats`` are the
+    program's own methods of those names, reachable here when the program's state shadows
+    one of them (a collection named ``start``)."""
+    from blooml.errors import ProgramError
+
+    rt = getattr(program, "_rt", None)
+    if rt is None:
+        raise ProgramError(f"node(): {program!r} is not an initialised Program")
+    if rt.node is None:
+        if rt.network is not None:
+            raise ProgramError(f"node(): {program!r} is on {rt.network!r}, which ticks it")
+        Node(program)
+    result: Node = rt.node
+    return result
