@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "BloomError",
     "BloomlError",
+    "GraphvizNotFound",
     "KeyConstraintError",
     "LatticeTypeError",
     "LatticeValueError",
@@ -95,11 +96,26 @@ class UnstratifiableError(BloomError):
     Attributes:
         cycle: the collection names on the cycle, in order.
         rules: human-readable descriptions (with source lines) of the rules on it.
+        edges: the dependency edges (``blooml.ir.Edge``) on the cycle, the non-monotone one
+            first (empty when not known).
+        ir: the program's dependency graph without strata (a ``blooml.ir.ProgramIR`` whose
+            ``strata`` is empty), so that ``blooml plot`` can draw the cycle; ``None`` when
+            not known.
     """
 
-    def __init__(self, cycle: list[str], rules: list[str], detail: str = "") -> None:
+    def __init__(
+        self,
+        cycle: list[str],
+        rules: list[str],
+        detail: str = "",
+        *,
+        edges: list[Any] | None = None,
+        ir: Any = None,
+    ) -> None:
         self.cycle = list(cycle)
         self.rules = list(rules)
+        self.edges = list(edges or ())
+        self.ir = ir
         lines = "; ".join(rules)
         msg = (
             f"program cannot be stratified: cycle {' -> '.join(cycle)} passes through a "
@@ -127,3 +143,15 @@ class NotSupportedOnSpark(BloomlError, NotImplementedError):
 def _cls_name(cls: type) -> str:
     name = getattr(cls, "wrapper_name", None)
     return f"{name} ({cls.__qualname__})" if name and name != cls.__qualname__ else cls.__qualname__
+
+
+class GraphvizNotFound(BloomlError, RuntimeError):
+    """Drawing needs Graphviz: the ``graphviz`` Python package or the ``dot`` program is missing.
+
+    Attributes:
+        missing: which of the two is missing.
+    """
+
+    def __init__(self, message: str, *, missing: str) -> None:
+        self.missing = missing
+        super().__init__(message)

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from blooml import __version__
-from blooml.cli import analyze, check_laws
+from blooml.cli import analyze, check_laws, plot
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 #: The subcommand modules, in the order ``blooml --help`` lists them.
-SUBCOMMANDS: list[ModuleType] = [check_laws, analyze]
+SUBCOMMANDS: list[ModuleType] = [check_laws, analyze, plot]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,13 +5,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from blooml.dataflow.nodes import CHILD, EXPORT, FEEDBACK, IMPORT, OPERATOR, SINK, SOURCE, Node
+from blooml.ir.dot import SHAPES, STYLE, graph_header, quote
 
 if TYPE_CHECKING:
     from blooml.dataflow.circuit import Circuit
 
 _SHAPES = {
-    SOURCE: "invhouse",
-    SINK: "house",
+    SOURCE: SHAPES["input"],  # drawn as a program's input/output interfaces are
+    SINK: SHAPES["output"],
     OPERATOR: "box",
     FEEDBACK: "diamond",
     IMPORT: "cds",
@@ -21,7 +22,7 @@ _SHAPES = {
 
 def to_dot(circuit: Circuit) -> str:
     """The circuit as Graphviz DOT text (children drawn as clusters)."""
-    lines = [f"digraph {_q(circuit.name)} {{", "  rankdir=TB;", "  node [fontname=Helvetica];"]
+    lines = graph_header(circuit.name, "TB")
     _body(circuit, lines, "  ")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -46,16 +47,16 @@ def _body(c: Circuit, lines: list[str], ind: str) -> None:
             lines.append(f"{ind}{_id(c._nodes[i])} -> {_id(node)};")
         if node.kind == IMPORT:
             src = c._parent._nodes[c._imports[node.local_id]]  # type: ignore[union-attr]
-            lines.append(f"{ind}{_id(src)} -> {_id(node)} [style=bold];")
+            lines.append(f"{ind}{_id(src)} -> {_id(node)} [{STYLE['bold']}];")
         if node.kind == EXPORT:
             child = c._children[c._inputs[node.local_id][0]]
             inner = child._nodes[c._exports[node.local_id]]
-            lines.append(f"{ind}{_id(inner)} -> {_id(node)} [style=bold];")
+            lines.append(f"{ind}{_id(inner)} -> {_id(node)} [{STYLE['bold']}];")
     for fid, src in c._feedback.items():
         if src is not None:
             lines.append(
                 f"{ind}{_id(c._nodes[src])} -> {_id(c._nodes[fid])} "
-                '[style=dashed, label="z⁻¹", constraint=false];'
+                f'[{STYLE["feedback"]}, label="z⁻¹"];'
             )
 
 
@@ -63,5 +64,4 @@ def _id(node: Node) -> str:
     return "n" + "_".join(map(str, node.global_id))
 
 
-def _q(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+_q = quote  # one quoting for every drawing
