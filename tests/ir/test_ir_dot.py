@@ -30,8 +30,9 @@ class Cart(Program):
     def rules(self):
         self.log <= self.action.map(lambda a: (a.client, a.item))
         self.counts <= self.log.group(["client"], count())
-        self.reply <~ self.counts.map(lambda c: (c.client, c.n))
+        self.reply < ~self.counts.map(lambda c: (c.client, c.n))
         self.seen <= self.log.map(lambda r: r.item)
+
 
 BAD_SRC = """
 from blooml import Program, bloom, scratch, table
@@ -56,7 +57,12 @@ def _edge_lines(dot: str) -> list[str]:
 def test_to_dot_nodes_edges_strata_and_styles() -> None:
     dot = Cart.ir().to_dot()
     assert dot.startswith('digraph "Cart" {')
-    for name, shape in [("action", "cds"), ("log", "box3d"), ("counts", "box"), ("seen", "ellipse")]:
+    for name, shape in [
+        ("action", "cds"),
+        ("log", "box3d"),
+        ("counts", "box"),
+        ("seen", "ellipse"),
+    ]:
         line = next(ln for ln in dot.splitlines() if ln.strip().startswith(f'"s_{name}" ['))
         assert f"shape={shape}" in line
     assert 'subgraph "cluster_stratum_0"' in dot and 'subgraph "cluster_stratum_1"' in dot
@@ -79,7 +85,7 @@ def test_nonmonotone_without_channel_is_orange() -> None:
         @bloom
         def rules(self):
             self.c <= self.a.notin(self.b)
-            self.b <+ self.c
+            self.b < +self.c
 
     edges = _edge_lines(Local.ir().to_dot())
     right = next(e for e in edges if e.startswith('"s_b" -> "s_c"'))

@@ -188,6 +188,9 @@ class Program:
             generated loops instead of calling them, and store the rows of collections no
             user function receives as plain tuples (default: ``Runtime.inline``, on). The
             results are the same either way; see docs/bloom.md.
+        trace: record every tick as JSON lines: a file path, an open text file, or a
+            ``blooml.engine.trace.Tracer`` (to share one file between programs or set the
+            number of rows kept); schema and tools in docs/tools.md (``blooml trace``).
 
     Pass ``abstract=True`` in the class statement (``class M(Program, abstract=True)``) for a
     module that is only mixed into others: its rules are checked when a concrete class uses it.
@@ -280,6 +283,7 @@ class Program:
         network: Any = None,
         prioritize: bool | None = None,
         inline: bool | None = None,
+        trace: Any = None,
     ) -> None:
         from blooml.engine.runtime import Runtime
 
@@ -302,6 +306,7 @@ class Program:
             clock=clock or time.monotonic,
             prioritize=prioritize,
             inline=inline,
+            trace=trace,
         )
         if network is not None:
             network.register(self)

@@ -116,9 +116,7 @@ def _node_lines(ir: ProgramIR, name: str, ind: str) -> str:
     return f"{ind}{quote('s_' + name)} [label={quote(label)}, shape={shape}];"
 
 
-def program_dot(
-    ir: ProgramIR, *, cycle: Iterable[Edge] = (), title: str | None = None
-) -> str:
+def program_dot(ir: ProgramIR, *, cycle: Iterable[Edge] = (), title: str | None = None) -> str:
     """The program's dataflow as Graphviz DOT text (see the module docstring for the style).
 
     Args:
