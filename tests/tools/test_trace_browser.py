@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from _cart import cart_traces
 
-from blooml import LocalNetwork
 from blooml.cli import main
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
-from shopping_cart import CartClient, DisorderlyCart  # noqa: E402
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -43,22 +39,8 @@ def _driver():  # type: ignore[no-untyped-def]
     return webdriver.Chrome(service=Service(CHROMEDRIVER), options=opts)
 
 
-def _cart_traces(tmp_path: Path) -> list[str]:
-    net = LocalNetwork(seed=3, max_delay=2)
-    files = [str(tmp_path / "client.jsonl"), str(tmp_path / "server.jsonl")]
-    client = CartClient(addr="client", network=net, trace=files[0])
-    DisorderlyCart(addr="server", network=net, trace=files[1])
-    client.client_checkout.insert([("server", "client", "s1", 3)])
-    for r, item, q in [("r1", "apple", 2), ("r2", "pear", 1), ("r3", "apple", -1)]:
-        client.client_action.insert([("server", "client", "s1", r, item, q)])
-        net.tick()
-    net.tick(6)
-    assert [tuple(r) for r in client.response] == [("s1", (("apple", 1), ("pear", 1)))]
-    return files
-
-
 def test_viewer_in_headless_chromium(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    files = _cart_traces(tmp_path)
+    files, _ = cart_traces(tmp_path)
     page = tmp_path / "trace.html"
     assert main(["trace", "html", *files, "-o", str(page)]) == 0
     text = page.read_text()
