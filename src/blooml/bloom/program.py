@@ -335,6 +335,29 @@ class Program:
             return f"<{type(self).__qualname__} (not initialised)>"
         return f"<{type(self).__qualname__} at {rt.addr!r}, tick {rt.tick_count}>"
 
+    def _repr_html_(self) -> str:
+        """Jupyter: every collection and lattice variable, as tables (non-empty ones open)."""
+        import html
+
+        rt = self.__dict__.get("_rt")
+        if rt is None:
+            return f"<code>{html.escape(repr(self))}</code>"
+        parts = [f"<div><b>{html.escape(repr(self))}</b>"]
+        for name, info in rt.ir.collections.items():
+            n = len(rt.rels[name].store)
+            summary = f"{info.kind} {name}: {n} row{'' if n == 1 else 's'}"
+            parts.append(
+                f"<details{' open' if n else ''}><summary>{html.escape(summary)}</summary>"
+                f"{rt.view(name)._repr_html_()}</details>"
+            )
+        for name in rt.ir.lattices:
+            parts.append(
+                f"<details open><summary>lattice {html.escape(name)}</summary>"
+                f"{rt.view(name).value._repr_html_()}</details>"
+            )
+        parts.append("</div>")
+        return "".join(parts)
+
 
 _RESERVED = {n for n in dir(Program) if not n.startswith("__")} | {"tick_count", "addr"}
 

@@ -1,0 +1,66 @@
+"""Small tables for notebooks (``_repr_html_``) and terminals (``repr``), shared by lattice
+values and the engine's collection views."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ["cell_text", "html_table", "text_table"]
+
+_CELL = 40
+
+
+def cell_text(v: Any, width: int = _CELL) -> str:
+    """``repr(v)``, cut to ``width`` characters."""
+    text = repr(v)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def html_table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    *,
+    caption: str,
+    total: int,
+    limit: int = 50,
+    keys: int = 0,
+) -> str:
+    """An HTML table of the first ``limit`` rows (``keys``: how many leading columns are keys,
+    shown in bold) with ``caption`` and a note of the rows left out."""
+    head = "".join(
+        f"<th>{'<u>' if i < keys else ''}{html.escape(c)}{'</u>' if i < keys else ''}</th>"
+        for i, c in enumerate(columns)
+    )
+    body = []
+    for n, row in enumerate(rows):
+        if n >= limit:
+            break
+        body.append(
+            "<tr>" + "".join(f"<td>{html.escape(cell_text(c))}</td>" for c in row) + "</tr>"
+        )
+    more = total - len(body)
+    foot = f'<tr><td colspan="{len(columns)}">… {more} more</td></tr>' if more > 0 else ""
+    return (
+        f"<table><caption style='text-align:left'>{html.escape(caption)}</caption>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}{foot}</tbody></table>"
+    )
+
+
+def text_table(
+    columns: Sequence[str], rows: Iterable[Sequence[Any]], *, total: int, limit: int = 10
+) -> list[str]:
+    """The first ``limit`` rows as aligned text lines (header first), and a note of the rest."""
+    cells = [list(columns)]
+    for n, row in enumerate(rows):
+        if n >= limit:
+            break
+        cells.append([cell_text(c, 30) for c in row])
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    lines = [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+    ]
+    if total > len(cells) - 1:
+        lines.append(f"  ... {total - len(cells) + 1} more")
+    return lines
