@@ -44,6 +44,8 @@ _NOTE_MARK = "blooml: "
 
 #: Per tick at DEBUG (rules fired, rows derived, time); a tick that raised at WARNING.
 log = logging.getLogger("blooml.engine")
+# A library's loggers stay silent unless the application configures logging.
+logging.getLogger("blooml").addHandler(logging.NullHandler())
 
 # While a runtime delivers its messages: (sender address, message identity or None), so that
 # an in-process receiver can record who sent what (transports may also pass sender=).

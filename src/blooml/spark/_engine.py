@@ -16,6 +16,7 @@ This module knows the IR (:mod:`blooml.ir`) and nothing of the DSL.
 
 from __future__ import annotations
 
+import logging
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -48,6 +49,9 @@ from blooml.spark._lazy import require_pyspark
 from blooml.spark._rdd import fold
 
 __all__ = ["SparkEngine", "SparkResult"]
+
+#: Each fixpoint round at INFO: the rows new per head and the lattice variables that grew.
+log = logging.getLogger("blooml.spark")
 
 
 def _program_ir(program: Any) -> ProgramIR:
@@ -641,6 +645,7 @@ class SparkEngine:
                     changed_lats.add(name)
             # collections: merged on the executors; the rows that changed are the next delta
             new_delta: dict[str, Any] = {}
+            new_counts: dict[str, int] = {}
             computed: list[tuple[str, Any, bool]] = []
             for name, parts in derived.items():
                 head = run.heads[name]
@@ -652,7 +657,8 @@ class SparkEngine:
                 # older versions (and their local checkpoints) are dropped below.
                 if name in reads:
                     delta = merged.filter(_changed).map(_first_of_value)
-                    if delta.count():
+                    new_counts[name] = delta.count()
+                    if new_counts[name]:
                         new_delta[name] = delta
                 else:  # a delta nobody in this stratum reads
                     merged.count()
@@ -661,6 +667,14 @@ class SparkEngine:
             for name, merged, checkpoint in computed:
                 self._commit(run, name, merged, checkpoint)
             run.delta = new_delta
+            log.info(
+                "%s stratum %d round %d: rows new %s, lattices grown %s",
+                ir.name,
+                len(run.rounds),
+                rounds,
+                new_counts or "{}",
+                sorted(changed_lats) or "[]",
+            )
             if not (set(new_delta) | changed_lats) & reads:
                 for cached in run.static.values():
                     cached.unpersist()
