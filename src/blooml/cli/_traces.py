@@ -124,7 +124,7 @@ def merge(events: list[dict[str, Any]]) -> Merged:
     # a message is taken by the tick that committed under its number (or the last attempt)
     for ev in recvs:
         node, tick = str(ev["node"]), int(ev.get("tick", 0))
-        tries = attempts.get((node, tick))
+        tries = attempts.get((node, tick)) or []
         if not tries:
             tries = [_new_step(node, tick, 0, len(m.steps))]
             tries[0]["ok"] = None  # arrived, never taken within the trace

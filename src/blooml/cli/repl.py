@@ -212,11 +212,8 @@ class Repl(cmd.Cmd):
     def emptyline(self) -> bool:
         return False
 
-    def default(self, line: str) -> bool:
-        if line.strip() == "EOF":
-            return self.do_quit("")
+    def default(self, line: str) -> None:
         self._error(f"unknown command {line.split()[0]!r} (type help)")
-        return False
 
     def do_insert(self, arg: str) -> None:
         """insert COLL ROW [ROW ...]: queue rows for the next tick, e.g.

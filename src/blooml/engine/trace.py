@@ -52,6 +52,7 @@ import json
 import os
 import threading
 import time
+import weakref
 from typing import IO, Any
 
 from blooml.errors import BloomError
@@ -96,6 +97,7 @@ class Tracer:
             self._file: IO[str] = open(target, "w", encoding="utf-8")  # noqa: SIM115
             self._owned = True
             self.path: str | None = os.fspath(target)
+            weakref.finalize(self, self._file.close)  # closed when the tracer goes
         elif hasattr(target, "write"):
             self._file = target
             self._owned = False

@@ -102,7 +102,7 @@ class CollectionView:
     def _first(self, k: int) -> list[Any]:
         """The first ``k`` rows in the order they are stored."""
         rel = self._rt.rels[self._name]
-        out = []
+        out: list[Any] = []
         for row in rel.store.values():
             if len(out) >= k:
                 break
