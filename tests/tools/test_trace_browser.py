@@ -71,3 +71,44 @@ def test_viewer_in_headless_chromium(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert shot.stat().st_size > 10_000
     finally:
         driver.quit()
+
+
+def test_viewer_shows_a_rolled_back_tick(tmp_path: Path) -> None:
+    from blooml import Program, bloom, table
+
+    class Divide(Program):
+        num = table(["x"])
+        out = table(["y"])
+        div = 0
+
+        @bloom
+        def rules(self):
+            self.out <= self.num.map(lambda r: (r.x // self.div,))
+
+    f = tmp_path / "div.jsonl"
+    p = Divide(addr="calc", trace=str(f))
+    p.num.insert([(4,), (8,)])
+    with pytest.raises(ZeroDivisionError):
+        p.tick()
+    p.div = 2  # the retry of tick 0 takes the same rows and commits
+    p.tick()
+    page = tmp_path / "div.html"
+    assert main(["trace", "html", str(f), "-o", str(page)]) == 0
+    driver = _driver()
+    try:
+        from selenium.webdriver.common.by import By
+
+        driver.get(page.as_uri())
+        failed = driver.find_element(By.CSS_SELECTOR, 'circle[data-tick="0"][data-attempt="0"]')
+        assert "err" in (failed.get_attribute("class") or "")
+        failed.click()
+        detail = driver.find_element(By.ID, "detail").text
+        assert "calc tick 0" in detail and "rolled back" in detail
+        assert "ZeroDivisionError: integer division or modulo by zero (rule 0, " in detail
+        retry = driver.find_element(By.CSS_SELECTOR, 'circle[data-tick="0"][data-attempt="1"]')
+        retry.click()
+        detail = driver.find_element(By.ID, "detail").text
+        assert "calc tick 0 (attempt 2)" in detail and "committed" in detail
+        assert "r0 out <=" in detail
+    finally:
+        driver.quit()

@@ -84,8 +84,11 @@ def test_show_summarises(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "ticks: 9 committed, 0 rolled back" in out
     assert "messages: 4 sent, 2 received" in out and "messages: 2 sent, 4 received" in out
     assert re.search(r"r4 +9 +9 +9  \[shopping_cart.py:\d+\] contents <= group", out)
+    assert re.search(r"r5 +1 +2 +-  \[shopping_cart.py:\d+\] response_msg <~", out)
     assert "time per stratum: s0 " in out
-    assert "tick 0: in 2 (client_checkout insert 1, client_action insert 1); derived 2" in out
+    assert (
+        "tick 0: in 2 (client_checkout insert 1, client_action insert 1), derived 2, sent 2" in out
+    )
     assert "... 6 more (--ticks N)" in out
 
 

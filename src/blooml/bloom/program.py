@@ -348,7 +348,7 @@ class Program:
             summary = f"{info.kind} {name}: {n} row{'' if n == 1 else 's'}"
             parts.append(
                 f"<details{' open' if n else ''}><summary>{html.escape(summary)}</summary>"
-                f"{rt.view(name)._repr_html_()}</details>"
+                f"{rt.view(name)._html_table('')}</details>"
             )
         for name in rt.ir.lattices:
             parts.append(

@@ -29,7 +29,7 @@ h1{font-size:16px;margin:10px 14px}
 .msg.dup{stroke-dasharray:5 3}
 .msg.lost{stroke:#d62728;stroke-dasharray:3 3}
 .nodename{font-weight:bold;font-size:13px}
-.ticklbl{font-size:10px;fill:#666}
+.ticklbl{font-size:9px;fill:#333;pointer-events:none}
 table{border-collapse:collapse;margin:4px 0 10px}
 td,th{border:1px solid #ddd;padding:2px 6px;text-align:left;font-family:monospace;font-size:12px}
 th{background:#eef}
@@ -75,8 +75,8 @@ D.arrows.forEach(a => {
   if (a.dst === null) { x2 = x1 + 70; y2 = y1 + ROWH * 0.8; cls += ' lost'; }
   else { const d = byId[a.dst]; x2 = X(d.node); y2 = Y(d.row); if (a.dup) cls += ' dup'; }
   const dx = x2 - x1, dy = y2 - y1, len = Math.hypot(dx, dy) || 1;
-  const line = el('line', {x1: x1 + dx / len * 9, y1: y1 + dy / len * 9,
-    x2: x2 - dx / len * 10, y2: y2 - dy / len * 10, class: cls, 'marker-end': 'url(#arrow)',
+  const line = el('line', {x1: x1 + dx / len * 10, y1: y1 + dy / len * 10,
+    x2: x2 - dx / len * 11, y2: y2 - dy / len * 11, class: cls, 'marker-end': 'url(#arrow)',
     'data-chan': a.chan || ''}, svg);
   el('title', {}, line).textContent = (a.chan || '') + ' ' + JSON.stringify(a.row) +
     (a.msg ? '  [' + a.msg + ']' : '') + (a.dst === null ? '  (never received)' : '');
@@ -84,13 +84,16 @@ D.arrows.forEach(a => {
 D.steps.forEach(s => {
   const busy = s.inputs.length || s.derives.length || s.sends.length || s.recvs.length;
   const cls = 'tick ' + (s.errors.length || s.ok === false ? 'err' : busy ? 'work' : 'idle');
-  const c = el('circle', {cx: X(s.node), cy: Y(s.row), r: busy ? 9 : 5, class: cls,
+  const g = el('g', {class: 'step'}, svg);
+  const c = el('circle', {cx: X(s.node), cy: Y(s.row), r: 10, class: cls,
     'data-node': s.node, 'data-tick': s.tick, 'data-attempt': s.attempt,
-    id: 'step-' + s.id}, svg);
-  el('title', {}, c).textContent = s.node + ' tick ' + s.tick;
-  const lbl = el('text', {x: X(s.node) + 14, y: Y(s.row) + 4, class: 'ticklbl'}, svg);
-  lbl.textContent = 't' + s.tick + (s.attempt ? ' (retry ' + s.attempt + ')' : '') +
-    (s.ok === false ? ' rolled back' : '');
+    id: 'step-' + s.id}, g);
+  el('title', {}, c).textContent = s.node + ' tick ' + s.tick +
+    (s.attempt ? ' (attempt ' + (s.attempt + 1) + ')' : '') +
+    (s.ok === false ? ', rolled back' : '');
+  const lbl = el('text', {x: X(s.node), y: Y(s.row) + 3.5, 'text-anchor': 'middle',
+    class: 'ticklbl'}, g);
+  lbl.textContent = s.tick;
   c.addEventListener('click', () => show(s));
 });
 function esc(v) {
@@ -162,7 +165,7 @@ def page(merged: Any, title: str) -> str:
 <body>
 <div id="diagram"><h1>{html.escape(title)}</h1>
 <div class="legend">{n_nodes} nodes, {n_steps} ticks, {n_msgs} messages. Time flows down; a
-circle is a tick (blue: it did something, grey: idle, red: error or rollback), an arrow a
+circle is a tick, numbered (blue: it did something, grey: idle, red: error or rollback), an arrow a
 message (dashed: a duplicate, red: never received). Click a tick.</div></div>
 <div id="side"><div id="detail">Click a tick to see what it took in, derived, sent and
 raised.</div></div>

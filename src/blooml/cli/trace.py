@@ -91,21 +91,25 @@ def summary(merged: Any, ticks: int = 20) -> str:
             f"messages: {sent} sent, {got} received"
         )
         rules = {r["index"]: r for r in run.get("rules", [])}
-        per_rule: dict[int, list[int]] = {}
+        per_rule: dict[int, list[Any]] = {}
         for s in done:
             for d in s["derives"]:
-                t = per_rule.setdefault(d["rule"], [0, 0, 0])
+                t = per_rule.setdefault(d["rule"], [0, 0, None])
                 t[0] += 1
                 t[1] += d["n"]
-                t[2] += d["new"] or 0
+                if d["new"] is not None:  # None: <+ <- <+- <~ act at the next tick
+                    t[2] = (t[2] or 0) + d["new"]
         if per_rule:
-            lines.append("  rules (ticks fired, rows derived, rows new):")
+            lines.append("  rules (ticks fired, rows derived, rows new; - for next-tick rules):")
             for i in sorted(per_rule):
                 f, n, new = per_rule[i]
                 r = rules.get(i, {})
                 text = r.get("text", f"rule {i}")
                 text = text if len(text) <= 70 else text[:67] + "..."
-                lines.append(f"    r{i:<3} {f:>5} {n:>8} {new:>8}  [{r.get('where', '?')}] {text}")
+                new_text = "-" if new is None else str(new)
+                lines.append(
+                    f"    r{i:<3} {f:>5} {n:>8} {new_text:>8}  [{r.get('where', '?')}] {text}"
+                )
         strata: dict[Any, float] = {}
         for s in done:
             for st in s["strata"]:
@@ -136,10 +140,10 @@ def summary(merged: Any, ticks: int = 20) -> str:
 def _tick_line(s: dict[str, Any]) -> str:
     status = {True: "", False: " ROLLED BACK", None: " (not run)"}[s["ok"]]
     n_in = sum(i["n"] for i in s["inputs"])
-    parts = [f"tick {s['tick']}{status}:"]
+    parts = []
     if n_in:
         colls = ", ".join(f"{i['coll']} {i['kind']} {i['n']}" for i in s["inputs"])
-        parts.append(f"in {n_in} ({colls});")
+        parts.append(f"in {n_in} ({colls})")
     derived = sum(d["n"] for d in s["derives"])
     parts.append(f"derived {derived}")
     if s["sends"]:
@@ -150,7 +154,7 @@ def _tick_line(s: dict[str, Any]) -> str:
         parts.append(f"error {s['errors'][0]['type']}")
     if s["ms"] is not None:
         parts.append(f"{s['ms']:.3f} ms")
-    return " ".join(parts)
+    return f"tick {s['tick']}{status}: " + ", ".join(parts)
 
 
 def run_show(ns: argparse.Namespace) -> int:

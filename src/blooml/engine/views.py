@@ -113,11 +113,17 @@ class CollectionView:
         """Jupyter: the first 50 rows as a table (key columns underlined)."""
         rel = self._rt.rels[self._name]
         n = len(rel.store)
+        caption = f"{rel.info.kind} {self._name}: {n} row{'' if n == 1 else 's'}"
+        return self._html_table(caption)
+
+    def _html_table(self, caption: str) -> str:
+        """The first 50 rows as an HTML table under ``caption`` (may be empty)."""
+        rel = self._rt.rels[self._name]
         return html_table(
             self.columns,
             self._first(50),
-            caption=f"{rel.info.kind} {self._name}: {n} row{'' if n == 1 else 's'}",
-            total=n,
+            caption=caption,
+            total=len(rel.store),
             keys=len(rel.info.keys),
         )
 

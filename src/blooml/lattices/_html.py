@@ -28,7 +28,7 @@ def html_table(
     keys: int = 0,
 ) -> str:
     """An HTML table of the first ``limit`` rows (``keys``: how many leading columns are keys,
-    shown in bold) with ``caption`` and a note of the rows left out."""
+    underlined) with ``caption`` (none when empty) and a note of the rows left out."""
     head = "".join(
         f"<th>{'<u>' if i < keys else ''}{html.escape(c)}{'</u>' if i < keys else ''}</th>"
         for i, c in enumerate(columns)
@@ -42,10 +42,8 @@ def html_table(
         )
     more = total - len(body)
     foot = f'<tr><td colspan="{len(columns)}">… {more} more</td></tr>' if more > 0 else ""
-    return (
-        f"<table><caption style='text-align:left'>{html.escape(caption)}</caption>"
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(body)}{foot}</tbody></table>"
-    )
+    cap = f"<caption style='text-align:left'>{html.escape(caption)}</caption>" if caption else ""
+    return f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{''.join(body)}{foot}</tbody></table>"
 
 
 def text_table(
