@@ -97,25 +97,18 @@ class UnstratifiableError(BloomError):
         cycle: the collection names on the cycle, in order.
         rules: human-readable descriptions (with source lines) of the rules on it.
         edges: the dependency edges (``blooml.ir.Edge``) on the cycle, the non-monotone one
-            first (empty when not known).
+            first (empty when not known; set by ``blooml.ir.graph.analyze``).
         ir: the program's dependency graph without strata (a ``blooml.ir.ProgramIR`` whose
             ``strata`` is empty), so that ``blooml plot`` can draw the cycle; ``None`` when
             not known.
     """
 
-    def __init__(
-        self,
-        cycle: list[str],
-        rules: list[str],
-        detail: str = "",
-        *,
-        edges: list[Any] | None = None,
-        ir: Any = None,
-    ) -> None:
+    edges: tuple[Any, ...] = ()
+    ir: Any = None
+
+    def __init__(self, cycle: list[str], rules: list[str], detail: str = "") -> None:
         self.cycle = list(cycle)
         self.rules = list(rules)
-        self.edges = list(edges or ())
-        self.ir = ir
         lines = "; ".join(rules)
         msg = (
             f"program cannot be stratified: cycle {' -> '.join(cycle)} passes through a "

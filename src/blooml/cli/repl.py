@@ -201,7 +201,7 @@ class Repl(cmd.Cmd):
         view = getattr(self.p, name)
         rows = list(view)
         self._say(f"{self.ir.collections[name].kind} {name}: {len(rows)} rows")
-        from blooml.lattices._html import text_table
+        from blooml.lattices._display import text_table
 
         if rows:
             for line in text_table(view.columns, rows, total=len(rows), limit=len(rows)):

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 from blooml.errors import BloomError
 from blooml.lattices._base import Lattice
-from blooml.lattices._html import html_table, text_table
+from blooml.lattices._display import html_table, text_table
 
 __all__ = ["CollectionView", "LatticeView"]
 

@@ -9,11 +9,12 @@ at the next tick (``<+ <- <+-``) are dotted; ``<~`` (a channel send) is dashed. 
 clusters. On a program that cannot be stratified the offending cycle is red
 (``UnstratifiableError.ir`` and ``.edges`` hold what is needed).
 
-The same style (font, shapes of sources and sinks, quoting) is used by the circuits of
-:mod:`blooml.dataflow` (``Circuit.dot``). Rendering needs the ``graphviz`` Python package (the
-``plot`` extra) and Graphviz's ``dot`` program (``apt-get install graphviz``); where either is
-missing :func:`render` raises :class:`~blooml.errors.GraphvizNotFound` and the DOT text can be
-rendered later with ``dot -Tsvg program.dot -o program.svg``.
+The same style (font, shapes of sources and sinks, quoting: ``blooml.lattices._display``) is
+used by the circuits of :mod:`blooml.dataflow` (``Circuit.dot``). Rendering needs the
+``graphviz`` Python package (the ``plot`` extra) and Graphviz's ``dot`` program (``apt-get
+install graphviz``); where either is missing :func:`render` raises
+:class:`~blooml.errors.GraphvizNotFound` and the DOT text can be rendered later with
+``dot -Tsvg program.dot -o program.svg``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from blooml.errors import GraphvizNotFound
 from blooml.ir import nodes as N
+from blooml.lattices._display import DOT_FONT, DOT_SHAPES, DOT_STYLE, dot_header, dot_quote
 
 if TYPE_CHECKING:
     from blooml.ir.program import Edge, ProgramIR
@@ -40,45 +42,13 @@ __all__ = [
 ]
 
 #: Font of every drawing (program graphs and dataflow circuits).
-FONT = "Helvetica"
-
-#: Edge and node attributes shared by the drawings; one place for the colours.
-STYLE: dict[str, str] = {
-    "monotone": 'color="#333333"',
-    "nonmonotone": 'color="#d9822b", arrowhead=odot, penwidth=1.6',
-    "point_of_order": 'color="#8e44ad", arrowhead=odot, penwidth=3',
-    "cycle": 'color="#d62728", fontcolor="#d62728", penwidth=2.5',
-    "next_tick": "style=dotted, constraint=false",
-    "channel": "style=dashed, constraint=false",
-    "feedback": "style=dashed, constraint=false",
-    "bold": "style=bold",
-}
-
-#: Node shapes by collection kind; interface inputs/outputs look like circuit sources/sinks.
-SHAPES: dict[str, str] = {
-    "table": "box3d",
-    "scratch": "box",
-    "channel": "cds",
-    "periodic": "doublecircle",
-    "input": "invhouse",
-    "output": "house",
-    "lattice": "ellipse",
-}
-
-
-def quote(s: str) -> str:
-    """``s`` as a DOT string literal."""
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-
-
-def graph_header(name: str, rankdir: str = "TB") -> list[str]:
-    """The opening lines of a drawing (``digraph NAME {`` and the shared defaults)."""
-    return [
-        f"digraph {quote(name)} {{",
-        f"  rankdir={rankdir};",
-        f"  node [fontname={FONT}];",
-        f"  edge [fontname={FONT}, fontsize=10];",
-    ]
+FONT = DOT_FONT
+#: Edge and node attributes shared by the drawings.
+STYLE = DOT_STYLE
+#: Node shapes by collection kind.
+SHAPES = DOT_SHAPES
+quote = dot_quote
+graph_header = dot_header
 
 
 def operator_label(body: Any) -> str:

@@ -269,4 +269,6 @@ def _cycle_error(
         ("non-monotone " if rules[i].index == bad.rule else "") + rules[i].describe()
         for i in rule_ids
     ]
-    return UnstratifiableError(cycle, descr, edges=cycle_edges)
+    err = UnstratifiableError(cycle, descr)
+    err.edges = tuple(cycle_edges)
+    return err

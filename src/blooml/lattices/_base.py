@@ -238,7 +238,7 @@ class Lattice:
     def _repr_html_(self) -> str:
         """Jupyter: a table of the entries (a map, a bag), of the elements (a set), or the
         value."""
-        from blooml.lattices._html import html_table
+        from blooml.lattices._display import html_table
 
         name = getattr(type(self), "wrapper_name", "") or type(self).__qualname__
         v = self.reveal()

@@ -1,5 +1,7 @@
-"""Small tables for notebooks (``_repr_html_``) and terminals (``repr``), shared by lattice
-values and the engine's collection views."""
+"""Display helpers shared by every layer (they sit at the bottom so that any layer may use them):
+small tables for notebooks (``_repr_html_``) and terminals (``repr``), used by lattice values
+and the engine's collection views, and the Graphviz style shared by the program pictures of
+:mod:`blooml.ir.dot` and the circuit pictures of :mod:`blooml.dataflow` (one look for both)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,61 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["cell_text", "html_table", "text_table"]
+__all__ = [
+    "DOT_FONT",
+    "DOT_SHAPES",
+    "DOT_STYLE",
+    "cell_text",
+    "dot_header",
+    "dot_quote",
+    "html_table",
+    "text_table",
+]
+
+#: Font of every Graphviz drawing (program graphs and dataflow circuits).
+DOT_FONT = "Helvetica"
+
+#: Edge and node attributes shared by the drawings; one place for the colours.
+DOT_STYLE: dict[str, str] = {
+    "monotone": 'color="#333333"',
+    "nonmonotone": 'color="#d9822b", arrowhead=odot, penwidth=1.6',
+    "point_of_order": 'color="#8e44ad", arrowhead=odot, penwidth=3',
+    "cycle": 'color="#d62728", fontcolor="#d62728", penwidth=2.5',
+    "next_tick": "style=dotted, constraint=false",
+    "channel": "style=dashed, constraint=false",
+    "feedback": "style=dashed, constraint=false",
+    "bold": "style=bold",
+}
+
+#: Node shapes by kind; a program's interface inputs/outputs look like circuit sources/sinks.
+DOT_SHAPES: dict[str, str] = {
+    "table": "box3d",
+    "scratch": "box",
+    "channel": "cds",
+    "periodic": "doublecircle",
+    "input": "invhouse",
+    "output": "house",
+    "lattice": "ellipse",
+    "operator": "box",
+    "feedback": "diamond",
+    "boundary": "cds",
+}
+
+
+def dot_quote(s: str) -> str:
+    """``s`` as a DOT string literal."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def dot_header(name: str, rankdir: str = "TB") -> list[str]:
+    """The opening lines of a drawing (``digraph NAME {`` and the shared defaults)."""
+    return [
+        f"digraph {dot_quote(name)} {{",
+        f"  rankdir={rankdir};",
+        f"  node [fontname={DOT_FONT}];",
+        f"  edge [fontname={DOT_FONT}, fontsize=10];",
+    ]
+
 
 _CELL = 40
 
