@@ -22,7 +22,6 @@ __version__ = "0.1.0"
 
 # -- rule layer (bloom/) --
 from blooml.bloom import (
-    LocalNetwork,
     Program,
     accum,
     avg,
@@ -40,6 +39,9 @@ from blooml.bloom import (
     sum_,
     table,
 )
+
+# -- network layer (net/) --
+from blooml.net import LocalNetwork
 
 __all__ = [
     "BloomError",

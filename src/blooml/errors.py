@@ -148,3 +148,25 @@ class GraphvizNotFound(BloomlError, RuntimeError):
     def __init__(self, message: str, *, missing: str) -> None:
         self.missing = missing
         super().__init__(message)
+
+
+class CodecError(BloomlError, ValueError):
+    """A value cannot travel on the wire, or bytes from the wire are not a valid message.
+
+    Raised by :mod:`blooml.net` when encoding (a value of an unregistered type, a tuple too
+    large for one datagram: at the sending rule, so the tick rolls back) and when decoding (a
+    malformed or unauthenticated datagram; a node counts and drops those, see ``p.stats()``).
+
+    Attributes:
+        reason: a short machine-readable reason (``"unknown_type"``, ``"too_large"``,
+            ``"malformed"``, ``"version"``, ``"too_deep"``, ``"lattice_rejected"``,
+            ``"unsigned"``, ``"bad_signature"``, ``"stale"``, ``"replay"``, ...).
+        value: the offending value (or ``None``).
+        where: where it came from (a channel and column, or a sender address), or ``""``.
+    """
+
+    def __init__(self, reason: str, message: str, value: Any = None, where: str = "") -> None:
+        self.reason = reason
+        self.value = value
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)

@@ -151,11 +151,13 @@ def test_loopback_and_explicit_sender(tmp_path: Path) -> None:
     p = Ping(addr="me", trace=str(f))
     p.start.insert([("me", 7)])
     p.tick(3)
-    p._rt.receive("pong", ("me", "far", 9), sender="far:9000", msg_id="far#4.0")
+    # a transport that knows the sender (a socket node) passes it to receive_batch
+    p._rt.receive_batch("far:9000", [("pong", [("me", "far", 9)])])
     ev = _events(f)
     recvs = [e for e in ev if e["ev"] == "recv"]
     assert [r["from"] for r in recvs] == ["me", "me", "far:9000"]
-    assert recvs[-1]["msg"] == "far#4.0" and recvs[-1]["tick"] == 3
+    assert recvs[-1]["msg"] is None and recvs[-1]["tick"] == 3
+    assert recvs[-1]["key"] == message_key("pong", "me", ("me", "far", 9))
 
 
 def test_delayed_message_has_no_sender_but_same_key(tmp_path: Path) -> None:

@@ -8,10 +8,8 @@ from blooml.bloom._aggs import accum, avg, bool_and, bool_or, count, max_, min_,
 from blooml.bloom._decl import channel, interface, periodic, scratch, table
 from blooml.bloom._exprs import rows
 from blooml.bloom.program import Program, bloom
-from blooml.engine.network import LocalNetwork
 
 __all__ = [
-    "LocalNetwork",
     "Program",
     "accum",
     "avg",

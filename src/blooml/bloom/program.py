@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dis
 import inspect
+import threading
 import time
 import types
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from blooml.lattices._base import Lattice
 __all__ = ["Program", "bloom"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 _BLOCK_ATTR = "_blooml_block"
 
 
@@ -87,12 +89,22 @@ class _Self:
     program instance's attribute.
     """
 
-    __slots__ = ("_cls", "_handles", "_rt")
+    __slots__ = ("_cls", "_handles", "_tls")
 
     def __init__(self, cls: type, handles: dict[str, Any]) -> None:
         self._cls = cls
         self._handles = handles
-        self._rt: Any = None
+        # The running program, per thread: instances of one class tick concurrently in
+        # different threads (network nodes), each thread's rule functions see its own.
+        self._tls = threading.local()
+
+    @property
+    def _rt(self) -> Any:
+        return getattr(self._tls, "rt", None)
+
+    @_rt.setter
+    def _rt(self, rt: Any) -> None:
+        self._tls.rt = rt
 
     def __getattr__(self, name: str) -> Any:
         rt = self._rt
@@ -181,7 +193,12 @@ class Program:
             back to it: loopback).
         clock: a function returning seconds (default ``time.monotonic``); periodics and soft
             state use it, so a test can pass a fake clock.
-        network: a :class:`~blooml.LocalNetwork` connecting several programs in one process.
+        network: a :class:`~blooml.LocalNetwork` connecting several programs in one process
+            (or another transport, such as a ``blooml.net.Simulation``).
+        transport: for a ``host:port`` address: ``"udp"`` (the default) or ``"tcp"``.
+        cluster_key: for a ``host:port`` address: a shared secret (``bytes`` or ``str``);
+            every datagram is signed with it and unsigned or badly signed ones are dropped.
+        data_dir: a directory where durable state is kept (``table(..., durable=True)``).
         prioritize: evaluate ``lmin``/``lmax`` deltas best value first where that is safe
             (default: ``blooml.engine.Runtime.prioritize``, on); see docs/bloom.md.
         inline: run simple ``map`` functions (``lambda l, p: (l.src, p.c + l.c)``) as
@@ -284,6 +301,9 @@ class Program:
         prioritize: bool | None = None,
         inline: bool | None = None,
         trace: Any = None,
+        transport: str | None = None,
+        cluster_key: bytes | str | None = None,
+        data_dir: str | None = None,
     ) -> None:
         from blooml.engine.runtime import Runtime
 
@@ -308,8 +328,25 @@ class Program:
             inline=inline,
             trace=trace,
         )
+        rt = self.__dict__["_rt"]
+        rt.data_dir = data_dir
+        if transport is not None and transport not in ("udp", "tcp"):
+            raise BloomError(f"transport must be 'udp' or 'tcp', got {transport!r}")
+        if cluster_key is not None and not isinstance(cluster_key, (bytes, str)):
+            raise BloomError(f"cluster_key must be bytes or str, got {type(cluster_key)!r}")
         if network is not None:
+            if transport is not None or cluster_key is not None:
+                raise BloomError(
+                    "transport= and cluster_key= are for programs bound to a host:port "
+                    "address; a network= decides its own transport"
+                )
             network.register(self)
+        elif _is_host_port(addr):
+            rt.attach_node(transport=transport or "udp", cluster_key=cluster_key)
+        elif transport is not None or cluster_key is not None:
+            raise BloomError(
+                f"transport= and cluster_key= need a host:port address, got addr={addr!r}"
+            )
 
     @property
     def addr(self) -> str:
@@ -326,8 +363,69 @@ class Program:
         """Run ``n`` timesteps (each atomic: on an error the state is as before that tick)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise BloomError(f"tick(n): n must be a non-negative int, got {n!r}")
+        node = self._rt.node
+        if node is not None and node.running and not node.on_own_thread():
+            # started: the tick runs on the node's thread, between its own ticks
+            node.sync_do(lambda p: p._rt.tick_n(n), None)
+            return
         for _ in range(n):
             self._rt.tick()
+
+    # -- running as a network node (blooml.net; see docs/net.md) --------------------------------
+
+    def _node(self) -> Any:
+        rt = self._rt
+        if rt.node is None:
+            if rt.network is not None:
+                raise BloomError(
+                    f"{self!r} is on {rt.network!r}, which ticks it; start() and the node "
+                    "methods are for programs bound to a host:port address (or none)"
+                )
+            rt.attach_node()
+        return rt.node
+
+    def start(self) -> Program:
+        """Run this program in a background thread: it ticks whenever messages, timers
+        (``periodic``) or input from ``sync_do``/``async_do`` arrive. Returns ``self``."""
+        self._node().start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop a started program: apply what has arrived (one last tick), send what is
+        queued, close the sockets and join the thread (waiting at most ``timeout`` s)."""
+        self._node().stop(timeout)
+
+    def run(self) -> None:
+        """Run in the foreground until SIGINT or SIGTERM, then stop cleanly (main thread)."""
+        self._node().run()
+
+    def sync_do(self, fn: Callable[[Any], T], timeout: float | None = 30.0) -> T:
+        """Run ``fn(self)`` between ticks and return its result, after the tick that applies
+        any input it queued (Bud's ``sync_do``). Raises what ``fn`` raises."""
+        return self._node().sync_do(fn, timeout)
+
+    def async_do(self, fn: Callable[[Any], Any]) -> None:
+        """Queue ``fn(self)`` to run between ticks; return at once (Bud's ``async_do``)."""
+        self._node().async_do(fn)
+
+    def on_tick(self, fn: Callable[[Any], Any]) -> None:
+        """Call ``fn(self)`` after each committed tick (on the program's thread)."""
+        self._node().on_tick(fn)
+
+    def watch(self, name: str, fn: Callable[[list[Any]], Any]) -> None:
+        """Call ``fn(rows)`` after each tick with the tuples collection ``name`` gained (for a
+        lattice variable: ``fn([value])`` when it grew)."""
+        self._node().watch(name, fn)
+
+    def on_error(self, fn: Callable[[BaseException], Any]) -> None:
+        """Call ``fn(exc)`` when a tick fails (it is rolled back; the input that made it fail
+        is set aside) or a callback raises."""
+        self._node().on_error(fn)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of a node: ticks, errors, datagrams and tuples sent and received, and
+        dropped datagrams by reason (see docs/net.md)."""
+        return dict(self._node().stats())
 
     def __repr__(self) -> str:
         rt = self.__dict__.get("_rt")
@@ -359,7 +457,21 @@ class Program:
         return "".join(parts)
 
 
-_RESERVED = {n for n in dir(Program) if not n.startswith("__")} | {"tick_count", "addr"}
+#: Methods a program's state may shadow (a collection named ``start`` or ``stats`` is common):
+#: on such a class, reach the node through ``blooml.net.node(p)`` instead.
+_NODE_METHODS = frozenset(
+    {"start", "stop", "run", "sync_do", "async_do", "on_tick", "watch", "on_error", "stats"}
+)
+_RESERVED = {n for n in dir(Program) if not n.startswith("__") and n not in _NODE_METHODS} | {
+    "tick_count",
+    "addr",
+}
+
+
+def _is_host_port(addr: str) -> bool:
+    """Whether ``addr`` is ``host:port`` (or ``[ipv6]:port``): an address to bind."""
+    host, sep, port = addr.rpartition(":")
+    return bool(sep and host and port.isdigit())
 
 
 def _collect_state(cls: type) -> dict[str, Any]:

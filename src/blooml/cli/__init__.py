@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from blooml import __version__
-from blooml.cli import analyze, check_laws, plot, repl, trace
+from blooml.cli import analyze, check_laws, plot, repl, run, trace
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 #: The subcommand modules, in the order ``blooml --help`` lists them.
-SUBCOMMANDS: list[ModuleType] = [check_laws, analyze, plot, trace, repl]
+SUBCOMMANDS: list[ModuleType] = [check_laws, analyze, plot, trace, repl, run]
 
 
 _EPILOG = """\

@@ -1,6 +1,5 @@
 """The embedded engine: runs a program's IR in-process, tick by tick (see ``runtime``)."""
 
-from blooml.engine.network import LocalNetwork
 from blooml.engine.runtime import Runtime
 
-__all__ = ["LocalNetwork", "Runtime"]
+__all__ = ["Runtime"]

@@ -19,6 +19,7 @@ undone if anything raises.
 from __future__ import annotations
 
 import gc
+import importlib
 import logging
 import threading
 import time
@@ -32,7 +33,7 @@ from blooml.engine._rel_eval import Eval, MapEval, ScanEval
 from blooml.engine._state import LatVarState, Pending
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
-from blooml.engine.trace import TickRecorder, Tracer
+from blooml.engine.trace import TickRecorder, Tracer, message_key
 from blooml.engine.views import CollectionView, LatticeView
 from blooml.errors import BloomError
 from blooml.ir.graph import sources
@@ -47,8 +48,9 @@ log = logging.getLogger("blooml.engine")
 # A library's loggers stay silent unless the application configures logging.
 logging.getLogger("blooml").addHandler(logging.NullHandler())
 
-# While a runtime delivers its messages: (sender address, message identity or None), so that
-# an in-process receiver can record who sent what (transports may also pass sender=).
+# While a runtime hands its messages to the transport: (sender address, message identities by
+# content key, or None when the sender does not trace), so that an in-process receiver can
+# record who sent what (a transport from elsewhere passes the sender to receive_batch).
 _sending = threading.local()
 
 
@@ -177,7 +179,12 @@ class Runtime:
         self.proxy = proxy
         self.addr = addr
         self.clock = clock
+        #: The transport (see ``deliver``/``check`` below and ``docs/net.md``): ``None`` for
+        #: loopback only, a ``blooml.net.LocalNetwork``, a socket node's transport or a
+        #: simulation. Set by the transport's ``register(program)``.
         self.network: Any = None
+        #: The ``blooml.net`` node running this program (``p.start()`` etc.), if any.
+        self.node: Any = None
         self.tick_count = 0
         self.now = clock()
         self.rels = {name: Relation(info) for name, info in ir.collections.items()}
@@ -191,7 +198,7 @@ class Runtime:
         self.prio_heads = [eligible_heads((cr.rule for cr in s), self.rels) for s in self.strata]
         self.temporal = [self.rules[i] for i in ir.temporal]
         self.pending = Pending()
-        self.outbox: list[tuple[str, str, tuple[Any, ...]]] = []
+        self.outbox: list[tuple[Any, str, tuple[Any, ...], Any]] = []
         self.periodic = {
             name: [self.now + (info.period or 0.0), 0]
             for name, info in ir.collections.items()
@@ -203,7 +210,9 @@ class Runtime:
         self.tracer: Tracer | None = None
         if trace is not None:
             self.tracer = trace if isinstance(trace, Tracer) else Tracer(trace)
-            self.tracer.start(self)
+        #: Collections whose new rows each committed tick keeps in ``tick_rows`` (``watch``).
+        self.watched: set[str] = set()
+        self.tick_rows: dict[str, list[Any]] = {}
 
     def _plain_rows(self) -> None:
         """Store as plain tuples the rows of every collection that no user function receives:
@@ -257,6 +266,11 @@ class Runtime:
         finally:
             gc.enable()
 
+    def tick_n(self, n: int) -> None:
+        """Run ``n`` ticks."""
+        for _ in range(n):
+            self.tick()
+
     def _tick(self) -> None:
         now = self.clock()
         rel_tokens = {n: r.begin() for n, r in self.rels.items()}
@@ -303,24 +317,27 @@ class Runtime:
         finally:
             self.proxy._rt = prev_rt
             self._rec = None
+        if self.watched:
+            self.tick_rows = {n: self.rels[n].tick_new for n in self.watched}
         for r in self.rels.values():
             r.commit()
         self.tick_count += 1
         outbox, self.outbox = self.outbox, []
-        msgs: list[str] | None = None
+        ids: dict[str, list[str]] | None = None
         if rec is not None:
-            msgs = self._report_tick(rec, outbox)
+            ids = self._report_tick(rec, outbox)
         if outbox:
+            batches: dict[Any, list[tuple[str, tuple[Any, ...], Any]]] = {}
+            for addr, chan, row, wire in outbox:
+                b = batches.get(addr)
+                if b is None:
+                    batches[addr] = b = []
+                b.append((chan, row, wire))
             prev = getattr(_sending, "info", None)
+            _sending.info = (self.addr, ids)
             try:
-                if msgs is None:
-                    _sending.info = (self.addr, None)
-                    for addr, chan, row in outbox:
-                        self._deliver(addr, chan, row)
-                else:
-                    for (addr, chan, row), msg in zip(outbox, msgs, strict=True):
-                        _sending.info = (self.addr, msg)
-                        self._deliver(addr, chan, row)
+                for addr, batch in batches.items():
+                    self.send(addr, batch)
             finally:
                 _sending.info = prev
 
@@ -338,13 +355,18 @@ class Runtime:
         self._run_temporal()
         rec.stratum("next", clock() - t0)
 
-    def _report_tick(self, rec: TickRecorder, outbox: list[Any]) -> list[str]:
-        """Trace and log a committed tick; return the identities of its messages."""
+    def _report_tick(self, rec: TickRecorder, outbox: list[Any]) -> dict[str, list[str]]:
+        """Trace and log a committed tick; return its messages' identities by content key
+        (for an in-process receiver to record them)."""
         tick = rec.tick
-        msgs = [f"{self.addr}#{tick}.{i}" for i in range(len(outbox))]
+        ids: dict[str, list[str]] = {}
+        sends = []
+        for i, (addr, chan, row, _) in enumerate(outbox):
+            msg = f"{self.addr}#{tick}.{i}"
+            sends.append((addr, chan, row, msg))
+            ids.setdefault(message_key(chan, addr, row), []).append(msg)
         if self.tracer is not None:
-            sends = [(a, c, r, m) for (a, c, r), m in zip(outbox, msgs, strict=True)]
-            self.tracer.write(rec.finish(self, True, sends))
+            self.tracer.events(self, rec.finish(self, True, sends))
         if log.isEnabledFor(logging.DEBUG):
             fired = ", ".join(f"r{i}:{d[1]}" for i, d in sorted(rec.derived.items()))
             log.debug(
@@ -357,7 +379,7 @@ class Runtime:
                 len(outbox),
                 (time.perf_counter() - rec.start) * 1000,
             )
-        return msgs
+        return ids
 
     def _report_failure(self, rec: TickRecorder | None, exc: BaseException, tick: int) -> None:
         """Log (WARNING) and trace a tick that raised and was rolled back."""
@@ -369,7 +391,7 @@ class Runtime:
         )
         if rec is not None and self.tracer is not None:
             rec.error(exc, rule)
-            self.tracer.write(rec.finish(self, False, []))
+            self.tracer.events(self, rec.finish(self, False, []))
 
     def _apply_inputs(self, pend: Pending, now: float) -> None:
         try:
@@ -546,8 +568,8 @@ class Runtime:
             loc = rel.info.loc
             assert loc is not None
             for row in rows:
-                self._check_addr(row[loc], rel.name, row)
-                self.outbox.append((row[loc], rel.name, tuple(row)))
+                wire = self._check_addr(row[loc], rel.name, row, cr.where)
+                self.outbox.append((row[loc], rel.name, tuple(row), wire))
             return
         kind = {"<+": "inserts", "<-": "deletes", "<+-": "replaces"}[op]
         if kind != "inserts":
@@ -577,39 +599,107 @@ class Runtime:
 
     # -- channels -------------------------------------------------------------------------------
 
-    def _check_addr(self, addr: Any, chan: str, row: Any) -> None:
+    def _check_addr(self, addr: Any, chan: str, row: Any, where: str = "") -> Any:
+        """Check a message at its sending rule (inside the tick: an error rolls it back).
+
+        Returns the transport's token for the message (a socket transport encodes the row
+        here, so a value that cannot travel fails the rule), passed back to ``deliver``.
+        """
         if self.network is not None:
-            self.network.check(self, addr, chan, row)
-        elif addr != self.addr:
+            return self.network.check(self, addr, chan, row, where)
+        if addr != self.addr:
             raise BloomError(
                 f"channel {chan!r}: message {tuple(row)!r} is addressed to {addr!r}, but this "
                 f"program ({self.addr!r}) has no network; only its own address is delivered "
-                "(loopback). Pass network=LocalNetwork() to connect programs"
+                "(loopback). Pass network=LocalNetwork() to connect programs, or bind a "
+                "host:port address"
             )
+        return None
 
-    def _deliver(self, addr: Any, chan: str, row: tuple[Any, ...]) -> None:
-        if self.network is not None:
-            self.network.send(self, addr, chan, row)
-        else:
-            self.receive(chan, row)
+    def send(self, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
+        """Hand the messages a committed tick sends to ``addr`` to the transport, together.
 
-    def receive(
-        self, chan: str, row: tuple[Any, ...], *, sender: Any = None, msg_id: str | None = None
-    ) -> None:
-        """A message arrived on channel ``chan``: visible at this program's next tick.
-
-        A transport may pass the ``sender``'s address and the message's identity
-        (``msg_id``) for the trace; an in-process delivery is recognised without them.
+        ``batch`` holds ``(channel, row, token)`` in the order the rules produced them
+        (``token`` is what the transport's ``check`` returned). The one place sends leave a
+        program (tracing hooks here).
         """
-        rel = self.rels[chan]
-        made = rel.make_row(row, f"message on {chan}")
-        self.pending.add("inserts", chan, [made])
+        if self.network is not None:
+            self.network.deliver(self, addr, batch)
+        else:
+            for chan, row, _ in batch:
+                self.receive(chan, row)
+
+    def receive(self, chan: str, row: tuple[Any, ...]) -> None:
+        """A message arrived on channel ``chan``: visible at this program's next tick."""
+        self.receive_batch(None, [(chan, [row])])
+
+    def receive_batch(self, sender: Any, batches: Any) -> int:
+        """Messages arrived (from ``sender``, if known): visible at this program's next tick.
+
+        ``batches`` holds ``(channel, rows)`` pairs. All or nothing: raises ``BloomError``
+        with nothing queued if a channel is not a channel of this program or a row does not
+        fit it (wrong arity, a lattice in a key column). Returns the number of rows queued.
+        The one place messages enter a program (tracing hooks here).
+        """
+        checked = []
+        for chan, rows in batches:
+            rel = self.rels.get(chan)
+            if rel is None or rel.info.kind != "channel":
+                raise BloomError(
+                    f"message on {chan!r} from {sender!r}: this program has no channel of that name"
+                )
+            checked.append((chan, rel.check_rows(list(rows), f"message on {chan}")))
+        n = 0
+        for chan, rows in checked:
+            self.pending.add("inserts", chan, rows)
+            n += len(rows)
         if self.tracer is not None:
-            info = getattr(_sending, "info", None)
-            if sender is None and info is not None:
-                sender = info[0]
-                msg_id = msg_id or info[1]
-            self.tracer.recv(self, chan, made, sender, msg_id)
+            self._trace_receipts(sender, checked)
+        return n
+
+    def _trace_receipts(self, sender: Any, checked: list[tuple[str, list[Any]]]) -> None:
+        """Record arrived messages; an in-process delivery tells who sent them, and which."""
+        assert self.tracer is not None
+        info = getattr(_sending, "info", None)
+        ids = None
+        if info is not None:
+            sender = sender if sender is not None else info[0]
+            ids = info[1]
+        for chan, rows in checked:
+            for row in rows:
+                msg = None
+                if ids:
+                    queue = ids.get(message_key(chan, self.addr, row))
+                    msg = queue.pop(0) if queue else None
+                self.tracer.recv(self, chan, row, sender, msg)
+
+    #: Builds the ``blooml.net`` node of a program (set when ``blooml.net`` is imported).
+    node_factory: Callable[..., Any] | None = None
+
+    def attach_node(self, **options: Any) -> Any:
+        """Make this program a network node (``blooml.net.Node``): bind its ``host:port``
+        address, or, without one, run it with loopback channels only. Returns the node."""
+        if self.node is not None:
+            return self.node
+        factory = Runtime.node_factory
+        if factory is None:
+            # The network layer sits above the engine; it registers its factory on import.
+            importlib.import_module("blooml.net")
+            factory = Runtime.node_factory
+        assert factory is not None
+        self.node = factory(self.program, **options)
+        return self.node
+
+    def has_pending(self) -> bool:
+        """Whether input (messages, inserts, deferred facts) waits for the next tick."""
+        p = self.pending
+        return bool(p.inserts or p.deletes or p.replaces or p.lats)
+
+    def next_due(self) -> float | None:
+        """The clock time at which the next ``periodic`` fires (``None``: no periodic)."""
+        if not self.periodic:
+            return None
+        return min(state[0] for state in self.periodic.values())
 
     def is_fresh(self, rule: Rule) -> bool:  # pragma: no cover - debugging aid
         """Whether ``rule`` will next be evaluated in full."""

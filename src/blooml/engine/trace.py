@@ -7,10 +7,10 @@ counted from 0; a tick that rolled back is retried under the same number). The e
 tick are written when it commits or rolls back; ``recv`` when a message arrives.
 
 ``run``
-    first line per node: ``v`` (schema version, 1), ``program``, ``time`` (Unix seconds),
-    ``limit`` (rows kept per list), ``rules`` (``[{index, head, op, where, text, stratum}]``,
-    ``stratum`` being ``"next"`` for rules run at the end of a tick) and ``strata`` (rule
-    indices per stratum).
+    first line per node (written with its first tick or message): ``v`` (schema version,
+    1), ``program``, ``time`` (Unix seconds), ``limit`` (rows kept per list), ``rules``
+    (``[{index, head, op, where, text, stratum}]``, ``stratum`` being ``"next"`` for rules
+    run at the end of a tick) and ``strata`` (rule indices per stratum).
 ``tick``
     a tick begins: ``time`` (Unix seconds).
 ``input``
@@ -124,38 +124,43 @@ class Tracer:
             n += 1
         return kept, n - len(kept)
 
-    def start(self, rt: Any) -> None:
-        """Write the ``run`` event of a program."""
+    def events(self, rt: Any, events: list[dict[str, Any]]) -> None:
+        """Write ``rt``'s events, preceded by its ``run`` event the first time (written late,
+        so that it names the address a node bound, not ``host:0``)."""
+        if not getattr(rt, "_trace_started", False):
+            rt._trace_started = True
+            events = [self.run_event(rt), *events]
+        self.write(events)
+
+    def run_event(self, rt: Any) -> dict[str, Any]:
+        """The ``run`` event of a program."""
         ir = rt.ir
         stratum = {i: s for s, rules in enumerate(ir.strata) for i in rules}
-        self.write(
-            [
+        return {
+            "ev": "run",
+            "v": SCHEMA_VERSION,
+            "node": rt.addr,
+            "program": ir.name,
+            "time": time.time(),
+            "limit": self.limit,
+            "rules": [
                 {
-                    "ev": "run",
-                    "v": SCHEMA_VERSION,
-                    "node": rt.addr,
-                    "program": ir.name,
-                    "time": time.time(),
-                    "limit": self.limit,
-                    "rules": [
-                        {
-                            "index": r.index,
-                            "head": r.head,
-                            "op": r.op,
-                            "where": r.where,
-                            "text": str(r),
-                            "stratum": stratum.get(r.index, "next"),
-                        }
-                        for r in ir.rules
-                    ],
-                    "strata": [list(s) for s in ir.strata],
+                    "index": r.index,
+                    "head": r.head,
+                    "op": r.op,
+                    "where": r.where,
+                    "text": str(r),
+                    "stratum": stratum.get(r.index, "next"),
                 }
-            ]
-        )
+                for r in ir.rules
+            ],
+            "strata": [list(s) for s in ir.strata],
+        }
 
     def recv(self, rt: Any, chan: str, row: Any, sender: Any, msg: str | None) -> None:
         """Write a ``recv`` event (a message arrived at ``rt``)."""
-        self.write(
+        self.events(
+            rt,
             [
                 {
                     "ev": "recv",
@@ -167,7 +172,7 @@ class Tracer:
                     "key": message_key(chan, rt.addr, row),
                     "row": _plain(row),
                 }
-            ]
+            ],
         )
 
     def close(self) -> None:

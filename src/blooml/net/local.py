@@ -43,8 +43,9 @@ class LocalNetwork:
         self.nodes[addr] = program
         program._rt.network = self
 
-    def check(self, rt: Any, addr: Any, chan: str, row: Any) -> None:
-        """Validate a message before its tick commits."""
+    def check(self, rt: Any, addr: Any, chan: str, row: Any, where: str = "") -> None:
+        """Validate a message at its sending rule, before its tick commits (the transport
+        seam: see ``docs/net.md``)."""
         target = self.nodes.get(addr)
         if target is None:
             raise BloomError(
@@ -62,16 +63,17 @@ class LocalNetwork:
                 f"message has {len(row)}: {tuple(row)!r}"
             )
 
-    def send(self, rt: Any, addr: Any, chan: str, row: tuple[Any, ...]) -> None:
-        """Deliver (or hold back) one message."""
-        self.sent += 1
-        copies = 2 if self.dup_prob and self._rng.random() < self.dup_prob else 1
-        for _ in range(copies):
-            delay = self._rng.randint(0, self.max_delay) if self.max_delay else 0
-            if delay:
-                self._held.append((self.rounds + delay, addr, chan, row))
-            else:
-                self.nodes[addr]._rt.receive(chan, row)
+    def deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
+        """Deliver (or hold back) the messages one committed tick sends to ``addr``."""
+        for chan, row, _ in batch:
+            self.sent += 1
+            copies = 2 if self.dup_prob and self._rng.random() < self.dup_prob else 1
+            for _ in range(copies):
+                delay = self._rng.randint(0, self.max_delay) if self.max_delay else 0
+                if delay:
+                    self._held.append((self.rounds + delay, addr, chan, row))
+                else:
+                    self.nodes[addr]._rt.receive(chan, row)
 
     def tick(self, n: int = 1) -> None:
         """Tick every node once, ``n`` times, in registration order."""

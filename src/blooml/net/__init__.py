@@ -1,0 +1,57 @@
+"""``blooml.net``: programs as network nodes, the wire codec, in-process networks.
+
+See ``docs/net.md``. Layering: this package sits above the engine and the DSL (it runs
+programs as nodes); neither imports it.
+"""
+
+from blooml.engine.runtime import Runtime as _Runtime
+from blooml.net.codec import (
+    FORMAT_VERSION,
+    Envelope,
+    decode,
+    decode_envelope,
+    encode,
+    encode_envelope,
+    encode_row,
+    register,
+    registered,
+)
+from blooml.net.local import LocalNetwork
+from blooml.net.node import Node
+from blooml.net.process import NodeProcess
+
+_Runtime.node_factory = Node
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Envelope",
+    "LocalNetwork",
+    "Node",
+    "NodeProcess",
+    "decode",
+    "decode_envelope",
+    "encode",
+    "encode_envelope",
+    "encode_row",
+    "node",
+    "register",
+    "registered",
+]
+
+
+def node(program: object) -> Node:
+    """The node running ``program`` (made on first use): its ``start``, ``stop``, ``run``,
+    ``sync_do``, ``async_do``, ``on_tick``, ``watch``, ``on_error`` and ``stats`` are the
+    program's own methods of those names, reachable here when the program's state shadows
+    one of them (a collection named ``start``)."""
+    from blooml.errors import BloomError
+
+    rt = getattr(program, "_rt", None)
+    if rt is None:
+        raise BloomError(f"node(): {program!r} is not an initialised Program")
+    if rt.node is None:
+        if rt.network is not None:
+            raise BloomError(f"node(): {program!r} is on {rt.network!r}, which ticks it")
+        rt.attach_node()
+    result: Node = rt.node
+    return result

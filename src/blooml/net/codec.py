@@ -1,0 +1,543 @@
+"""The wire codec: msgpack with lattice values as extension types, in a versioned envelope.
+
+Never pickle: decoding builds only plain values (``None``, ``bool``, ``int``, ``float``,
+``str``, ``bytes``, tuples, frozensets, dicts) and lattice values of *registered* classes,
+through their validating constructors, so a datagram cannot run code, and a value a lattice
+rejects (``lpset([-1])``) is an error, not a half-built value.
+
+Values::
+
+    data = encode(value)           # bytes
+    value = decode(data)           # CodecError on anything malformed
+
+Envelopes (what one datagram or TCP frame carries: all the tuples one tick sends to one
+address)::
+
+    data = encode_envelope("127.0.0.1:7000", [("vote", [row_bytes, ...]), ...], key=None)
+    env = decode_envelope(data, key=None)   # Envelope(version, sender, ts, batches)
+
+``batches`` take rows already encoded with :func:`encode_row` (the runtime encodes each row
+at the sending rule, so an unencodable value fails that rule's tick). Layout (format
+version 1)::
+
+    outer = [1, body: bin, signature: bin | nil]
+    body  = [sender: str, timestamp_ms: int, [[channel: str, [row, ...]], ...]]
+
+With a cluster key the signature is HMAC-SHA256 of ``body`` and the timestamp must be within
+``window`` seconds of the receiver's clock; a signature seen before within the window is a
+replay.
+
+User lattices: :func:`register` (``blooml.net.register(MyLattice)``) adds a lattice class; its
+wire form is ``to_wire(value)`` (default ``value.reveal()``) and it is rebuilt with
+``from_wire(state)`` (default ``Cls(state)``). The class is named on the wire by its
+``wrapper_name`` (or qualified name): both ends register the same class.
+"""
+
+from __future__ import annotations
+
+import hmac
+import struct
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from hashlib import sha256
+from typing import Any, NamedTuple
+
+import msgpack
+
+from blooml.errors import BloomlError, CodecError
+from blooml.lattices import (
+    Lattice,
+    l2pset,
+    lbag,
+    lbool,
+    ldompair,
+    lgcounter,
+    llww,
+    lmap,
+    lmax,
+    lmin,
+    lmvreg,
+    lorset,
+    lpair,
+    lpncounter,
+    lpset,
+    lset,
+    lvclock,
+)
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAX_DATAGRAM",
+    "Envelope",
+    "decode",
+    "decode_envelope",
+    "encode",
+    "encode_envelope",
+    "encode_row",
+    "register",
+    "registered",
+]
+
+#: The envelope format version this codec writes and accepts.
+FORMAT_VERSION = 1
+#: The largest UDP payload a node sends (bytes); a larger tuple is an error at its rule.
+MAX_DATAGRAM = 65_000
+#: Deepest nesting of lattice values inside lattice values accepted when decoding.
+MAX_EXT_DEPTH = 32
+
+_EXT_FROZENSET = 1
+_EXT_BIGINT = 2
+_EXT_NAMED = 3  # a user lattice: [name, state]
+_FIRST_BUILTIN = 16
+
+
+class _Kind:
+    __slots__ = ("cls", "code", "from_wire", "name", "to_wire")
+
+    def __init__(
+        self,
+        cls: type[Lattice],
+        code: int | None,
+        name: str,
+        to_wire: Callable[[Any], Any],
+        from_wire: Callable[[Any], Any],
+    ) -> None:
+        self.cls = cls
+        self.code = code
+        self.name = name
+        self.to_wire = to_wire
+        self.from_wire = from_wire
+
+
+_BY_CLASS: dict[type, _Kind] = {}
+_BY_CODE: dict[int, _Kind] = {}
+_BY_NAME: dict[str, _Kind] = {}
+
+
+def _opt(cls: type[Lattice]) -> Callable[[Any], Any]:
+    return lambda s: cls() if s is None else cls(s)
+
+
+def _pair_from(cls: type[Lattice]) -> Callable[[Any], Any]:
+    def build(s: Any) -> Any:
+        if s is None:
+            return cls()
+        if not (isinstance(s, tuple) and len(s) == 2):
+            raise CodecError("lattice_rejected", "a pair lattice needs two components", s)
+        return cls(s[0], s[1])
+
+    return build
+
+
+def _counts(v: Any) -> dict[Any, int]:
+    return {k: x.reveal() for k, x in v._v.reveal().items()}
+
+
+def _lww_to(v: llww) -> Any:
+    p = v._v.reveal()
+    if p is None:
+        return None
+    (ts, node), written = p[0].reveal(), p[1].reveal()
+    return (written, ts, node)
+
+
+def _lww_from(s: Any) -> llww:
+    if s is None:
+        return llww()
+    if not (isinstance(s, tuple) and len(s) == 3):
+        raise CodecError("lattice_rejected", "llww needs (value, ts, node)", s)
+    return llww(s[0], s[1], s[2])
+
+
+def _tags(m: Any) -> dict[Any, Any]:
+    return {k: s.reveal() for k, s in m.reveal().items()}
+
+
+def _orset_to(v: lorset) -> Any:
+    return (_tags(v._adds()), _tags(v._removes()))
+
+
+def _orset_from(s: Any) -> lorset:
+    if not (isinstance(s, tuple) and len(s) == 2 and all(isinstance(x, dict) for x in s)):
+        raise CodecError("lattice_rejected", "lorset needs (adds, removes)", s)
+    return lorset(s[0], s[1])
+
+
+def _twop_to(v: l2pset) -> Any:
+    a, r = v._v.reveal() or (lset(), lset())
+    return (a.reveal(), r.reveal())
+
+
+def _twop_from(s: Any) -> l2pset:
+    if not (isinstance(s, tuple) and len(s) == 2):
+        raise CodecError("lattice_rejected", "l2pset needs (added, removed)", s)
+    return l2pset(s[0], s[1])
+
+
+def _pn_to(v: lpncounter) -> Any:
+    return (_counts(v.increments()), _counts(v.decrements()))
+
+
+def _pn_from(s: Any) -> lpncounter:
+    if not (isinstance(s, tuple) and len(s) == 2):
+        raise CodecError("lattice_rejected", "lpncounter needs (increments, decrements)", s)
+    return lpncounter(s[0], s[1])
+
+
+def _builtin(
+    code: int, cls: type[Lattice], to_wire: Callable[[Any], Any], from_wire: Callable[[Any], Any]
+) -> None:
+    kind = _Kind(cls, code, cls.wrapper_name or cls.__qualname__, to_wire, from_wire)
+    _BY_CLASS[cls] = kind
+    _BY_CODE[code] = kind
+    _BY_NAME[kind.name] = kind
+
+
+_reveal: Callable[[Any], Any] = Lattice.reveal
+_builtin(16, lmax, _reveal, _opt(lmax))
+_builtin(17, lmin, _reveal, _opt(lmin))
+_builtin(18, lbool, _reveal, lbool)
+_builtin(19, lset, _reveal, lset)
+_builtin(20, lpset, _reveal, lpset)
+_builtin(21, lbag, lambda v: dict(v.reveal()), lbag)
+_builtin(22, lmap, lambda v: dict(v.reveal()), lmap)
+_builtin(23, lpair, _reveal, _pair_from(lpair))
+_builtin(24, ldompair, _reveal, _pair_from(ldompair))
+_builtin(25, lgcounter, _counts, lgcounter)
+_builtin(26, lvclock, _counts, lvclock)
+_builtin(27, lpncounter, _pn_to, _pn_from)
+_builtin(28, llww, _lww_to, _lww_from)
+_builtin(29, lmvreg, lambda v: tuple(v._v), lmvreg)
+_builtin(30, lorset, _orset_to, _orset_from)
+_builtin(31, l2pset, _twop_to, _twop_from)
+
+
+def register(
+    cls: type[Lattice],
+    *,
+    to_wire: Callable[[Any], Any] | None = None,
+    from_wire: Callable[[Any], Any] | None = None,
+    name: str | None = None,
+) -> type[Lattice]:
+    """Let values of the lattice class ``cls`` travel on the wire (returns ``cls``).
+
+    Args:
+        cls: a :class:`~blooml.lattices.Lattice` subclass.
+        to_wire: the state to send, built from plain values and other registered lattices
+            (default ``value.reveal()``).
+        from_wire: rebuilds a value from that state, validating it (default ``cls(state)``);
+            anything it raises makes the receiver drop the datagram (``lattice_rejected``).
+        name: the class's name on the wire (default its ``wrapper_name``, else its qualified
+            name); both ends must register the class under the same name.
+
+    Registering a class again replaces its entry; builtin lattices are registered already.
+    Usable as a decorator (``@blooml.net.register``).
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Lattice)):
+        raise CodecError("not_a_lattice", f"register() takes a Lattice subclass, got {cls!r}", cls)
+    if cls in _BY_CLASS and _BY_CLASS[cls].code is not None:
+        raise CodecError(
+            "builtin", f"{cls.__qualname__} is a builtin lattice and is registered already", cls
+        )
+    wire_name = name or cls.wrapper_name or f"{cls.__module__}.{cls.__qualname__}"
+    if not isinstance(wire_name, str) or not wire_name:
+        raise CodecError("bad_name", "register(name=...) must be a non-empty str", wire_name)
+    other = _BY_NAME.get(wire_name)
+    if other is not None and other.cls is not cls and other.code is not None:
+        raise CodecError("bad_name", f"{wire_name!r} names a builtin lattice", wire_name)
+    kind = _Kind(cls, None, wire_name, to_wire or _reveal, from_wire or cls)
+    _BY_CLASS[cls] = kind
+    _BY_NAME[wire_name] = kind
+    return cls
+
+
+def registered() -> dict[str, type[Lattice]]:
+    """The lattice classes the codec knows, by wire name."""
+    return {n: k.cls for n, k in _BY_NAME.items()}
+
+
+# -- encoding -------------------------------------------------------------------------------
+
+
+def _default(obj: Any) -> Any:
+    kind = _BY_CLASS.get(type(obj))
+    if kind is not None:
+        if kind.code is not None:
+            return msgpack.ExtType(kind.code, _packb(kind.to_wire(obj)))
+        return msgpack.ExtType(_EXT_NAMED, _packb((kind.name, kind.to_wire(obj))))
+    if isinstance(obj, (frozenset, set)):
+        return msgpack.ExtType(_EXT_FROZENSET, _packb(tuple(obj)))
+    if isinstance(obj, int) and not isinstance(obj, bool):
+        return msgpack.ExtType(_EXT_BIGINT, str(int(obj)).encode())
+    if isinstance(obj, Lattice):
+        raise CodecError(
+            "unknown_type",
+            f"the lattice class {type(obj).__qualname__} is not registered for the wire "
+            "(call blooml.net.register(cls) on both ends)",
+            obj,
+        )
+    raise CodecError(
+        "unknown_type",
+        f"a value of type {type(obj).__qualname__} cannot travel on the wire (plain values: "
+        "None, bool, int, float, str, bytes, tuple, list, dict, frozenset, and registered "
+        "lattices)",
+        obj,
+    )
+
+
+_packer_default = _default
+
+
+def _packb(obj: Any) -> bytes:
+    return msgpack.packb(obj, default=_packer_default, use_bin_type=True, datetime=False)
+
+
+def encode(value: Any) -> bytes:
+    """Encode one value; raise :class:`~blooml.errors.CodecError` if it cannot travel."""
+    try:
+        return _packb(value)
+    except CodecError:
+        raise
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise CodecError("unencodable", f"cannot encode {value!r}: {exc}", value) from None
+
+
+def encode_row(row: Sequence[Any], where: str = "", columns: Sequence[str] = ()) -> bytes:
+    """Encode one tuple; on a value that cannot travel, the error names its column.
+
+    Args:
+        row: the tuple.
+        where: where it comes from (a rule or a channel), put in the error message.
+        columns: the column names, to name the offending one.
+    """
+    try:
+        return _packb(tuple(row))
+    except (CodecError, ValueError, TypeError, OverflowError):
+        pass
+    for i, v in enumerate(row):
+        try:
+            _packb(v)
+        except CodecError as exc:
+            col = columns[i] if i < len(columns) else f"#{i}"
+            raise CodecError(
+                exc.reason, f"column {col!r} of {tuple(row)!r}: {exc}", v, where
+            ) from None
+        except (ValueError, TypeError, OverflowError) as exc:
+            col = columns[i] if i < len(columns) else f"#{i}"
+            raise CodecError(
+                "unencodable", f"column {col!r} of {tuple(row)!r}: {exc}", v, where
+            ) from None
+    raise CodecError("unencodable", f"cannot encode {tuple(row)!r}", row, where)  # pragma: no cover
+
+
+def _array_header(n: int) -> bytes:
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 0x10000:
+        return b"\xdc" + struct.pack(">H", n)
+    return b"\xdd" + struct.pack(">I", n)
+
+
+def encode_envelope(
+    sender: str,
+    batches: Iterable[tuple[str, Sequence[bytes]]],
+    key: bytes | None = None,
+    ts: float | None = None,
+) -> bytes:
+    """One datagram: the rows (each already :func:`encode_row`-ed) of each channel.
+
+    Args:
+        sender: the sending node's address.
+        batches: ``(channel, [row bytes, ...])`` pairs.
+        key: a cluster key: the body is signed with HMAC-SHA256.
+        ts: the send time in seconds since the epoch (default ``time.time()``).
+    """
+    parts = []
+    n = 0
+    for chan, rows in batches:
+        n += 1
+        parts.append(b"\x92" + _packb(chan) + _array_header(len(rows)) + b"".join(rows))
+    stamp = int((time.time() if ts is None else ts) * 1000)
+    body = b"\x93" + _packb(sender) + _packb(stamp) + _array_header(n) + b"".join(parts)
+    sig = hmac.new(key, body, sha256).digest() if key is not None else None
+    return b"\x93" + _packb(FORMAT_VERSION) + _packb(body) + _packb(sig)
+
+
+# -- decoding -------------------------------------------------------------------------------
+
+
+class _Decoder:
+    """``ext_hook`` that rebuilds frozensets and lattices, bounding their nesting."""
+
+    __slots__ = ("depth",)
+
+    def __init__(self) -> None:
+        self.depth = 0
+
+    def __call__(self, code: int, data: bytes) -> Any:
+        self.depth += 1
+        try:
+            if self.depth > MAX_EXT_DEPTH:
+                raise CodecError("too_deep", f"lattice values nested deeper than {MAX_EXT_DEPTH}")
+            if code == _EXT_BIGINT:
+                try:
+                    return int(data.decode("ascii"))
+                except (UnicodeDecodeError, ValueError):
+                    raise CodecError("malformed", "bad big integer", data) from None
+            state = self.unpack(data)
+            if code == _EXT_FROZENSET:
+                if not isinstance(state, tuple):
+                    raise CodecError("malformed", "a set must be an array", state)
+                try:
+                    return frozenset(state)
+                except TypeError:
+                    raise CodecError("malformed", "a set element is unhashable", state) from None
+            if code == _EXT_NAMED:
+                if not (isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], str)):
+                    raise CodecError("malformed", "bad named lattice", state)
+                kind = _BY_NAME.get(state[0])
+                if kind is None:
+                    raise CodecError(
+                        "unknown_lattice", f"lattice {state[0]!r} is not registered", state[0]
+                    )
+                return _build(kind, state[1])
+            kind = _BY_CODE.get(code)
+            if kind is None:
+                raise CodecError("unknown_ext", f"unknown extension type {code}", code)
+            return _build(kind, state)
+        finally:
+            self.depth -= 1
+
+    def unpack(self, data: bytes) -> Any:
+        return msgpack.unpackb(data, ext_hook=self, use_list=False, raw=False, strict_map_key=False)
+
+
+def _build(kind: _Kind, state: Any) -> Any:
+    try:
+        v = kind.from_wire(state)
+    except CodecError as exc:
+        raise CodecError("lattice_rejected", f"{kind.name}: {exc}", state) from None
+    except (BloomlError, ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise CodecError(
+            "lattice_rejected", f"{kind.name} rejects {state!r}: {exc}", state
+        ) from None
+    if type(v) is not kind.cls:
+        raise CodecError("lattice_rejected", f"{kind.name}: from_wire built {v!r}", state)
+    return v
+
+
+def decode(data: bytes) -> Any:
+    """Decode one value; raise :class:`~blooml.errors.CodecError` on malformed bytes."""
+    try:
+        return _Decoder().unpack(data)
+    except CodecError:
+        raise
+    except msgpack.exceptions.StackError:
+        raise CodecError("too_deep", "value nested too deeply") from None
+    except RecursionError:
+        raise CodecError("too_deep", "value nested too deeply") from None
+    except Exception as exc:  # msgpack raises several types on garbage
+        raise CodecError("malformed", f"not a valid message: {exc}") from None
+
+
+class Envelope(NamedTuple):
+    """A decoded datagram.
+
+    Attributes:
+        version: the format version.
+        sender: the sender's address.
+        ts: the send time (seconds since the epoch).
+        batches: ``(channel, (row, ...))`` pairs, rows as tuples.
+    """
+
+    version: int
+    sender: str
+    ts: float
+    batches: tuple[tuple[str, tuple[tuple[Any, ...], ...]], ...]
+
+
+class ReplayGuard:
+    """Signatures seen within the timestamp window (bounded: the oldest are forgotten)."""
+
+    def __init__(self, window: float = 30.0, capacity: int = 100_000) -> None:
+        self.window = window
+        self.capacity = capacity
+        self._seen: OrderedDict[bytes, float] = OrderedDict()
+
+    def check(self, sig: bytes, ts: float, now: float) -> None:
+        """Raise ``CodecError`` if ``ts`` is outside the window or ``sig`` was seen."""
+        if abs(now - ts) > self.window:
+            raise CodecError("stale", f"timestamp {ts:.3f} is outside the {self.window}s window")
+        seen = self._seen
+        while seen:
+            old, t = next(iter(seen.items()))
+            if now - t > self.window or len(seen) >= self.capacity:
+                del seen[old]
+            else:
+                break
+        if sig in seen:
+            raise CodecError("replay", "a datagram with this signature was received before")
+        seen[sig] = now
+
+
+def decode_envelope(
+    data: bytes,
+    key: bytes | None = None,
+    guard: ReplayGuard | None = None,
+    now: float | None = None,
+) -> Envelope:
+    """Check and decode one datagram.
+
+    Raises :class:`~blooml.errors.CodecError` with ``reason`` one of ``malformed``,
+    ``version``, ``too_deep``, ``lattice_rejected``, ``unknown_lattice``, ``unsigned``,
+    ``bad_signature``, ``stale``, ``replay``.
+    """
+    outer = decode(data) if not key else _outer(data)
+    if not (isinstance(outer, tuple) and len(outer) == 3):
+        raise CodecError("malformed", "not an envelope")
+    version, body, sig = outer
+    if version != FORMAT_VERSION:
+        raise CodecError("version", f"unknown format version {version!r}", version)
+    if not isinstance(body, bytes):
+        raise CodecError("malformed", "envelope body is not bytes")
+    if key:
+        if sig is None:
+            raise CodecError("unsigned", "datagram is not signed")
+        if not isinstance(sig, bytes) or not hmac.compare_digest(
+            sig, hmac.new(key, body, sha256).digest()
+        ):
+            raise CodecError("bad_signature", "datagram signature does not match")
+    inner = decode(body)
+    if not (
+        isinstance(inner, tuple)
+        and len(inner) == 3
+        and isinstance(inner[0], str)
+        and isinstance(inner[1], int)
+        and not isinstance(inner[1], bool)
+        and isinstance(inner[2], tuple)
+    ):
+        raise CodecError("malformed", "bad envelope body")
+    sender, stamp, raw = inner
+    ts = stamp / 1000.0
+    if key and guard is not None:
+        assert isinstance(sig, bytes)
+        guard.check(sig, ts, time.time() if now is None else now)
+    for b in raw:
+        if not (
+            isinstance(b, tuple)
+            and len(b) == 2
+            and isinstance(b[0], str)
+            and isinstance(b[1], tuple)
+            and all(isinstance(r, tuple) for r in b[1])
+        ):
+            raise CodecError("malformed", "bad channel batch")
+    return Envelope(version, sender, ts, raw)
+
+
+def _outer(data: bytes) -> Any:
+    """Decode only the outer array (no extension types: the body is checked before use)."""
+    try:
+        return msgpack.unpackb(data, use_list=False, raw=False, max_ext_len=0)
+    except Exception as exc:
+        raise CodecError("malformed", f"not a valid envelope: {exc}") from None

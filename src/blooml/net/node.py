@@ -1,0 +1,724 @@
+"""Network nodes: a program bound to a ``host:port`` address, run on its own asyncio loop.
+
+``P(addr="127.0.0.1:0")`` binds a socket at once (port 0 picks a free port; ``p.addr`` then
+says which) and makes a :class:`Node` the program's transport. ``p.start()`` runs the node's
+loop in a background thread: it ticks whenever datagrams, timers (``periodic``) or calls from
+``sync_do``/``async_do`` arrive. Each node has its own thread, so many nodes (of one class or
+of many) run in one process at once, each ticking on its own schedule.
+
+The transport seam (also implemented by ``LocalNetwork`` and by simulations): the runtime calls
+``check(rt, addr, chan, row, where)`` at the sending rule (inside the tick: an error rolls it
+back) and ``deliver(rt, addr, batch)`` once per destination after the tick commits, with every
+``(chan, row, token)`` the tick sends there. Incoming tuples enter through
+``Runtime.receive_batch``. See ``docs/net.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import signal
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from blooml.engine._state import Pending
+from blooml.errors import BloomError, BloomlError, CodecError
+from blooml.net.codec import (
+    MAX_DATAGRAM,
+    ReplayGuard,
+    decode_envelope,
+    encode_envelope,
+    encode_row,
+)
+
+__all__ = ["Node", "parse_addr"]
+
+log = logging.getLogger("blooml.net")
+
+#: Largest TCP frame a node accepts (bytes); a peer sending more is disconnected.
+MAX_FRAME = 64 * 1024 * 1024
+_ENVELOPE_SLACK = 160  # envelope header, sender, timestamp, signature (bytes, generous)
+_FRAME = struct.Struct(">I")
+
+
+def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
+    """Split ``"host:port"`` (or ``"[v6]:port"``); raise ``BloomError`` if it is not one."""
+    if isinstance(addr, str):
+        host, sep, port = addr.rpartition(":")
+        if sep and host and port.isdigit() and int(port) < 65536:
+            if host.startswith("[") and host.endswith("]"):
+                host = host[1:-1]
+            return host, int(port)
+    raise BloomError(
+        f"{where + ': ' if where else ''}the address {addr!r} is not host:port "
+        "(a program bound to a socket sends to host:port addresses)"
+    )
+
+
+class _UDP(asyncio.DatagramProtocol):
+    def __init__(self, node: Node) -> None:
+        self.node = node
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        self.node._inbox_put(data)
+
+    def error_received(self, exc: Exception) -> None:  # e.g. ICMP port unreachable
+        self.node._count("send_errors")
+
+
+class _Peer:
+    """An outgoing TCP connection to one address: frames queue here; a task connects (again
+    after the peer restarts) and writes them."""
+
+    def __init__(self, node: Node, addr: str, limit: int) -> None:
+        self.node = node
+        self.addr = addr
+        self.frames: deque[bytes] = deque()
+        self.limit = limit
+        self.event = asyncio.Event()
+        self.writer: asyncio.StreamWriter | None = None
+        self.task = asyncio.get_running_loop().create_task(self.run())
+
+    def push(self, frame: bytes) -> None:
+        if len(self.frames) >= self.limit:
+            self.node._count("send_dropped")
+            return
+        self.frames.append(frame)
+        self.event.set()
+
+    async def _watch(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            await reader.read()  # the peer never writes: EOF or an error means it is gone
+        if self.writer is writer:
+            self.writer = None
+            self.event.set()
+
+    async def run(self) -> None:
+        node = self.node
+        host, port = parse_addr(self.addr)
+        backoff = 0.02
+        while True:
+            if node._closing and not self.frames:
+                break
+            if self.writer is None:
+                if not self.frames:
+                    self.event.clear()
+                    await self.event.wait()
+                    continue
+                try:
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection(host, port), 2.0
+                    )
+                except (OSError, TimeoutError):
+                    node._count("connect_failures")
+                    if node._closing:
+                        node._count("send_dropped", len(self.frames))
+                        self.frames.clear()
+                        break
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
+                    continue
+                backoff = 0.02
+                self.writer = writer
+                asyncio.get_running_loop().create_task(self._watch(reader, writer))
+            if not self.frames:
+                self.event.clear()
+                await self.event.wait()
+                continue
+            data = b"".join(self.frames)
+            n = len(self.frames)
+            self.frames.clear()
+            w = self.writer
+            if w is None:
+                continue
+            try:
+                w.write(data)
+                await w.drain()
+            except (OSError, RuntimeError):
+                node._count("send_dropped", n)
+                self.writer = None
+        if self.writer is not None:
+            self.writer.close()
+
+    async def close(self) -> None:
+        self.event.set()
+        try:
+            await asyncio.wait_for(self.task, 2.0)
+        except (TimeoutError, asyncio.CancelledError):
+            self.task.cancel()
+        if self.writer is not None:
+            self.writer.close()
+
+
+class Node:
+    """Runs one program as a network node (made by ``Program(addr="host:port")``; use the
+    program's methods: ``p.start()``, ``p.stop()``, ``p.run()``, ``p.sync_do(fn)``, ...).
+
+    Args:
+        program: the program instance.
+        transport: ``"udp"`` (default), ``"tcp"``, or ``None`` for no socket (loopback only).
+        cluster_key: sign and check every datagram with HMAC-SHA256 under this key.
+        inbox_limit: datagrams waiting to be applied; more are dropped (``inbox_full``).
+        window: seconds a signed datagram's timestamp may differ from this node's clock.
+        max_datagram: the largest UDP payload sent.
+    """
+
+    #: Datagrams applied per tick at most (the rest wait for the following ticks).
+    batch_limit = 2000
+
+    def __init__(
+        self,
+        program: Any,
+        *,
+        transport: str | None = None,
+        cluster_key: bytes | str | None = None,
+        inbox_limit: int = 10_000,
+        window: float = 30.0,
+        max_datagram: int = MAX_DATAGRAM,
+    ) -> None:
+        self.program = program
+        rt = self.rt = program._rt
+        self.transport = transport
+        self.key = cluster_key.encode() if isinstance(cluster_key, str) else cluster_key
+        self.guard = ReplayGuard(window) if self.key else None
+        self.inbox_limit = inbox_limit
+        self.max_datagram = max_datagram
+        self.running = False
+        self._closing = False
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._inbox: deque[bytes] = deque()
+        self._calls: deque[tuple[Callable[[Any], Any], concurrent.futures.Future[Any] | None]]
+        self._calls = deque()
+        self._tick_cbs: list[Callable[[Any], Any]] = []
+        self._error_cbs: list[Callable[[BaseException], Any]] = []
+        self._watches: dict[str, list[Callable[[list[Any]], Any]]] = {}
+        self._logged: set[str] = set()
+        self._latency: deque[float] = deque(maxlen=10_000)
+        self._pre_start: list[tuple[str, bytes]] = []
+        self._peers: dict[str, _Peer] = {}
+        self._resolved: dict[str, tuple[str, int]] = {}
+        self._server: asyncio.Server | None = None
+        self._conns: set[asyncio.StreamWriter] = set()
+        self._udp: asyncio.DatagramTransport | None = None
+        self._fail_backoff_until = 0.0
+        self._stats: dict[str, Any] = {
+            "ticks": 0,
+            "errors": 0,
+            "received": 0,
+            "received_tuples": 0,
+            "sent": 0,
+            "sent_tuples": 0,
+            "dropped": {},
+            "discarded_batches": 0,
+            "discarded_tuples": 0,
+            "send_errors": 0,
+            "send_dropped": 0,
+            "connect_failures": 0,
+            "callback_errors": 0,
+        }
+        #: The batches set aside after failed ticks (the most recent 100).
+        self.discarded: deque[dict[str, list[Any]]] = deque(maxlen=100)
+        self.sock: socket.socket | None = None
+        if transport is not None:
+            if transport not in ("udp", "tcp"):
+                raise BloomError(f"transport must be 'udp' or 'tcp', got {transport!r}")
+            host, port = parse_addr(rt.addr, "addr")
+            self.sock = self._bind(host, port)
+            bound_port = self.sock.getsockname()[1]
+            shown = f"[{host}]" if ":" in host else host
+            rt.addr = f"{shown}:{bound_port}"
+        rt.network = self if transport is not None else None
+
+    def _bind(self, host: str, port: int) -> socket.socket:
+        infos = socket.getaddrinfo(
+            host, port, type=socket.SOCK_DGRAM if self.transport == "udp" else socket.SOCK_STREAM
+        )
+        family, type_, proto, _, sockaddr = infos[0]
+        sock = socket.socket(family, type_, proto)
+        try:
+            if self.transport == "udp":
+                for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+                    with contextlib.suppress(OSError):  # capped by the OS
+                        sock.setsockopt(socket.SOL_SOCKET, opt, 4 * 1024 * 1024)
+            else:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(sockaddr)
+            if self.transport == "tcp":
+                sock.listen(128)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise BloomError(f"cannot bind {host}:{port} ({self.transport}): {exc}") from exc
+        return sock
+
+    # -- the transport seam (called by the runtime) -----------------------------------------
+
+    def check(self, rt: Any, addr: Any, chan: str, row: Any, where: str = "") -> Any:
+        """At the sending rule: the address must be host:port and the row must encode (and,
+        on UDP, fit one datagram). Returns the encoded row."""
+        if addr == rt.addr:
+            return None  # loopback: delivered in-process
+        parse_addr(addr, f"{where}: channel {chan!r}")
+        rel = rt.rels[chan]
+        wire = encode_row(row, f"{where}: channel {chan!r}", rel.columns)
+        if self.transport == "udp":
+            room = self.max_datagram - _ENVELOPE_SLACK - len(chan) - len(str(rt.addr))
+            if len(wire) > room:
+                raise CodecError(
+                    "too_large",
+                    f"the tuple encodes to {len(wire)} bytes, more than one UDP datagram holds "
+                    f"({room}); send smaller tuples or use transport='tcp'",
+                    tuple(row),
+                    f"{where}: channel {chan!r}",
+                )
+        return wire
+
+    def deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
+        """After the tick commits: send the messages for ``addr`` (as few datagrams as hold
+        them; over TCP, one frame)."""
+        if addr == rt.addr:
+            rt.receive_batch(addr, _group((chan, [row]) for chan, row, _ in batch))
+            self._wake_soon()
+            return
+        budget = (
+            self.max_datagram - _ENVELOPE_SLACK - len(str(rt.addr))
+            if self.transport == "udp"
+            else MAX_FRAME - 1024
+        )
+        groups: dict[str, list[bytes]] = {}
+        size = 0
+        for chan, _row, wire in batch:
+            n = len(wire) + len(chan) + 8
+            if size + n > budget and groups:
+                self._send(addr, groups)
+                groups, size = {}, 0
+            groups.setdefault(chan, []).append(wire)
+            size += n
+        if groups:
+            self._send(addr, groups)
+
+    def _send(self, addr: str, groups: dict[str, list[bytes]]) -> None:
+        data = encode_envelope(str(self.rt.addr), groups.items(), self.key)
+        self._stats["sent"] += 1
+        self._stats["sent_tuples"] += sum(map(len, groups.values()))
+        if self.transport == "udp":
+            dest = self._resolve(addr)
+            try:
+                if self._udp is not None and self.on_own_thread():
+                    self._udp.sendto(data, dest)
+                else:
+                    assert self.sock is not None
+                    self.sock.sendto(data, dest)
+            except OSError:
+                self._count("send_errors")
+            return
+        frame = _FRAME.pack(len(data)) + data
+        if not self.running or not self.on_own_thread():
+            self._pre_start.append((addr, frame))
+            return
+        peer = self._peers.get(addr)
+        if peer is None:
+            peer = self._peers[addr] = _Peer(self, addr, self.inbox_limit)
+        peer.push(frame)
+
+    def _resolve(self, addr: str) -> tuple[str, int]:
+        dest = self._resolved.get(addr)
+        if dest is None:
+            host, port = parse_addr(addr)
+            info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+            dest = self._resolved[addr] = info[0][4][:2]
+        return dest
+
+    # -- receiving ----------------------------------------------------------------------------
+
+    def _inbox_put(self, data: bytes) -> None:
+        if len(self._inbox) >= self.inbox_limit:
+            self._drop("inbox_full", "the inbox is full (a flood?)")
+            return
+        self._inbox.append(data)
+        if self._wake is not None:
+            self._wake.set()
+
+    def _drop(self, reason: str, detail: str) -> None:
+        d = self._stats["dropped"]
+        d[reason] = d.get(reason, 0) + 1
+        if reason not in self._logged:
+            self._logged.add(reason)
+            log.warning(
+                "%s: dropped a datagram (%s): %s (logged once per reason; see p.stats())",
+                self.rt.addr,
+                reason,
+                detail,
+            )
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self._stats[name] += n
+
+    def accept(self, data: bytes) -> bool:
+        """Check one datagram and queue its tuples for the next tick; a bad one is dropped
+        and counted (``stats()["dropped"]``). Returns whether it was accepted."""
+        rt = self.rt
+        try:
+            env = decode_envelope(data, self.key, self.guard)
+        except CodecError as exc:
+            self._drop(exc.reason, str(exc))
+            return False
+        except Exception as exc:  # never let a datagram stop the node
+            self._drop("malformed", f"{type(exc).__name__}: {exc}")
+            return False
+        for chan, rows in env.batches:
+            rel = rt.rels.get(chan)
+            if rel is None or rel.info.kind != "channel":
+                self._drop("unknown_channel", f"from {env.sender!r}: no channel {chan!r}")
+                return False
+            for r in rows:
+                if len(r) != rel.arity:
+                    self._drop(
+                        "arity",
+                        f"from {env.sender!r}: channel {chan!r} has {rel.arity} columns, "
+                        f"got {len(r)}",
+                    )
+                    return False
+        try:
+            n = rt.receive_batch(env.sender, env.batches)
+        except BloomlError as exc:
+            self._drop("rejected", f"from {env.sender!r}: {exc}")
+            return False
+        except Exception as exc:
+            self._drop("rejected", f"from {env.sender!r}: {type(exc).__name__}: {exc}")
+            return False
+        self._stats["received"] += 1
+        self._stats["received_tuples"] += n
+        return True
+
+    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._conns.add(writer)
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                (n,) = _FRAME.unpack(head)
+                if n > MAX_FRAME:
+                    self._drop("too_large", f"a TCP frame of {n} bytes")
+                    break
+                self._inbox_put(await reader.readexactly(n))
+        except (asyncio.IncompleteReadError, OSError):
+            pass
+        finally:
+            self._conns.discard(writer)
+            writer.close()
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def on_own_thread(self) -> bool:
+        """Whether the caller runs on this node's thread."""
+        return threading.current_thread() is self._thread
+
+    def _wake_soon(self) -> None:
+        if self._wake is not None and self._loop is not None:
+            if self.on_own_thread():
+                self._wake.set()
+            else:
+                self._loop.call_soon_threadsafe(self._wake.set)
+
+    def start(self) -> None:
+        """Start the node's thread and loop (see ``Program.start``)."""
+        if self.running:
+            raise BloomError(f"{self.rt.addr}: the node is running already")
+        if self._closing:
+            raise BloomError(f"{self.rt.addr}: the node was stopped; make a new program")
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        self._thread = threading.Thread(
+            target=self._thread_main, args=(ready, failure), name=f"blooml-node {self.rt.addr}"
+        )
+        self._thread.daemon = True
+        self.running = True
+        self._thread.start()
+        ready.wait(10.0)
+        if failure:
+            self.running = False
+            raise failure[0]
+
+    def _thread_main(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main(ready, failure))
+        finally:
+            loop.close()
+            self.running = False
+            ready.set()
+
+    async def _main(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        try:
+            if self.transport == "udp":
+                assert self.sock is not None
+                t, _ = await loop.create_datagram_endpoint(lambda: _UDP(self), sock=self.sock)
+                self._udp = t  # type: ignore[assignment]
+            elif self.transport == "tcp":
+                self._server = await asyncio.start_server(self._on_conn, sock=self.sock)
+        except BaseException as exc:
+            failure.append(exc)
+            ready.set()
+            return
+        ready.set()
+        for addr, frame in self._pre_start:
+            peer = self._peers.get(addr)
+            if peer is None:
+                peer = self._peers[addr] = _Peer(self, addr, self.inbox_limit)
+            peer.push(frame)
+        self._pre_start = []
+        wake = self._wake
+        while True:
+            if not self._work_ready():
+                delay = self._timer_delay()
+                if delay is None or delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), delay)
+            wake.clear()
+            self._step()
+            if self._closing and not self._inbox and not self._calls:
+                break
+            await asyncio.sleep(0)
+        self._step()
+        for peer in list(self._peers.values()):
+            await peer.close()
+        if self._server is not None:
+            self._server.close()
+        for w in list(self._conns):
+            w.close()  # peers see EOF now, and reconnect to whoever binds this address next
+        if self._udp is not None:
+            self._udp.close()
+        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in rest:
+            t.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+
+    def _work_ready(self) -> bool:
+        return bool(self._inbox or self._calls or self._closing or self.rt.has_pending())
+
+    def _timer_delay(self) -> float | None:
+        due = self.rt.next_due()
+        if due is None:
+            return None
+        now = self.rt.clock()
+        return max(due - now, self._fail_backoff_until - now, 0.0)
+
+    def _step(self) -> None:
+        """Apply arrived datagrams, run queued calls, tick if there is anything to do."""
+        t0 = time.perf_counter()
+        inbox = self._inbox
+        for _ in range(min(len(inbox), self.batch_limit)):
+            self.accept(inbox.popleft())
+        calls = []
+        while self._calls:
+            calls.append(self._calls.popleft())
+        results: list[tuple[concurrent.futures.Future[Any] | None, Any, BaseException | None]]
+        results = []
+        for fn, fut in calls:
+            try:
+                results.append((fut, fn(self.program), None))
+            except Exception as exc:
+                results.append((fut, None, exc))
+                if fut is None:
+                    self._report(exc, "async_do")
+        rt = self.rt
+        due = rt.next_due()
+        timer = due is not None and due <= rt.clock() and rt.clock() >= self._fail_backoff_until
+        if rt.has_pending() or timer:
+            self._tick(t0)
+        for fut, value, exc in results:
+            if fut is not None:
+                if exc is not None:
+                    fut.set_exception(exc)
+                else:
+                    fut.set_result(value)
+
+    def _tick(self, t0: float | None = None) -> bool:
+        rt = self.rt
+        if t0 is None:
+            t0 = time.perf_counter()
+        lat_before = {n: rt.lats[n].value for n in self._watches if n in rt.lats}
+        if self._watches:
+            rt.watched = {n for n in self._watches if n in rt.rels}
+        try:
+            rt.tick()
+        except Exception as exc:
+            self._stats["errors"] += 1
+            self._fail_backoff_until = rt.clock() + 0.05
+            batch = self._set_aside()
+            log.error(
+                "%s: tick %d failed and was rolled back; %d input tuples set aside: %s",
+                rt.addr,
+                rt.tick_count,
+                sum(map(len, batch.values())),
+                exc,
+            )
+            self._report(exc, None)
+            return False
+        self._latency.append(time.perf_counter() - t0)
+        self._stats["ticks"] += 1
+        for name, fns in self._watches.items():
+            if name in rt.lats:
+                v = rt.lats[name].value
+                new = [v] if v is not lat_before.get(name) and v != lat_before.get(name) else []
+            else:
+                rel = rt.rels[name]
+                new = [tuple.__new__(rel.named, r) for r in rt.tick_rows.get(name, ())]
+            if new:
+                for fn in fns:
+                    self._call(fn, new)
+        rt.tick_rows = {}
+        for fn in self._tick_cbs:
+            self._call(fn, self.program)
+        return True
+
+    def _set_aside(self) -> dict[str, list[Any]]:
+        """Discard the input of the failed tick so the next one runs (``discard_pending``)."""
+        discard = getattr(self.program, "discard_pending", None)
+        if discard is not None:
+            batch = dict(discard())
+        else:
+            pend, self.rt.pending = self.rt.pending, Pending()
+            batch = {}
+            for kind in ("inserts", "deletes", "replaces", "lats"):
+                for name, rows in getattr(pend, kind).items():
+                    batch.setdefault(name, []).extend(rows)
+        n = sum(map(len, batch.values()))
+        if n:
+            self._stats["discarded_batches"] += 1
+            self._stats["discarded_tuples"] += n
+            self.discarded.append(batch)
+        return batch
+
+    def _call(self, fn: Callable[[Any], Any], arg: Any) -> None:
+        try:
+            fn(arg)
+        except Exception as exc:
+            self._stats["callback_errors"] += 1
+            self._report(exc, getattr(fn, "__qualname__", repr(fn)))
+
+    def _report(self, exc: BaseException, where: str | None) -> None:
+        if where is not None:
+            log.error("%s: %s raised: %r", self.rt.addr, where, exc)
+        for fn in self._error_cbs:
+            try:
+                fn(exc)
+            except Exception as inner:  # an error handler failing must not stop the node
+                log.error("%s: on_error handler %r raised: %r", self.rt.addr, fn, inner)
+
+    # -- the user's handles ---------------------------------------------------------------------
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop: apply what arrived, send what is queued, close (see ``Program.stop``)."""
+        if not self.running or self._loop is None:
+            self._closing = True
+            if self.sock is not None:
+                self.sock.close()
+            return
+        if self.on_own_thread():
+            raise BloomError("stop() from the node's own thread (a callback) would deadlock")
+        loop = self._loop
+
+        def close() -> None:
+            self._closing = True
+            assert self._wake is not None
+            self._wake.set()
+
+        loop.call_soon_threadsafe(close)
+        assert self._thread is not None
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise BloomError(f"{self.rt.addr}: the node did not stop within {timeout} s")
+
+    def run(self) -> None:
+        """Start, then wait for SIGINT/SIGTERM in the foreground, then stop."""
+        stop = threading.Event()
+        previous = {}
+
+        def handler(signum: int, frame: Any) -> None:
+            stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+        try:
+            self.start()
+            while not stop.wait(0.2):
+                if not self.running:
+                    break
+        finally:
+            for sig, h in previous.items():
+                signal.signal(sig, h)
+            self.stop()
+
+    def sync_do(self, fn: Callable[[Any], Any], timeout: float | None = 30.0) -> Any:
+        """Run ``fn(program)`` between ticks; return its result after the tick that follows."""
+        if not self.running or self._loop is None:
+            result = fn(self.program)
+            if self.rt.has_pending():
+                self._tick()
+            return result
+        if self.on_own_thread():
+            return fn(self.program)
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._calls.append((fn, fut))
+        self._wake_soon()
+        return fut.result(timeout)
+
+    def async_do(self, fn: Callable[[Any], Any]) -> None:
+        """Queue ``fn(program)`` to run between ticks (when the node runs)."""
+        self._calls.append((fn, None))
+        self._wake_soon()
+
+    def on_tick(self, fn: Callable[[Any], Any]) -> None:
+        """Call ``fn(program)`` after every committed tick."""
+        self._tick_cbs.append(fn)
+
+    def on_error(self, fn: Callable[[BaseException], Any]) -> None:
+        """Call ``fn(exc)`` when a tick fails or a callback raises."""
+        self._error_cbs.append(fn)
+
+    def watch(self, name: str, fn: Callable[[list[Any]], Any]) -> None:
+        """Call ``fn(rows)`` with the tuples collection ``name`` gains in each tick."""
+        if name not in self.rt.rels and name not in self.rt.lats:
+            raise BloomError(
+                f"watch({name!r}): no collection or lattice variable of that name (have: "
+                f"{sorted([*self.rt.rels, *self.rt.lats])})"
+            )
+        self._watches.setdefault(name, []).append(fn)
+
+    def stats(self) -> dict[str, Any]:
+        """A snapshot of the counters (see ``Program.stats``)."""
+        out = dict(self._stats)
+        out["dropped"] = dict(out["dropped"])
+        out["dropped_total"] = sum(out["dropped"].values())
+        out["inbox"] = len(self._inbox)
+        out["addr"] = str(self.rt.addr)
+        out["transport"] = self.transport
+        lat = sorted(self._latency)
+        if lat:
+            out["tick_ms_p50"] = lat[len(lat) // 2] * 1000
+            out["tick_ms_p99"] = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+        return out
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped" if self._closing else "not started"
+        return f"<Node {self.rt.addr} {self.transport or 'loopback'} {state}>"
+
+
+def _group(pairs: Any) -> list[tuple[str, list[Any]]]:
+    out: dict[str, list[Any]] = {}
+    for chan, rows in pairs:
+        out.setdefault(chan, []).extend(rows)
+    return list(out.items())
