@@ -40,3 +40,26 @@ def test_rounds_logged_at_info(spark: Any, caplog: pytest.LogCaptureFixture) -> 
     assert msgs[1] == "Chain stratum 0 round 2: rows new {'path': 2}, lattices grown []"
     assert msgs[-1].endswith("rows new {'path': 0}, lattices grown []")
     assert all(r.levelno == logging.INFO for r in caplog.records if r.name == "blooml.spark")
+
+
+class Divide(Program):
+    num = table(["x"])
+    out = table(["y"])
+
+    @bloom
+    def rules(self):
+        self.out <= self.num.map(lambda r: (10 // r.x,))
+
+
+def test_a_failing_stratum_is_logged_at_warning(
+    spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from blooml.spark import SparkEngine
+
+    with caplog.at_level(logging.WARNING, logger="blooml"), pytest.raises(Exception):  # noqa: B017
+        SparkEngine(spark).run(Divide, {"num": [(0,)]})
+    (rec,) = [r for r in caplog.records if r.name == "blooml.spark"]
+    assert rec.levelno == logging.WARNING
+    msg = rec.getMessage()
+    assert msg.startswith("Divide stratum 0 failed: ")
+    assert "ZeroDivisionError" in msg and "rule 0 (test_spark_logging.py:" in msg
