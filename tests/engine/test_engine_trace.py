@@ -187,6 +187,8 @@ def test_periodic_input_kind(tmp_path: Path) -> None:
     p = Tick(clock=lambda: now[0], trace=str(f))
     now[0] = 1.5
     p.tick()
+    (tick,) = [e for e in _events(f) if e["ev"] == "tick"]
+    assert tick["now"] == 1.5  # the program's clock (a fake one here)
     (inp,) = [e for e in _events(f) if e["ev"] == "input"]
     assert inp["kind"] == "periodic" and inp["coll"] == "beat" and inp["rows"][0][0] == 0
 

@@ -115,7 +115,8 @@ function show(s) {
     (s.attempt ? ' (attempt ' + (s.attempt + 1) + ')' : '') + '</h2>';
   h += '<div>' + (s.ok === true ? 'committed' : s.ok === false ?
     '<span class="error">rolled back</span>' : 'not run in this trace') +
-    (s.ms !== null ? ', ' + s.ms.toFixed(3) + ' ms' : '') + '</div>';
+    (s.ms !== null ? ', ' + s.ms.toFixed(3) + ' ms' : '') +
+    (s.now !== undefined && s.now !== null ? ', program clock ' + esc(s.now) : '') + '</div>';
   if (s.errors.length) {
     h += '<h3>errors</h3>';
     s.errors.forEach(e => h += '<div class="error">' + esc(e.type + ': ' + e.message) +

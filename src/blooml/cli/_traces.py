@@ -102,6 +102,7 @@ def merge(events: list[dict[str, Any]]) -> Merged:
             tries = attempts.setdefault((node, tick), [])
             step = _new_step(node, tick, len(tries), len(m.steps))
             step["time"] = ev.get("time")
+            step["now"] = ev.get("now")
             tries.append(step)
             m.steps.append(step)
             current[node] = step

@@ -12,7 +12,8 @@ tick are written when it commits or rolls back; ``recv`` when a message arrives.
     (``[{index, head, op, where, text, stratum}]``, ``stratum`` being ``"next"`` for rules
     run at the end of a tick) and ``strata`` (rule indices per stratum).
 ``tick``
-    a tick begins: ``time`` (Unix seconds).
+    a tick begins: ``time`` (Unix seconds) and ``now`` (the program's clock, e.g. the virtual
+    time of a simulation or a test's fake clock).
 ``input``
     facts the tick took in: ``coll``, ``kind`` (``insert``, ``delete``, ``replace``,
     ``merge`` for a lattice variable, ``periodic``), ``n`` and ``rows`` (at most ``limit``;
@@ -199,7 +200,13 @@ class TickRecorder:
         self.strata: list[tuple[Any, float]] = []
         self.errors: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = [
-            {"ev": "tick", "node": self.node, "tick": self.tick, "time": time.time()}
+            {
+                "ev": "tick",
+                "node": self.node,
+                "tick": self.tick,
+                "time": time.time(),
+                "now": rt.now,
+            }
         ]
 
     def _rows(self, rows: Any) -> tuple[list[Any], int]:
