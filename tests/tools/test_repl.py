@@ -78,7 +78,10 @@ def test_errors_are_reported_and_state_is_kept() -> None:
 
 
 def test_lattice_insert_rules_and_plot(tmp_path: Path) -> None:
-    out, _ = _session(f"insert top lmax(7)\ntick\ndump top\nrules\nplot {tmp_path / 'c.dot'}\n")
+    out, _ = _session(
+        f"insert top lmax(7)\ntick\ndump top\nrules\nplot {tmp_path / 'c.dot'}\nlscollections\n"
+    )
+    assert "  lattice top = lmax(7)" in out  # lscollections: rebl's name for state
     assert "lattice top = lmax(7)" in out
     assert "stratum 0:" in out and "dependencies:" in out
     assert (tmp_path / "c.dot").read_text().startswith('digraph "Counter"')

@@ -345,6 +345,9 @@ class Repl(cmd.Cmd):
         """quit: leave the shell."""
         return True
 
+    # rebl's names for the same commands
+    do_lsrules = do_rules
+    do_lscollections = do_state
     do_exit = do_quit
     do_EOF = do_quit  # cmd's name for the end of input
 

@@ -73,7 +73,8 @@ def operator_label(body: Any) -> str:
     return ".".join(reversed(ops))
 
 
-def _node_lines(ir: ProgramIR, name: str, ind: str) -> str:
+def _node_line(ir: ProgramIR, name: str, ind: str) -> str:
+    """The DOT line of a collection or lattice variable."""
     info = ir.collections.get(name)
     if info is not None:
         kind = info.direction if info.kind == "interface" and info.direction else info.kind
@@ -82,7 +83,7 @@ def _node_lines(ir: ProgramIR, name: str, ind: str) -> str:
     else:
         lat = ir.lattices[name]
         wn = getattr(lat.cls, "wrapper_name", "") or lat.cls.__qualname__
-        label, shape, kind = f"{name}\n{wn}", SHAPES["lattice"], "lattice"
+        label, shape = f"{name}\n{wn}", SHAPES["lattice"]
     return f"{ind}{quote('s_' + name)} [label={quote(label)}, shape={shape}];"
 
 
@@ -96,7 +97,7 @@ def program_dot(ir: ProgramIR, *, cycle: Iterable[Edge] = (), title: str | None 
         title: the graph's label (default: the program's name).
     """
     bad = {(e.src, e.dst, e.rule) for e in cycle}
-    points = {rule.index for rule, _ in ir.nonmonotone_after_channels()} if not bad else set()
+    points = {rule.index for rule, _ in ir.nonmonotone_after_channels()}
     lines = graph_header(ir.name, "LR")
     lines.append(f"  label={quote(title if title is not None else 'program ' + ir.name)};")
     lines.append("  labelloc=t; compound=true;")
@@ -111,10 +112,10 @@ def program_dot(ir: ProgramIR, *, cycle: Iterable[Edge] = (), title: str | None 
                 f'    label={quote(f"stratum {s}")}; style="rounded,filled"; '
                 'fillcolor="#f5f7fa"; color="#b0b8c4";'
             )
-            lines.extend(_node_lines(ir, n, "    ") for n in by_stratum[s])
+            lines.extend(_node_line(ir, n, "    ") for n in by_stratum[s])
             lines.append("  }")
     else:
-        lines.extend(_node_lines(ir, n, "  ") for n in names)
+        lines.extend(_node_line(ir, n, "  ") for n in names)
     seen: set[tuple[str, str, int]] = set()
     for e in ir.edges:
         key = (e.src, e.dst, e.rule)
