@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = [
     "BloomlError",
+    "GraphvizNotFound",
     "KeyConstraintError",
     "LatticeTypeError",
     "LatticeValueError",
@@ -113,7 +114,15 @@ class StratificationError(ProgramError, ValueError):
         rules: human-readable descriptions (with source lines) of the rules on it (empty for
             Datalog programs).
         negated: for Datalog programs, ``(negated relation, dependent relation)``; else ``None``.
+        edges: the dependency edges (``blooml.ir.Edge``) on the cycle, the non-monotone one
+            first (empty when not known; set by ``blooml.ir.graph.analyze``).
+        ir: the program's dependency graph without strata (a ``blooml.ir.ProgramIR`` whose
+            ``strata`` is empty), so that ``blooml plot`` can draw the cycle; ``None`` when
+            not known.
     """
+
+    edges: tuple[Any, ...] = ()
+    ir: Any = None
 
     def __init__(
         self,
@@ -155,6 +164,18 @@ class NotSupportedOnSpark(BloomlError, NotImplementedError):
 def _cls_name(cls: type) -> str:
     name = getattr(cls, "wrapper_name", None)
     return f"{name} ({cls.__qualname__})" if name and name != cls.__qualname__ else cls.__qualname__
+
+
+class GraphvizNotFound(BloomlError, RuntimeError):
+    """Drawing needs Graphviz: the ``graphviz`` Python package or the ``dot`` program is missing.
+
+    Attributes:
+        missing: which of the two is missing.
+    """
+
+    def __init__(self, message: str, *, missing: str) -> None:
+        self.missing = missing
+        super().__init__(message)
 
 
 class CodecError(BloomlError, ValueError):

@@ -174,6 +174,9 @@ class Program:
             generated loops instead of calling them, and store the rows of collections no
             user function receives as plain tuples (default: ``Runtime.inline``, on). The
             results are the same either way; see docs/bloom.md.
+        trace: record every tick as JSON lines: a file path, an open text file, or a
+            ``blooml.engine.trace.Tracer`` (to share one file between programs or set the
+            number of rows kept); schema and tools in docs/tools.md (``blooml trace``).
 
     Pass ``abstract=True`` in the class statement (``class M(Program, abstract=True)``) for a
     module that is only mixed into others: its rules are checked when a concrete class uses it.
@@ -275,6 +278,7 @@ class Program:
         network: Any = None,
         prioritize: bool | None = None,
         inline: bool | None = None,
+        trace: Any = None,
         transport: str | None = None,
         cluster_key: bytes | str | None = None,
         data_dir: str | None = None,
@@ -298,6 +302,7 @@ class Program:
             clock=clock or time.monotonic,
             prioritize=prioritize,
             inline=inline,
+            trace=trace,
         )
         rt = self.__dict__["_rt"]
         rt.data_dir = data_dir
@@ -403,6 +408,29 @@ class Program:
         if rt is None:
             return f"<{type(self).__qualname__} (not initialised)>"
         return f"<{type(self).__qualname__} at {rt.addr!r}, tick {rt.tick_count}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter: every collection and lattice variable, as tables (non-empty ones open)."""
+        import html
+
+        rt = self.__dict__.get("_rt")
+        if rt is None:
+            return f"<code>{html.escape(repr(self))}</code>"
+        parts = [f"<div><b>{html.escape(repr(self))}</b>"]
+        for name, info in rt.ir.collections.items():
+            n = len(rt.rels[name].store)
+            summary = f"{info.kind} {name}: {n} row{'' if n == 1 else 's'}"
+            parts.append(
+                f"<details{' open' if n else ''}><summary>{html.escape(summary)}</summary>"
+                f"{rt.view(name)._html_table('')}</details>"
+            )
+        for name in rt.ir.lattices:
+            parts.append(
+                f"<details open><summary>lattice {html.escape(name)}</summary>"
+                f"{rt.view(name).value._repr_html_()}</details>"
+            )
+        parts.append("</div>")
+        return "".join(parts)
 
 
 #: Methods a program's state may shadow (a collection named ``start`` or ``stats`` is common):

@@ -13,18 +13,31 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from blooml import __version__
-from blooml.cli import analyze, check_laws, run
+from blooml.cli import analyze, check_laws, plot, repl, run, trace
 
 __all__ = ["SUBCOMMANDS", "build_parser", "main"]
 
 #: The subcommand modules, in the order ``blooml --help`` lists them.
-SUBCOMMANDS: list[ModuleType] = [check_laws, analyze, run]
+SUBCOMMANDS: list[ModuleType] = [check_laws, analyze, plot, trace, repl, run]
+
+
+_EPILOG = """\
+blooml COMMAND --help describes a command.
+
+example:
+  blooml analyze examples/shopping_cart.py:DisorderlyCart
+  blooml plot examples/shortest_paths.py:Paths -o paths.svg
+  blooml trace html client.jsonl server.jsonl -o trace.html
+  blooml repl examples/shortest_paths.py:Paths"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
-        prog="blooml", description="Lattices, CRDTs and Bloom^L programs: command-line tools."
+        prog="blooml",
+        description="Lattices, CRDTs and Bloom^L programs: command-line tools.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"blooml {__version__}")
     subparsers = parser.add_subparsers(title="subcommands", dest="subcommand", metavar="COMMAND")

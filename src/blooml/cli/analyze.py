@@ -19,6 +19,20 @@ from blooml.cli._target import UsageError, load_target
 __all__ = ["NAME", "points_of_order", "register", "run"]
 
 NAME = "analyze"
+_DESCRIPTION = """\
+Print a Bloom^L program's state, the rules of each stratum (with their source lines), the
+rules run at the end of a tick, the dependency edges (-> monotone, -!-> non-monotone,
+~> temporal) and the points of order: rules with a non-monotone input downstream of a
+channel, where results may depend on message order and coordination may be needed (the CALM
+theorem). blooml plot draws the same graph.
+
+TARGET is package.module:Class or path/to/file.py:Class naming a Program subclass.
+
+example:
+  blooml analyze examples/shopping_cart.py:DisorderlyCart
+  blooml analyze mypkg.mod:Program
+
+exit status: 0 printed, 1 the program cannot be stratified, 2 usage"""
 
 
 def register(subparsers: Any) -> None:
@@ -26,9 +40,12 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         NAME,
         help="print a Bloom^L program's strata, rules and points of order",
-        description=__doc__.split("\n\n")[0],
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("target", help="package.module:Class or path/to/file.py:Class (a Program)")
+    p.add_argument(
+        "target", metavar="TARGET", help="package.module:Class or path/to/file.py:Class (a Program)"
+    )
     p.set_defaults(func=run)
 
 

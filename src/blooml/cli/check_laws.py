@@ -27,6 +27,10 @@ TARGET is package.module:Class or path/to/file.py:Class. Class is a lattice clas
 strategy with blooml.testing.register when its module is imported; method arguments come from
 type hints) or a LatticeLaws subclass (its lattice, elements and args are used).
 
+example:
+  blooml check-laws blooml.lattices:lmax
+  blooml check-laws examples/custom_lattice.py:SpanLaws --max-examples 50
+
 exit status: 0 every law holds, 1 a law is violated, 2 the target or an option is unusable"""
 
 

@@ -26,6 +26,18 @@ __all__ = ["NAME", "register", "run", "summary"]
 
 NAME = "run"
 log = logging.getLogger("blooml.run")
+_DESCRIPTION = """\
+Run a Bloom^L program as a network node. TARGET is package.module:Class or
+path/to/file.py:Class naming a Program subclass. The node binds --address (UDP, or TCP with
+--transport tcp), applies the rows given with --insert (or --insert-file) at its first tick,
+then runs until SIGINT or SIGTERM (or --duration seconds), logging each failed tick and a
+one-line summary every --summary-every seconds.
+
+example:
+  blooml run mypkg.kvs:KVS --address 127.0.0.1:7000 --insert 'peer=[["127.0.0.1:7001"]]'
+
+exit status: 0 stopped cleanly, 2 bad usage (a target that cannot be imported, an address
+that cannot be bound, bad seed rows)"""
 
 
 def register(subparsers: Any) -> None:
@@ -33,11 +45,8 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         NAME,
         help="run a Bloom^L program as a network node",
-        description=__doc__.split("\n\n")[0],
-        epilog=(
-            "example: blooml run mypkg.kvs:KVS --address 127.0.0.1:7000 "
-            "--insert 'peer=[[\"127.0.0.1:7001\"]]'"
-        ),
+        description=_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("target", help="package.module:Class or path/to/file.py:Class (a Program)")
     p.add_argument("--address", required=True, help="host:port to bind (port 0: any free port)")

@@ -19,6 +19,9 @@ undone if anything raises.
 from __future__ import annotations
 
 import gc
+import logging
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +33,7 @@ from blooml.engine._rel_eval import Eval, MapEval, ScanEval
 from blooml.engine._state import LatVarState, Pending
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
+from blooml.engine.trace import TickRecorder, Tracer, message_key
 from blooml.engine.views import CollectionView, LatticeView
 from blooml.errors import ProgramError
 from blooml.ir.graph import sources
@@ -38,6 +42,16 @@ from blooml.ir.program import ProgramIR, Rule
 __all__ = ["Runtime"]
 
 _NOTE_MARK = "blooml: "
+
+#: Per tick at DEBUG (rules fired, rows derived, time); a tick that raised at WARNING.
+log = logging.getLogger("blooml.engine")
+# A library's loggers stay silent unless the application configures logging.
+logging.getLogger("blooml").addHandler(logging.NullHandler())
+
+# While a runtime hands its messages to the transport: (sender address, message identities by
+# content key, or None when the sender does not trace), so that an in-process receiver can
+# record who sent what (a transport from elsewhere passes the sender to receive_batch).
+_sending = threading.local()
 
 
 def _note(exc: BaseException, text: str) -> None:
@@ -174,6 +188,7 @@ class Runtime:
         clock: Callable[[], float],
         prioritize: bool | None = None,
         inline: bool | None = None,
+        trace: Any = None,
     ) -> None:
         if prioritize is not None:
             self.prioritize = prioritize
@@ -210,6 +225,11 @@ class Runtime:
             if info.kind == "periodic"
         }
         self._views: dict[str, Any] = {}
+        self._rec: TickRecorder | None = None  # set while a tick is observed
+        self._failed: Rule | None = None  # the rule that raised in the current tick
+        self.tracer: Tracer | None = None
+        if trace is not None:
+            self.tracer = trace if isinstance(trace, Tracer) else Tracer(trace)
         #: Collections whose new rows each committed tick keeps in ``tick_rows`` (``watch``).
         self.watched: set[str] = set()
         self.tick_rows: dict[str, list[Any]] = {}
@@ -314,15 +334,23 @@ class Runtime:
         self.now = now
         prev_rt = self.proxy._rt
         self.proxy._rt = self
+        rec = None
+        if self.tracer is not None or log.isEnabledFor(logging.DEBUG):
+            rec = self._rec = TickRecorder(self, self.tracer.limit if self.tracer else 0)
+            rec.inputs(consumed)
+        self._failed = None
         try:
             self._apply_inputs(consumed, now)
-            for stratum, heads in zip(self.strata, self.prio_heads, strict=True):
-                if heads and self.prioritize:
-                    self._run_stratum_prioritized(stratum, heads)
-                else:
-                    self._run_stratum(stratum)
-            self._run_temporal()
-        except BaseException:
+            if rec is None:
+                for stratum, heads in zip(self.strata, self.prio_heads, strict=True):
+                    if heads and self.prioritize:
+                        self._run_stratum_prioritized(stratum, heads)
+                    else:
+                        self._run_stratum(stratum)
+                self._run_temporal()
+            else:
+                self._run_strata_timed(rec)
+        except BaseException as exc:
             for n, r in self.rels.items():
                 r.rollback(rel_tokens[n])
             for n, v in self.lats.items():
@@ -331,16 +359,21 @@ class Runtime:
             self.outbox = []
             for cr in self.rules:
                 cr.fresh = True  # change tracking is not rolled back: start over in full
+            self._report_failure(rec, exc, saved[1])
             raise
         finally:
             self.proxy._rt = prev_rt
             self.firing = None
+            self._rec = None
         if self.watched:
             self.tick_rows = {n: self.rels[n].tick_new for n in self.watched}
         for r in self.rels.values():
             r.commit()
         self.tick_count += 1
         outbox, self.outbox = self.outbox, []
+        ids: dict[str, list[str]] | None = None
+        if rec is not None:
+            ids = self._report_tick(rec, outbox)
         if outbox:
             batches: dict[Any, list[tuple[str, tuple[Any, ...], Any]]] = {}
             for addr, chan, row, wire in outbox:
@@ -348,8 +381,65 @@ class Runtime:
                 if b is None:
                     batches[addr] = b = []
                 b.append((chan, row, wire))
-            for addr, batch in batches.items():
-                self.send(addr, batch)
+            prev = getattr(_sending, "info", None)
+            _sending.info = (self.addr, ids)
+            try:
+                for addr, batch in batches.items():
+                    self.send(addr, batch)
+            finally:
+                _sending.info = prev
+
+    def _run_strata_timed(self, rec: TickRecorder) -> None:
+        """The strata and end-of-tick rules of ``_tick``, each timed into ``rec``."""
+        clock = time.perf_counter
+        for i, (stratum, heads) in enumerate(zip(self.strata, self.prio_heads, strict=True)):
+            t0 = clock()
+            if heads and self.prioritize:
+                self._run_stratum_prioritized(stratum, heads)
+            else:
+                self._run_stratum(stratum)
+            rec.stratum(i, clock() - t0)
+        t0 = clock()
+        self._run_temporal()
+        rec.stratum("next", clock() - t0)
+
+    def _report_tick(self, rec: TickRecorder, outbox: list[Any]) -> dict[str, list[str]]:
+        """Trace and log a committed tick; return its messages' identities by content key
+        (for an in-process receiver to record them)."""
+        tick = rec.tick
+        ids: dict[str, list[str]] = {}
+        sends = []
+        for i, (addr, chan, row, _) in enumerate(outbox):
+            msg = f"{self.addr}#{tick}.{i}"
+            sends.append((addr, chan, row, msg))
+            ids.setdefault(message_key(chan, addr, row), []).append(msg)
+        if self.tracer is not None:
+            self.tracer.events(self, rec.finish(self, True, sends))
+        if log.isEnabledFor(logging.DEBUG):
+            fired = ", ".join(f"r{i}:{d[1]}" for i, d in sorted(rec.derived.items()))
+            log.debug(
+                "%s tick %d: %d rules fired (%s), %d rows derived, %d messages, %.3f ms",
+                self.addr,
+                tick,
+                len(rec.derived),
+                fired or "-",
+                rec.total_derived(),
+                len(outbox),
+                (time.perf_counter() - rec.start) * 1000,
+            )
+        return ids
+
+    def _report_failure(self, rec: TickRecorder | None, exc: BaseException, tick: int) -> None:
+        """Log (WARNING) and trace a tick that raised and was rolled back."""
+        rule = self._failed
+        self._failed = None
+        where = f" in {rule.describe()}" if rule is not None else ""
+        log.warning(
+            "%s tick %d rolled back: %s: %s%s", self.addr, tick, type(exc).__name__, exc, where
+        )
+        if rec is not None and self.tracer is not None:
+            rec.error(exc, rule)
+            self.tracer.events(self, rec.finish(self, False, []))
 
     def _apply_inputs(self, pend: Pending, now: float) -> None:
         try:
@@ -383,7 +473,10 @@ class Runtime:
         for name, state in self.periodic.items():
             if now >= state[0]:
                 rel = self.rels[name]
-                rel.add(rel.make_row((state[1], now), name), now)
+                row = rel.make_row((state[1], now), name)
+                rel.add(row, now)
+                if self._rec is not None:
+                    self._rec.periodic(name, row)
                 state[1] += 1
                 period = self.ir.collections[name].period or 0.0
                 state[0] += period
@@ -441,17 +534,42 @@ class Runtime:
         self.firing = cr
         full = cr.full_mode(first)
         try:
-            out = cr.evaluate(full)
-            if cr.op == "<=":
-                self._emit(cr, out)
+            if self._rec is not None:
+                self._fire_observed(cr, full, self._rec)
             else:
-                self._defer(cr, out)
+                out = cr.evaluate(full)
+                if cr.op == "<=":
+                    self._emit(cr, out)
+                else:
+                    self._defer(cr, out)
         except BaseException as exc:
+            if self._failed is None:
+                self._failed = cr.rule
             _note(exc, f"in {cr.where}")
             raise
         cr.fresh = False
         if cr.head_rel is not None:
             cr.seen_removals = cr.head_rel.removals
+
+    def _fire_observed(self, cr: CompiledRule, full: bool, rec: TickRecorder) -> None:
+        """``_fire``'s evaluation, recording what the rule derived and added."""
+        out = cr.evaluate(full)
+        if cr.is_lat_body:
+            items = [] if out is None else [out]
+        else:
+            out = out if isinstance(out, list) else list(out)
+            items = [r for r in out if r is not None]
+        if cr.op != "<=":
+            self._defer(cr, out)
+            if items:
+                rec.rule(cr.rule.index, items, None)
+            return
+        rel, var = cr.head_rel, cr.head_lat
+        before = len(rel.tick_new) if rel is not None else len(var.incs) if var else 0
+        self._emit(cr, out)
+        after = len(rel.tick_new) if rel is not None else len(var.incs) if var else 0
+        if items:
+            rec.rule(cr.rule.index, items, after - before)
 
     def _emit(self, cr: CompiledRule, out: Any) -> None:
         rel = cr.head_rel
@@ -612,7 +730,25 @@ class Runtime:
             n += len(rows)
         for chan, keyed in staged.items():
             self.pending.chan_keys.setdefault(chan, {}).update(keyed)
+        if self.tracer is not None:
+            self._trace_receipts(sender, checked)
         return n
+
+    def _trace_receipts(self, sender: Any, checked: list[tuple[str, list[Any]]]) -> None:
+        """Record arrived messages; an in-process delivery tells who sent them, and which."""
+        assert self.tracer is not None
+        info = getattr(_sending, "info", None)
+        ids = None
+        if info is not None:
+            sender = sender if sender is not None else info[0]
+            ids = info[1]
+        for chan, rows in checked:
+            for row in rows:
+                msg = None
+                if ids:
+                    queue = ids.get(message_key(chan, self.addr, row))
+                    msg = queue.pop(0) if queue else None
+                self.tracer.recv(self, chan, row, sender, msg)
 
     def has_pending(self) -> bool:
         """Whether input (messages, inserts, deferred facts) waits for the next tick."""

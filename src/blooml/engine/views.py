@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from blooml.errors import ProgramError
 from blooml.lattices._base import Lattice
+from blooml.lattices._display import html_table, text_table
 
 __all__ = ["CollectionView", "LatticeView"]
 
@@ -95,8 +96,42 @@ class CollectionView:
         return isinstance(row, tuple) and len(row) == rel.arity and row in rel
 
     def __repr__(self) -> str:
+        """``<table t: 2 rows>`` and, below it, the first 10 rows as a small table."""
         rel = self._rt.rels[self._name]
-        return f"<{rel.info.kind} {self._name}: {len(rel.store)} rows>"
+        n = len(rel.store)
+        head = f"<{rel.info.kind} {self._name}: {n} row{'' if n == 1 else 's'}>"
+        if not n:
+            return head
+        lines = text_table(self.columns, self._first(10), total=n, limit=10)
+        return "\n".join([head, *lines])
+
+    def _first(self, k: int) -> list[Any]:
+        """The first ``k`` rows in the order they are stored."""
+        rel = self._rt.rels[self._name]
+        out: list[Any] = []
+        for row in rel.store.values():
+            if len(out) >= k:
+                break
+            out.append(row)
+        return out
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the first 50 rows as a table (key columns underlined)."""
+        rel = self._rt.rels[self._name]
+        n = len(rel.store)
+        caption = f"{rel.info.kind} {self._name}: {n} row{'' if n == 1 else 's'}"
+        return self._html_table(caption)
+
+    def _html_table(self, caption: str) -> str:
+        """The first 50 rows as an HTML table under ``caption`` (may be empty)."""
+        rel = self._rt.rels[self._name]
+        return html_table(
+            self.columns,
+            self._first(50),
+            caption=caption,
+            total=len(rel.store),
+            keys=len(rel.info.keys),
+        )
 
 
 class LatticeView:
@@ -134,3 +169,10 @@ class LatticeView:
 
     def __repr__(self) -> str:
         return f"<lattice {self._name} = {self.value!r}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the variable's name above its value's table."""
+        import html
+
+        inner = self.value._repr_html_()
+        return f"<div><b>lattice {html.escape(self._name)}</b>{inner}</div>"

@@ -104,7 +104,18 @@ def analyze(
     comp = _scc(names, same_tick)
     for e in same_tick:
         if e.kind == "nonmonotone" and comp[e.src] == comp[e.dst]:
-            raise _cycle_error(e, same_tick, comp, rules)
+            err = _cycle_error(e, same_tick, comp, rules)
+            err.ir = ProgramIR(
+                name=name,
+                collections=dict(collections),
+                lattices=dict(lattices),
+                rules=tuple(rules),
+                edges=tuple(edges),
+                strata=(),
+                stratum_of={},
+                temporal=(),
+            )
+            raise err
 
     # Longest path over the condensation: a non-monotone edge moves to a later stratum.
     level = {c: 0 for c in set(comp.values())}
@@ -259,4 +270,6 @@ def _cycle_error(
         ("non-monotone " if rules[i].index == bad.rule else "") + rules[i].describe()
         for i in rule_ids
     ]
-    return StratificationError(cycle, descr)
+    err = StratificationError(cycle, descr)
+    err.edges = tuple(cycle_edges)
+    return err

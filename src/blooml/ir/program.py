@@ -205,6 +205,40 @@ class ProgramIR:
                 out.append((rule, hit))
         return out
 
+    def to_dot(self) -> str:
+        """The dataflow as Graphviz DOT text: state as nodes, rules as labelled edges,
+        non-monotone edges and points of order highlighted, strata as clusters (see
+        :mod:`blooml.ir.dot`)."""
+        from blooml.ir.dot import program_dot
+
+        return program_dot(self)
+
+    def to_svg(self) -> str:
+        """The dataflow laid out by Graphviz, as SVG text.
+
+        Raises:
+            GraphvizNotFound: the ``graphviz`` package or the ``dot`` program is missing.
+        """
+        from blooml.ir.dot import render
+
+        return render(self.to_dot(), "svg").decode()
+
+    def _repr_svg_(self) -> str | None:
+        """Jupyter: the plot, when Graphviz is installed (else the HTML/text form is shown)."""
+        from blooml.ir.dot import graphviz_available
+
+        return self.to_svg() if graphviz_available() else None
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the plot (when Graphviz is installed) above the printout."""
+        import html
+
+        svg = self._repr_svg_()
+        text = f"<pre>{html.escape(self.format())}</pre>"
+        if svg is None:
+            return text
+        return f"<div>{svg}<details><summary>rules and strata</summary>{text}</details></div>"
+
     def format(self) -> str:
         """A readable printout: state, strata with their rules, edges."""
         lines = [f"program {self.name}", "", "state:"]

@@ -235,6 +235,25 @@ class Lattice:
     def __repr__(self) -> str:
         return f"{type(self).__qualname__}({self._v!r})"
 
+    def _repr_html_(self) -> str:
+        """Jupyter: a table of the entries (a map, a bag), of the elements (a set), or the
+        value."""
+        from blooml.lattices._display import html_table
+
+        name = getattr(type(self), "wrapper_name", "") or type(self).__qualname__
+        v = self.reveal()
+        if isinstance(v, dict):
+            items = sorted(v.items(), key=lambda kv: repr(kv[0]))
+            return html_table(("key", "value"), items, caption=f"{name}: {len(v)} entries",
+                              total=len(v), keys=1)  # fmt: skip
+        if isinstance(v, (set, frozenset)):
+            elems = sorted(((e,) for e in v), key=repr)
+            return html_table(("element",), elems, caption=f"{name}: {len(v)} elements",
+                              total=len(v))  # fmt: skip
+        import html
+
+        return f"<code>{html.escape(repr(self))}</code>"
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(
             f"{type(self).__qualname__} values are immutable (cannot set {name!r}); "

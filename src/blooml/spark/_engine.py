@@ -16,6 +16,8 @@ This module knows the IR (:mod:`blooml.ir`) and nothing of the DSL.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -48,6 +50,9 @@ from blooml.spark._lazy import require_pyspark
 from blooml.spark._rdd import fold
 
 __all__ = ["SparkEngine", "SparkResult"]
+
+#: Each fixpoint round at INFO: the rows new per head and the lattice variables that grew.
+log = logging.getLogger("blooml.spark")
 
 
 def _program_ir(program: Any) -> ProgramIR:
@@ -538,8 +543,12 @@ class SparkEngine:
                 merged, checkpoint = self._merge(run, name, rows)
                 merged.count()
                 self._commit(run, name, merged, checkpoint)
-        for stratum in ir.strata:
-            run.rounds.append(self._run_stratum(run, [ir.rules[i] for i in stratum]))
+        for i, stratum in enumerate(ir.strata):
+            try:
+                run.rounds.append(self._run_stratum(run, [ir.rules[r] for r in stratum]))
+            except Exception as exc:
+                log.warning("%s stratum %d failed: %s", ir.name, i, _failure(exc, ir, stratum))
+                raise
         return SparkResult(self.spark, ir, run.state, run.lattices, tuple(run.rounds))
 
     # -- internals -----------------------------------------------------------------------------
@@ -641,6 +650,7 @@ class SparkEngine:
                     changed_lats.add(name)
             # collections: merged on the executors; the rows that changed are the next delta
             new_delta: dict[str, Any] = {}
+            new_counts: dict[str, int] = {}
             computed: list[tuple[str, Any, bool]] = []
             for name, parts in derived.items():
                 head = run.heads[name]
@@ -652,7 +662,8 @@ class SparkEngine:
                 # older versions (and their local checkpoints) are dropped below.
                 if name in reads:
                     delta = merged.filter(_changed).map(_first_of_value)
-                    if delta.count():
+                    new_counts[name] = delta.count()
+                    if new_counts[name]:
                         new_delta[name] = delta
                 else:  # a delta nobody in this stratum reads
                     merged.count()
@@ -661,6 +672,14 @@ class SparkEngine:
             for name, merged, checkpoint in computed:
                 self._commit(run, name, merged, checkpoint)
             run.delta = new_delta
+            log.info(
+                "%s stratum %d round %d: rows new %s, lattices grown %s",
+                ir.name,
+                len(run.rounds),
+                rounds,
+                new_counts or "{}",
+                sorted(changed_lats) or "[]",
+            )
             if not (set(new_delta) | changed_lats) & reads:
                 for cached in run.static.values():
                     cached.unpersist()
@@ -717,6 +736,18 @@ def _first_of_value(kv: Any) -> Any:
 def _fold_item(r: tuple[Any, ...]) -> Any:
     """A row folded into a lattice: a one-column row is its value (as the local engine does)."""
     return r[0] if len(r) == 1 else r
+
+
+def _failure(exc: BaseException, ir: ProgramIR, stratum: tuple[int, ...]) -> str:
+    """One line for a failed stratum: the error (from a worker's traceback if need be) and the
+    rule that raised (its note), else the stratum's rules."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    errs = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception)\b", ln)]
+    what = errs[-1] if errs else f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    notes = [n for n in getattr(exc, "__notes__", ()) if "(on Spark)" in n]
+    notes += [ln for ln in lines if ln.endswith("(on Spark)")]
+    where = notes[-1] if notes else "; ".join(ir.rules[r].describe() for r in stratum[:3])
+    return f"{what} ({where})"
 
 
 def _in_rule(
