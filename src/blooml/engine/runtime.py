@@ -682,16 +682,20 @@ class Runtime:
                 self.receive(chan, row)
 
     def receive(self, chan: str, row: tuple[Any, ...]) -> None:
-        """A message arrived on channel ``chan``: visible at this program's next tick."""
-        self.receive_batch(None, [(chan, [row])])
+        """A message arrived on channel ``chan`` (in-process): visible at this program's next
+        tick. A key conflict with another queued message fails that tick, as any conflict."""
+        self.receive_batch(None, [(chan, [row])], refuse_conflicts=False)
 
-    def receive_batch(self, sender: Any, batches: Any) -> int:
+    def receive_batch(self, sender: Any, batches: Any, refuse_conflicts: bool = True) -> int:
         """Messages arrived (from ``sender``, if known): visible at this program's next tick.
 
         ``batches`` holds ``(channel, rows)`` pairs. All or nothing: raises ``ProgramError``
         with nothing queued if a channel is not a channel of this program or a row does not
-        fit it (wrong arity, a lattice in a key column). Returns the number of rows queued.
-        The one place messages enter a program (tracing hooks here).
+        fit it (wrong arity, a lattice in a key column, an unhashable value) or, with
+        ``refuse_conflicts`` (network arrivals), if a row's key conflicts with a message
+        already queued for the same tick (which would fail that tick for every message).
+        Returns the number of rows queued. The one place messages enter a program (tracing
+        hooks here).
         """
         checked = []
         staged: dict[str, dict[Any, Any]] = {}
@@ -710,7 +714,7 @@ class Runtime:
                 raise ProgramError(
                     f"{where} from {sender!r}: an unhashable value in {r!r}"
                 ) from None
-            if rel.keyfn is not None:
+            if refuse_conflicts and rel.keyfn is not None:
                 # a key conflict with a message already queued for this tick would fail the
                 # whole tick: refuse this message instead (nothing queued)
                 keyfn = rel.keyfn
