@@ -442,3 +442,19 @@ def test_ipv6_loopback(transport: str, nodes: list[Any]) -> None:
     assert a.addr.startswith("[::1]:")
     a.sync_do(lambda p: p.out.insert([(b.addr, 1, 1)]))
     wait_until(lambda: got(b) == {(a.addr, 1, 1)})
+
+
+def test_a_too_large_tcp_frame_is_dropped_and_counted(nodes: list[Any]) -> None:
+    import struct
+
+    b = Echo(addr="127.0.0.1:0", transport="tcp").start()
+    nodes.append(b)
+    host, port = b.addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(struct.pack(">I", 2**31) + b"x" * 100)  # announces 2 GiB
+        wait_until(lambda: b.stats()["dropped"].get("too_large") == 1)
+    # a well-formed frame on a new connection still gets through
+    data = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 1, 1))])])
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(struct.pack(">I", len(data)) + data)
+        wait_until(lambda: got(b) == {("s", 1, 1)})

@@ -347,6 +347,30 @@ class Program:
         for _ in range(n):
             self._rt.tick()
 
+    def discard_pending(self) -> dict[str, list[Any]]:
+        """Drop everything queued for the next tick and return it.
+
+        Queued input is what ``insert`` calls, ``<+``/``<+-``/``<-`` rules of the last tick and
+        arrived messages left for the next tick. A tick that raises keeps it queued (the
+        exception's ``pending_input`` attribute and a note name the input it could not take),
+        so every later ``tick()`` would raise again; drop it with this method, after which
+        ``tick()`` runs on the stored state, which the failed tick left unchanged::
+
+            try:
+                p.tick()
+            except Exception as exc:
+                log.warning("dropped %r: %s", exc.pending_input, exc)
+                p.discard_pending()
+
+        Returns:
+            ``{collection or lattice variable name: [rows or lattice values]}``: rows to
+            insert (named tuples), ``<+-`` replacements and lattice values. Queued deletions
+            are dropped too and are in the result's ``deletes`` attribute (a dict of the same
+            shape).
+        """
+        out: dict[str, list[Any]] = self._rt.discard_pending()
+        return out
+
     # -- running as a network node (blooml.net; see docs/net.md) --------------------------------
 
     def _node(self) -> Any:

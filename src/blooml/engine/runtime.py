@@ -30,14 +30,15 @@ from blooml.engine._lat_eval import LatEval
 from blooml.engine._priority import Frontier, eligible_heads
 from blooml.engine._reads import MonotoneRead, guard_class, undeclared_read
 from blooml.engine._rel_eval import Eval, MapEval, ScanEval
-from blooml.engine._state import LatVarState, Pending
+from blooml.engine._state import LatVarState, Pending, PendingInput
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.engine.trace import TickRecorder, Tracer, message_key
 from blooml.engine.views import CollectionView, LatticeView
-from blooml.errors import ProgramError
+from blooml.errors import KeyConstraintError, LatticeValueError, ProgramError
 from blooml.ir.graph import sources
 from blooml.ir.program import ProgramIR, Rule
+from blooml.lattices._base import Lattice
 
 __all__ = ["Runtime"]
 
@@ -58,6 +59,44 @@ def _note(exc: BaseException, text: str) -> None:
     notes = getattr(exc, "__notes__", ())
     if not any(n.startswith(_NOTE_MARK) for n in notes):
         exc.add_note(_NOTE_MARK + text)
+
+
+def _culprits(exc: BaseException, items: list[Any]) -> list[Any]:
+    """The queued rows (or lattice values) among ``items`` that ``exc`` is about: the new
+    tuple of a key conflict, the rows holding a rejected lattice value; none when the error
+    does not say."""
+    found: list[Any] = []
+    if isinstance(exc, KeyConstraintError):
+        new = exc.new
+        found = [r for r in items if isinstance(r, tuple) and tuple(r) == new]
+    elif isinstance(exc, LatticeValueError):
+        for bad in (exc.value, getattr(exc, "other", MISSING)):
+            found = [r for r in items if _holds(r, bad)]
+            if found:
+                break
+    return found[:1]
+
+
+def _holds(row: Any, bad: Any) -> bool:
+    """Whether ``row`` (a tuple or a lattice value) holds the raw value ``bad``."""
+    for cell in row if isinstance(row, tuple) else (row,):
+        if cell is bad:
+            return True
+        if isinstance(cell, Lattice):
+            v = cell._v
+            if type(v) is type(bad) and v == bad:
+                return True
+    return False
+
+
+def _show(pending: dict[str, list[Any]], limit: int = 3) -> str:
+    """A short description of queued input (at most ``limit`` items per name)."""
+    parts = []
+    for name, items in pending.items():
+        shown = ", ".join(repr(tuple(r) if isinstance(r, tuple) else r) for r in items[:limit])
+        more = f", ... ({len(items)} in all)" if len(items) > limit else ""
+        parts.append(f"{name}: [{shown}{more}]")
+    return "{" + "; ".join(parts) + "}"
 
 
 def _to_rows(rel: Relation, out: Any, where: str) -> list[Any]:
@@ -359,6 +398,8 @@ class Runtime:
             self.outbox = []
             for cr in self.rules:
                 cr.fresh = True  # change tracking is not rolled back: start over in full
+            if isinstance(exc, Exception) and consumed:
+                self._report_pending(exc, consumed)
             self._report_failure(rec, exc, saved[1])
             raise
         finally:
@@ -441,6 +482,77 @@ class Runtime:
             rec.error(exc, rule)
             self.tracer.events(self, rec.finish(self, False, []))
 
+    @staticmethod
+    def _blame(exc: BaseException, items: dict[str, list[Any]]) -> None:
+        """Record on ``exc`` the queued input it was raised on (see ``_report_pending``)."""
+        if getattr(exc, "pending_input", None) is None:
+            exc.pending_input = items  # type: ignore[attr-defined]
+
+    def _report_pending(self, exc: Exception, consumed: Pending) -> None:
+        """Name on ``exc`` (attribute ``pending_input`` and a note) the queued input the failed
+        tick could not take: the row or value being applied when that is known; otherwise,
+        when a rule raised, the input queued for the collections that rule reads (directly or
+        through other rules), or all of it when it reads none of them."""
+        items = getattr(exc, "pending_input", None)
+        if not isinstance(items, dict):
+            everything = self._as_dict(consumed)
+            upstream = self._upstream(self._failed) if self._failed is not None else None
+            if upstream is not None:
+                narrowed = {n: rows for n, rows in everything.items() if n in upstream}
+                everything = narrowed or everything
+            exact = {n: c for n, rows in everything.items() if (c := _culprits(exc, rows))}
+            items = exact or everything
+        items = {n: [self._named(n, r) for r in rows] for n, rows in items.items()}
+        exc.pending_input = items  # type: ignore[attr-defined]
+        exc.add_note(
+            f"{_NOTE_MARK}this tick could not take the queued input {_show(items)}; it is still "
+            "queued and the next tick() retries it: call discard_pending() on the program to "
+            "drop what is queued (the exception's pending_input attribute holds the rows above)"
+        )
+
+    def _named(self, name: str, item: Any) -> Any:
+        rel = self.rels.get(name)
+        if rel is not None and isinstance(item, tuple) and len(item) == rel.arity:
+            return rel.named._make(item)
+        return item
+
+    def _upstream(self, failed: Rule) -> set[str]:
+        """The collections and lattice variables rule ``failed`` reads, directly or through
+        the rules deriving them."""
+        by_head: dict[str, list[Rule]] = {}
+        for r in self.ir.rules:
+            by_head.setdefault(r.head, []).append(r)
+        seen: set[str] = set()
+        todo = [failed]
+        while todo:
+            rule = todo.pop()
+            names = {n for n, _ in sources(rule.body)} | set(rule.reads)
+            for n in names - seen:
+                seen.add(n)
+                todo.extend(by_head.get(n, ()))
+        return seen
+
+    @staticmethod
+    def _as_dict(pend: Pending) -> dict[str, list[Any]]:
+        """The input in ``pend`` as ``{name: [rows or lattice values]}``: rows to insert
+        (external input, ``<+`` facts, arrived messages), ``<+-`` replacements and lattice
+        values; queued deletions are not input rows and are left out."""
+        out: dict[str, list[Any]] = {}
+        for d in (pend.replaces, pend.inserts, pend.lats):
+            for name, items in d.items():
+                out.setdefault(name, []).extend(items)
+        return out
+
+    def discard_pending(self) -> PendingInput:
+        """Drop everything queued for the next tick; return it (see ``Program``)."""
+        pend, self.pending = self.pending, Pending()
+        out = PendingInput()
+        for name, items in self._as_dict(pend).items():
+            out[name] = [self._named(name, r) for r in items]
+        for name, rows in pend.deletes.items():
+            out.deletes[name] = [self._named(name, r) for r in rows]
+        return out
+
     def _apply_inputs(self, pend: Pending, now: float) -> None:
         try:
             self._apply_pending(pend, now)
@@ -459,17 +571,29 @@ class Runtime:
             for row in rows:
                 rel.remove_key(row)
             for row in rows:
-                rel.add(row, now)
+                try:
+                    rel.add(row, now)
+                except Exception as exc:
+                    self._blame(exc, {name: [row]})
+                    raise
         for name, rows in pend.deletes.items():
             rel = self.rels[name]
             for row in rows:
                 rel.remove(row)
         for name, rows in pend.inserts.items():
-            self.rels[name].add_many(rows, now, f"input to {name}")
+            try:
+                self.rels[name].add_many(rows, now, f"input to {name}")
+            except Exception as exc:
+                self._blame(exc, {name: _culprits(exc, rows) or list(rows)})
+                raise
         for name, values in pend.lats.items():
             var = self.lats[name]
             for v in values:
-                var.merge_in(v, f"input to {name}")
+                try:
+                    var.merge_in(v, f"input to {name}")
+                except Exception as exc:
+                    self._blame(exc, {name: [v]})
+                    raise
         for name, state in self.periodic.items():
             if now >= state[0]:
                 rel = self.rels[name]
@@ -679,16 +803,20 @@ class Runtime:
                 self.receive(chan, row)
 
     def receive(self, chan: str, row: tuple[Any, ...]) -> None:
-        """A message arrived on channel ``chan``: visible at this program's next tick."""
-        self.receive_batch(None, [(chan, [row])])
+        """A message arrived on channel ``chan`` (in-process): visible at this program's next
+        tick. A key conflict with another queued message fails that tick, as any conflict."""
+        self.receive_batch(None, [(chan, [row])], refuse_conflicts=False)
 
-    def receive_batch(self, sender: Any, batches: Any) -> int:
+    def receive_batch(self, sender: Any, batches: Any, refuse_conflicts: bool = True) -> int:
         """Messages arrived (from ``sender``, if known): visible at this program's next tick.
 
         ``batches`` holds ``(channel, rows)`` pairs. All or nothing: raises ``ProgramError``
         with nothing queued if a channel is not a channel of this program or a row does not
-        fit it (wrong arity, a lattice in a key column). Returns the number of rows queued.
-        The one place messages enter a program (tracing hooks here).
+        fit it (wrong arity, a lattice in a key column, an unhashable value) or, with
+        ``refuse_conflicts`` (network arrivals), if a row's key conflicts with a message
+        already queued for the same tick (which would fail that tick for every message).
+        Returns the number of rows queued. The one place messages enter a program (tracing
+        hooks here).
         """
         checked = []
         staged: dict[str, dict[Any, Any]] = {}
@@ -707,7 +835,7 @@ class Runtime:
                 raise ProgramError(
                     f"{where} from {sender!r}: an unhashable value in {r!r}"
                 ) from None
-            if rel.keyfn is not None:
+            if refuse_conflicts and rel.keyfn is not None:
                 # a key conflict with a message already queued for this tick would fail the
                 # whole tick: refuse this message instead (nothing queued)
                 keyfn = rel.keyfn
