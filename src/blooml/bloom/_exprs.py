@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 from blooml.bloom._aggs import AggSpec
+from blooml.bloom._state_types import RowFn
 from blooml.errors import BloomError
 from blooml.ir import nodes as N
 from blooml.lattices._base import Lattice, kind_of, registered_lattices
@@ -212,7 +213,7 @@ class RelExpr(_Expr):
         return repr(self._node)
 
     # row functions
-    def map(self, fn: Callable[..., Any]) -> RelExpr:
+    def map(self, fn: RowFn) -> RelExpr:
         """Apply ``fn`` to each row (each tuple of rows after a join); a tuple result is a row,
         any other value a one-column row, ``None`` drops the row."""
         _check_fn("map", fn)
@@ -220,12 +221,12 @@ class RelExpr(_Expr):
 
     pro = map
 
-    def filter(self, fn: Callable[..., Any]) -> RelExpr:
+    def filter(self, fn: RowFn) -> RelExpr:
         """Keep the rows for which ``fn(row)`` is true."""
         _check_fn("filter", fn)
         return RelExpr(N.Filter(self._node, fn))
 
-    def flat_map(self, fn: Callable[..., Any]) -> RelExpr:
+    def flat_map(self, fn: RowFn) -> RelExpr:
         """``fn(row)`` returns an iterable of rows (or ``None``)."""
         _check_fn("flat_map", fn)
         return RelExpr(N.FlatMap(self._node, fn))
