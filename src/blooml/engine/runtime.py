@@ -31,6 +31,7 @@ from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.engine.views import CollectionView, LatticeView
 from blooml.errors import BloomError, KeyConstraintError, LatticeValueError
+from blooml.ir import nodes as N
 from blooml.ir.graph import sources
 from blooml.ir.program import ProgramIR, Rule
 from blooml.lattices._base import Lattice
@@ -341,6 +342,8 @@ class Runtime:
                 narrowed = {n: rows for n, rows in everything.items() if n in upstream}
                 everything = narrowed or everything
             exact = {n: c for n, rows in everything.items() if (c := _culprits(exc, rows))}
+            if not exact and self._failed is not None:
+                exact = self._row_culprit(self._failed.rule, exc, everything)
             items = exact or everything
         items = {n: [self._named(n, r) for r in rows] for n, rows in items.items()}
         exc.pending_input = items  # type: ignore[attr-defined]
@@ -349,6 +352,41 @@ class Runtime:
             "queued and the next tick() retries it: call discard_pending() on the program to "
             "drop what is queued (the exception's pending_input attribute holds the rows above)"
         )
+
+    def _row_culprit(
+        self, rule: Rule, exc: Exception, pending: dict[str, list[Any]]
+    ) -> dict[str, list[Any]]:
+        """For a rule ``head <= c.filter(...)...map(f)`` reading a collection ``c`` with queued
+        rows, the first queued row on which the rule's functions raise an exception of the
+        type of ``exc`` (the functions are called again, on the state before the tick, for at
+        most 10,000 rows); ``{}`` for any other rule shape, or when no row raises alone."""
+        node = rule.body
+        fns: list[tuple[str, Any]] = []
+        if isinstance(node, N.Map):
+            fns.append(("map", node.fn))
+            node = node.input
+        while isinstance(node, N.Filter):
+            fns.append(("filter", node.fn))
+            node = node.input
+        if not isinstance(node, N.Scan) or not fns or node.name not in pending:
+            return {}
+        rows = pending[node.name][:10_000]
+        prev, self.proxy._rt = self.proxy._rt, self
+        try:
+            for row in rows:
+                value = self._named(node.name, row)
+                try:
+                    for kind, fn in reversed(fns):
+                        if kind == "filter" and not fn(value):
+                            break
+                        if kind == "map":
+                            fn(value)
+                except Exception as again:
+                    if type(again) is type(exc):
+                        return {node.name: [row]}
+        finally:
+            self.proxy._rt = prev
+        return {}
 
     def _named(self, name: str, item: Any) -> Any:
         rel = self.rels.get(name)
