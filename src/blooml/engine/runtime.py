@@ -30,8 +30,7 @@ from blooml.engine._state import LatVarState, Pending, PendingInput
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.engine.views import CollectionView, LatticeView
-from blooml.errors import BloomError, KeyConstraintError, LatticeValueError
-from blooml.ir import nodes as N
+from blooml.errors import BloomError
 from blooml.ir.graph import sources
 from blooml.ir.program import ProgramIR, Rule
 from blooml.lattices._base import Lattice
@@ -51,6 +50,8 @@ def _culprits(exc: BaseException, items: list[Any]) -> list[Any]:
     """The queued rows (or lattice values) among ``items`` that ``exc`` is about: the new
     tuple of a key conflict, the rows holding a rejected lattice value; none when the error
     does not say."""
+    from blooml.errors import KeyConstraintError, LatticeValueError
+
     found: list[Any] = []
     if isinstance(exc, KeyConstraintError):
         new = exc.new
@@ -360,6 +361,8 @@ class Runtime:
         rows, the first queued row on which the rule's functions raise an exception of the
         type of ``exc`` (the functions are called again, on the state before the tick, for at
         most 10,000 rows); ``{}`` for any other rule shape, or when no row raises alone."""
+        from blooml.ir import nodes as N
+
         node = rule.body
         fns: list[tuple[str, Any]] = []
         if isinstance(node, N.Map):
