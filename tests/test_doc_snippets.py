@@ -16,7 +16,9 @@ of the source and for this test's report):
                                                         marked ``spark``) with the suite's
                                                         shared SparkSession
 
-Anything else after ``snippet:`` is an error, as is ``skip`` without a reason. Every block of a
+Anything else after ``snippet:`` is an error, as is ``skip`` without a reason. Each skipped
+block is reported as a skipped test, ``test_skipped_snippet[docs/bloom.md:218]``, with its
+reason (``pytest -rs`` lists them). Every block of a
 page listed in ``SPARK_PAGES`` (docs/spark.md) is a Spark block without a mark.
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import re
 import sys
+import textwrap
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +36,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: pages whose every block needs Spark (run only by the Spark variant, all in one namespace)
 SPARK_PAGES = frozenset({"docs/spark.md"})
-_FENCE = re.compile(r"^```python[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+_FENCE = re.compile(r"^([ \t]*)```python[ \t]*\n(.*?)^\1```[ \t]*$", re.S | re.M)
 _MARK = re.compile(r"<!--\s*snippet:\s*(.*?)\s*-->\s*\Z", re.S)
 
 
@@ -59,7 +62,7 @@ def snippets(path: Path) -> list[Snippet]:
     rel = path.relative_to(ROOT).as_posix()
     out = []
     for m in _FENCE.finditer(text):
-        line = text.count("\n", 0, m.start(1)) + 1
+        line = text.count("\n", 0, m.start(2)) + 1
         before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]
         mode, reason = ("spark" if rel in SPARK_PAGES else "run"), ""
         mark = _MARK.search(before)
@@ -75,7 +78,8 @@ def snippets(path: Path) -> list[Snippet]:
                     f"{rel}:{line - 2}: bad snippet mark {mark.group(0)!r}: use "
                     "'<!-- snippet: skip: <reason> -->' or '<!-- snippet: spark -->'"
                 )
-        out.append(Snippet(rel, line, m.group(1), mode, reason))
+        code = textwrap.dedent(m.group(2))  # a block indented in a list item
+        out.append(Snippet(rel, line, code, mode, reason))
     return out
 
 
@@ -116,6 +120,15 @@ def test_doc_snippets(path: Path) -> None:
     run_snippets(path, ("run",))
 
 
+_SKIPPED = [s for path in _FILES for s in snippets(path) if s.mode == "skip"]
+
+
+@pytest.mark.parametrize("snippet", _SKIPPED, ids=[f"{s.path}:{s.line}" for s in _SKIPPED])
+def test_skipped_snippet(snippet: Snippet) -> None:
+    """Each skipped block shows in the test report (``-rs``) as skipped, with its reason."""
+    pytest.skip(f"{snippet.path}:{snippet.line}: {snippet.reason}")
+
+
 def test_every_page_is_covered_and_skips_say_why() -> None:
     names = {p.relative_to(ROOT).as_posix() for p in _FILES}
     assert {"README.md", "docs/bloom.md", "docs/lattices.md", "docs/testing.md"} <= names
@@ -132,7 +145,8 @@ def test_marks_are_parsed_and_bad_marks_rejected(tmp_path: Path) -> None:
     page.write_text(
         "```python\nx = 1\n```\n"
         "<!-- snippet: skip: needs a cluster we do not have -->\n```python\nraise SystemExit\n```\n"
-        "<!-- snippet: spark -->\n```python\ny = 2\n```\n",
+        "<!-- snippet: spark -->\n```python\ny = 2\n```\n"
+        "- item\n\n  ```python\n  if True:\n      z = 3\n  ```\n",
         encoding="utf-8",
     )
     global ROOT
@@ -143,8 +157,9 @@ def test_marks_are_parsed_and_bad_marks_rejected(tmp_path: Path) -> None:
             (2, "run", ""),
             (6, "skip", "needs a cluster we do not have"),
             (10, "spark", ""),
+            (15, "run", ""),
         ]
-        assert run_snippets(page, ("run",)) == 1
+        assert run_snippets(page, ("run",)) == 2
         page.write_text("<!-- snippet: skip -->\n```python\nx = 1\n```\n", encoding="utf-8")
         with pytest.raises(ValueError, match=r"page.md:1: bad snippet mark"):
             snippets(page)
