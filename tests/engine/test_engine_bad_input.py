@@ -251,3 +251,49 @@ def test_filter_then_map_culprit_row_is_found():
     with pytest.raises(ZeroDivisionError) as info:
         p.tick()
     assert info.value.pending_input == {"inp": [(0,)]}
+
+
+def test_discard_only_the_input_the_tick_could_not_take():
+    p = Inverse()
+    p.inp.insert([(4,), (0,), (5,)])
+    p.other.insert([("kept",)])
+    with pytest.raises(ZeroDivisionError) as info:
+        p.tick()
+    dropped = p.discard_pending(info.value.pending_input)
+    assert dropped == {"inp": [(0,)]}
+    p.tick()  # the rest of the queue is taken
+    assert tuples(p.out) == {(4, 0.25), (5, 0.2)} and tuples(p.seen) == {("kept",)}
+
+
+def test_discard_only_lattice_values_and_key_conflicts():
+    p = High()
+    p.best.insert(lmax(3))
+    p.tick()
+    p.best.insert(lmax(5))
+    p.best.insert(lmax("x"))
+    with pytest.raises(LatticeValueError) as info:
+        p.tick()
+    assert p.discard_pending(info.value.pending_input) == {"best": [lmax("x")]}
+    p.tick()
+    assert p.best.value == lmax(5)
+    q = KV()
+    q.put.insert([("b", 2), ("b", 3), ("c", 4)])
+    with pytest.raises(KeyConstraintError) as info2:
+        q.tick()
+    q.discard_pending(info2.value.pending_input)
+    q.tick()
+    assert tuples(q.kv) == {("b", 2), ("c", 4)}
+
+
+def test_discard_only_rejects_what_is_not_input():
+    from blooml import BloomlError
+
+    p = KV()
+    with pytest.raises(BloomlError, match="name no collection"):
+        p.discard_pending({"nope": [(1,)]})
+    with pytest.raises(BloomlError, match="expected"):
+        p.discard_pending([("a", 1)])  # type: ignore[arg-type]
+    p.put.insert([("a", 1)])
+    assert p.discard_pending({"put": [("z", 9)]}) == {}  # not queued: nothing dropped
+    p.tick()
+    assert tuples(p.kv) == {("a", 1)}

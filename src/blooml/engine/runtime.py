@@ -19,7 +19,7 @@ undone if anything raises.
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from blooml.engine._codegen import FusedMapEval, fused_map
@@ -424,14 +424,51 @@ class Runtime:
                 out.setdefault(name, []).extend(items)
         return out
 
-    def discard_pending(self) -> PendingInput:
-        """Drop everything queued for the next tick; return it (see ``Program``)."""
+    def discard_pending(self, only: Any = None) -> PendingInput:
+        """Drop what is queued for the next tick (everything, or the items of ``only``);
+        return it (see ``Program.discard_pending``)."""
+        if only is not None:
+            return self._discard_some(only)
         pend, self.pending = self.pending, Pending()
         out = PendingInput()
         for name, items in self._as_dict(pend).items():
             out[name] = [self._named(name, r) for r in items]
         for name, rows in pend.deletes.items():
             out.deletes[name] = [self._named(name, r) for r in rows]
+        return out
+
+    def _discard_some(self, only: Any) -> PendingInput:
+        """Drop from the queue one occurrence of each item of ``only`` (``{name: [rows or
+        values]}``, as ``pending_input`` gives), searching insertions, replacements and
+        lattice merges; return what was found and dropped."""
+        if not isinstance(only, Mapping):
+            raise BloomError(
+                f"discard_pending(only): expected {{name: [rows]}} (e.g. an exception's "
+                f"pending_input), got {only!r}"
+            )
+        unknown = [n for n in only if n not in self.rels and n not in self.lats]
+        if unknown:
+            raise BloomError(
+                f"discard_pending(only): {unknown} name no collection or lattice variable of "
+                f"this program (it has {sorted([*self.rels, *self.lats])})"
+            )
+        pend = self.pending
+        out = PendingInput()
+        for name, items in only.items():
+            for item in items:
+                for d in (pend.inserts, pend.replaces, pend.lats):
+                    lst = d.get(name)
+                    if not lst:
+                        continue
+                    try:
+                        i = lst.index(item)
+                    except ValueError:
+                        continue
+                    del lst[i]
+                    if not lst:
+                        del d[name]
+                    out.setdefault(name, []).append(self._named(name, item))
+                    break
         return out
 
     def _apply_inputs(self, pend: Pending, now: float) -> None:
