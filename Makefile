@@ -4,7 +4,9 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO   ?= examples/shortest_paths.py
 
-.PHONY: demo test test-fast test-py312 test-py313 lint typecheck bench clean
+PYRIGHT := tools/pyright/node_modules/.bin/pyright
+
+.PHONY: demo test test-fast test-py312 test-py313 lint typecheck typecheck-examples bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,9 +44,19 @@ test-py312 test-py313: test-py%:
 	.venv$*/bin/python -m pip install -q -e ".[test]" || exit 1; \
 	.venv$*/bin/python -m pytest -m "not spark" $(PYTEST_ARGS)
 
-lint: $(VENV)/.stamp-dev
+lint: $(VENV)/.stamp-dev typecheck-examples
 	$(BIN)/ruff check src tests examples benchmarks
 	$(BIN)/ruff format --check src tests examples benchmarks
+
+# The pinned pyright of tools/pyright/package-lock.json, installed from npm (needs node and npm).
+$(PYRIGHT): tools/pyright/package.json tools/pyright/package-lock.json
+	npm ci --prefix tools/pyright --no-audit --no-fund
+	touch $@
+
+# User code as documented must type-check: mypy --strict and pyright (strict, pyrightconfig.json).
+typecheck-examples: $(VENV)/.stamp-dev $(PYRIGHT)
+	$(BIN)/mypy --strict examples
+	$(PYRIGHT) -p pyrightconfig.json
 
 typecheck: $(VENV)/.stamp-dev
 	$(BIN)/mypy src/blooml
@@ -53,4 +65,5 @@ bench: $(VENV)/.stamp-test
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis .ruff_cache .mypy_cache
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .hypothesis .ruff_cache .mypy_cache \
+		tools/pyright/node_modules

@@ -29,7 +29,7 @@ class Assignment(Program):
 
     # fmt: off
     @bloom
-    def assign(self):
+    def assign(self) -> None:
         self.assigned <= self.can_do.choose(["task"], seed=0)
     # fmt: on
 
@@ -40,7 +40,7 @@ def assignment_with_seed(seed: int) -> type[Assignment]:
     class Seeded(Assignment):
         # fmt: off
         @bloom
-        def assign(self):
+        def assign(self) -> None:
             self.assigned <= self.can_do.choose(["task"], seed=seed)
         # fmt: on
 
@@ -68,15 +68,15 @@ class AsyncAsChoice(Program):
 
     # fmt: off
     @bloom
-    def options(self):
+    def options(self) -> None:
         self.option <= self.send.join(self.delay).map(lambda m, d: (m.msg, self.tick_count + d.d))
 
     @bloom
-    def schedule(self):
+    def schedule(self) -> None:
         self.scheduled <= self.option.choose(["msg"], seed=0)
 
     @bloom
-    def deliver(self):
+    def deliver(self) -> None:
         self.arrived <= self.scheduled.filter(lambda s: s.due == self.tick_count).map(
             lambda s: s.msg
         )
@@ -90,7 +90,7 @@ def async_with_seed(seed: int) -> type[AsyncAsChoice]:
     class Seeded(AsyncAsChoice):
         # fmt: off
         @bloom
-        def schedule(self):
+        def schedule(self) -> None:
             self.scheduled <= self.option.choose(["msg"], seed=seed)
         # fmt: on
 

@@ -35,7 +35,7 @@ class Sequence(Program):
 
     # fmt: off
     @bloom
-    def sequence(self):
+    def sequence(self) -> None:
         # seq(A, N)@next <- seq(A, _)@N, event(A)@N   (a first event starts the sequence)
         self.seq <+ self.event.map(lambda e: (e.ident, self.tick_count))
         # seq(A, X)@next <- seq(A, X), notin event(A): the table persists by itself; the old
@@ -43,7 +43,7 @@ class Sequence(Program):
         self.seq <- self.seq.join(self.event, self.seq.ident == self.event.ident).map(lambda s, e: s)
 
     @bloom
-    def count_ticks_with_events(self):
+    def count_ticks_with_events(self) -> None:
         self.counter <+ self.event.map(lambda e: self.counter + 1)
     # fmt: on
 
@@ -56,7 +56,7 @@ class LamportSender(Program):
 
     # fmt: off
     @bloom
-    def send(self):
+    def send(self) -> None:
         self.p_wait_chn <~ self.q.map(lambda r: (r.dst, r.a, r.b, self.tick_count))
     # fmt: on
 
@@ -71,7 +71,7 @@ class LamportReceiver(Program):
 
     # fmt: off
     @bloom
-    def wait(self):
+    def wait(self) -> None:
         self.p_wait <= self.p_wait_chn.map(lambda m: (m.a, m.b, m.n))
         self.release <= self.p_wait.filter(lambda w: w.n < self.tick_count)
         self.p <+ self.release.map(lambda w: (w.a, w.b, self.tick_count + 1))
@@ -94,7 +94,7 @@ def run_sequence() -> list[tuple[int, dict[str, int], int]]:
     """Fire ``SEQUENCE_EVENTS`` (tick -> event idents); return ``(tick, seq, counter)`` as
     they stand after each tick. Ticks are numbered from 0, as ``self.tick_count`` reads."""
     s = Sequence()
-    out = []
+    out: list[tuple[int, dict[str, int], int]] = []
     for tick, idents in SEQUENCE_EVENTS.items():
         assert s.tick_count == tick
         s.event.insert([(n,) for n in idents])
@@ -116,7 +116,7 @@ def run_lamport(head_start: int = 8) -> dict[str, Any]:
     sender.q.insert([("receiver", "greeting", "hello")])
     sent_at = sender.tick_count  # the tick that will send it
     arrived = released = None
-    log = []
+    log: list[tuple[int, list[tuple[Any, ...]], list[tuple[Any, Any]]]] = []
     for _ in range(3 * head_start + 5):
         rtick = receiver.tick_count
         net.tick()

@@ -44,11 +44,11 @@ class KVS(Program):
 
     # fmt: off
     @bloom
-    def put(self):
+    def put(self) -> None:
         self.store <= self.kvput.map(lambda p: (p.key, lmax((p.version, p.value))))
 
     @bloom
-    def get(self):
+    def get(self) -> None:
         self.kvget_response <= self.kvget.map(
             lambda g: (g.reqid, g.key, self.store.at(g.key, lmax))
         )
@@ -64,7 +64,7 @@ class ReplicatedKVS(KVS):
 
     # fmt: off
     @bloom
-    def anti_entropy(self):
+    def anti_entropy(self) -> None:
         self.sync <~ self.gossip.join(self.peer).map(lambda t, p: (p.addr, self.store))
         self.store <= self.sync.map(lambda s: s.kv)
     # fmt: on
@@ -80,14 +80,14 @@ class TableKVS(Program):
 
     # fmt: off
     @bloom
-    def mutate(self):
+    def mutate(self) -> None:
         self.kvstate <+ self.kvput.map(lambda p: (p.key, p.value))
         self.kvstate <- self.kvstate.join(self.kvput, self.kvstate.key == self.kvput.key).map(
             lambda s, p: s
         )
 
     @bloom
-    def get(self):
+    def get(self) -> None:
         self.kvget_response <= self.kvget.join(
             self.kvstate, self.kvget.key == self.kvstate.key
         ).map(lambda g, s: (g.reqid, s.key, s.value))
@@ -100,7 +100,7 @@ class ReplaceKVS(TableKVS):
 
     # fmt: off
     @bloom
-    def mutate(self):
+    def mutate(self) -> None:
         self.kvstate <+- self.kvput.map(lambda p: (p.key, p.value))
     # fmt: on
 
@@ -113,7 +113,8 @@ def value_of(v: lmax) -> Any:
 
 def store_dict(p: KVS) -> dict[str, Any]:
     """The store as ``{key: value}`` (the newest version of each key), sorted by key."""
-    return {k: value_of(v) for k, v in sorted(p.store.value.reveal().items())}
+    store = p.store.value
+    return {k: value_of(store.at(k, lmax)) for k in sorted(store.reveal())}
 
 
 class FakeClock:

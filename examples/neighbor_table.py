@@ -33,12 +33,12 @@ class NeighborTable(Program):
 
     # fmt: off
     @bloom
-    def heartbeat(self):
+    def heartbeat(self) -> None:
         # inside a rule function, self.addr is this node's address
         self.hello <~ self.beat.join(self.link).map(lambda b, lk: (lk.nbr, self.addr, b.time))
 
     @bloom
-    def listen(self):
+    def listen(self) -> None:
         self.neighbor <= self.hello.map(lambda h: (h.src, h.sent))
     # fmt: on
 

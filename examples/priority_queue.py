@@ -32,7 +32,7 @@ class PriorityQueue(Program):
 
     # fmt: off
     @bloom
-    def queue(self):
+    def queue(self) -> None:
         self.omin <= self.m_priority_queue.group(["user"], min_("prio"))
         self.del_m_priority_queue <= self.m_priority_queue.join(
             self.omin,
@@ -43,7 +43,7 @@ class PriorityQueue(Program):
         self.m_priority_queue <- self.del_m_priority_queue
 
     @bloom
-    def log(self):
+    def log(self) -> None:
         self.processed <= self.priority_queue.map(
             lambda p: (p.user, p.prio, p.job, self.tick_count)
         )
@@ -57,7 +57,7 @@ class GlobalPriorityQueue(PriorityQueue):
 
     # fmt: off
     @bloom
-    def queue(self):  # replaces PriorityQueue.queue
+    def queue(self) -> None:  # replaces PriorityQueue.queue
         self.gmin <= self.m_priority_queue.group([], min_("prio"))
         self.del_m_priority_queue <= self.m_priority_queue.join(
             self.gmin, self.m_priority_queue.prio == self.gmin.prio

@@ -33,7 +33,7 @@ class QuorumVote(Program):
 
     # fmt: off
     @bloom
-    def logic(self):
+    def logic(self) -> None:
         self.votes <= self.vote_chn.map(lambda v: v.voter_id)
         self.cnt <= self.votes.size()
         self.quorum_done <= self.cnt.gt_eq(QUORUM_SIZE)
@@ -50,7 +50,7 @@ class QuorumDemo(QuorumVote):
 
     # fmt: off
     @bloom
-    def loopback(self):
+    def loopback(self) -> None:
         self.vote_chn <~ self.ballot.map(lambda b: (RESULT_ADDR, b.voter_id))
         self.result <= self.result_chn.map(lambda r: (r.addr, lmin(self.tick_count)))
     # fmt: on

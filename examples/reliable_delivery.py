@@ -38,20 +38,20 @@ class ReliableDelivery(DeliveryProtocol):
 
     # fmt: off
     @bloom
-    def send_packet(self):
+    def send_packet(self) -> None:
         self.send_buf <= self.pipe_in
         self.data_chan <~ self.pipe_in
 
     @bloom
-    def timer_retry(self):
+    def timer_retry(self) -> None:
         self.data_chan <~ self.send_buf.join(self.timer).map(lambda p, t: p)
 
     @bloom
-    def send_ack(self):
+    def send_ack(self) -> None:
         self.ack_chan <~ self.data_chan.map(lambda p: (p.src, p.dst, p.ident))
 
     @bloom
-    def recv_ack(self):
+    def recv_ack(self) -> None:
         got_ack = self.ack_chan.join(self.send_buf, self.ack_chan.ident == self.send_buf.ident)
         self.pipe_out <= got_ack.map(lambda a, sb: sb)
         self.send_buf <- got_ack.map(lambda a, sb: sb)
@@ -67,7 +67,7 @@ class Node(ReliableDelivery):
 
     # fmt: off
     @bloom
-    def record(self):
+    def record(self) -> None:
         self.inbox <= self.data_chan.map(
             lambda d: (d.src, d.ident, d.payload, lmin(self.tick_count))
         )
@@ -84,7 +84,7 @@ class FlakyNode(Node):
 
     # fmt: off
     @bloom
-    def send_packet(self):  # replaces ReliableDelivery.send_packet (same name)
+    def send_packet(self) -> None:  # replaces ReliableDelivery.send_packet (same name)
         self.send_buf <= self.pipe_in
         self.data_chan <~ self.pipe_in.notin(self.lose, self.pipe_in.ident == self.lose.ident)
     # fmt: on

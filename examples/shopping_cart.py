@@ -55,7 +55,7 @@ class CartClient(CartProtocol):
 
     # fmt: off
     @bloom
-    def client(self):
+    def client(self) -> None:
         self.action_msg <~ self.client_action
         self.checkout_msg <~ self.client_checkout
         self.response <= self.response_msg.map(lambda r: (r.session, r.items))
@@ -79,7 +79,7 @@ class CartServer(CartProtocol):
 
     # fmt: off
     @bloom
-    def checkout(self):
+    def checkout(self) -> None:
         self.checkout_log <= self.checkout_msg.map(lambda c: (c.session, c.client, c.n_actions))
         self.ready <= self.checkout_log.join(
             self.done,
@@ -111,11 +111,11 @@ class DisorderlyCart(CartServer):
 
     # fmt: off
     @bloom
-    def on_action(self):
+    def on_action(self) -> None:
         self.action_log <= self.action_msg.map(lambda a: (a.session, a.reqid, a.item, a.qty))
 
     @bloom
-    def tally(self):
+    def tally(self) -> None:
         self.done <= self.action_log.group(["session"], count())
         self.final <= self.action_log.group(["session", "item"], sum_("qty"))
     # fmt: on
@@ -131,14 +131,14 @@ class DestructiveCart(CartServer):
 
     # fmt: off
     @bloom
-    def on_action(self):
+    def on_action(self) -> None:
         # arrival order: the tick it arrived in, then the request id (ties within one tick)
         self.queue <= self.action_msg.map(
             lambda a: (a.session, (self.tick_count, a.reqid), a.reqid, a.item, a.qty)
         )
 
     @bloom
-    def apply_one(self):
+    def apply_one(self) -> None:
         self.step <= self.queue.argmin(["session"], "order")
         self.queue <- self.step.map(lambda s: (s.session, s.order, s.reqid, s.item, s.qty))
         self.applied <+ self.step.map(lambda s: (s.session, s.reqid))
@@ -153,7 +153,7 @@ class DestructiveCart(CartServer):
         ).map(lambda s: (s.session, s.item, max(0, s.qty)))
 
     @bloom
-    def tally(self):
+    def tally(self) -> None:
         self.done <= self.applied.group(["session"], count())
         self.final <= self.state
     # fmt: on
@@ -186,7 +186,7 @@ def expected_cart(actions: Iterable[Action]) -> tuple[tuple[str, int], ...]:
 
 def points_of_order(cls: type[Program]) -> list[str]:
     """The non-monotone rules of ``cls`` that lie downstream of channels, one line each."""
-    out = []
+    out: list[str] = []
     for rule, channels in cls.ir().nonmonotone_after_channels():
         body = repr(rule.body)
         what = next(
@@ -225,7 +225,7 @@ def run_cart(
                 [("server", "client", session, r, item, qty) for r, item, qty in batches[tick]]
             )
         net.tick()
-        got = {r.session: r.items for r in client.response}
+        got: dict[str, tuple[tuple[str, int], ...]] = {r.session: r.items for r in client.response}
         if session in got:
             return got[session]
     return None

@@ -30,7 +30,7 @@ class Paths(Program):
 
     # fmt: off
     @bloom
-    def rules(self):
+    def rules(self) -> None:
         self.path <= self.link.map(lambda lk: (lk.src, lk.dst, "direct", lmin(lk.c)))
         self.path <= self.link.join(self.path, self.link.dst == self.path.src).map(
             lambda lk, p: (lk.src, p.dst, lk.dst, p.c + lk.c)

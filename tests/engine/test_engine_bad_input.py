@@ -81,9 +81,10 @@ def test_rule_raising_on_a_row_names_the_input_it_reads():
     with pytest.raises(ZeroDivisionError) as info:
         p.tick()
     exc = info.value
-    # the failing rule reads only inp: other's input is not blamed
-    assert exc.pending_input == {"inp": [(4,), (0,)]}
-    assert "could not take the queued input {inp: [(4,), (0,)]}" in _note_text(exc)
+    # the failing rule's function raises on (0,) alone: that row is named; other's input,
+    # which the rule does not read, is not blamed
+    assert exc.pending_input == {"inp": [(0,)]}
+    assert "could not take the queued input {inp: [(0,)]}" in _note_text(exc)
     assert tuples(p.out) == {(2, 0.5)} and tuples(p.seen) == set()
     assert p.discard_pending() == {"inp": [(4,), (0,)], "other": [("unrelated",)]}
     p.tick()
@@ -204,5 +205,95 @@ def test_key_conflict_in_direct_table_input_names_the_second_row():
     assert info.value.pending_input == {"kv": [("a", 2)]}
     assert tuples(p.kv) == {("a", 1)}
     assert p.discard_pending() == {"kv": [("z", 0), ("a", 2)]}
+    p.tick()
+    assert tuples(p.kv) == {("a", 1)}
+
+
+class Joined(Program):
+    inp = scratch(["x"])
+    factor = table(["x"], ["f"])
+    out = table(["x", "v"])
+
+    @bloom
+    def rules(self):
+        self.out <= self.inp.join(self.factor, self.inp.x == self.factor.x).map(
+            lambda i, f: (i.x, 1 / f.f)
+        )
+
+
+def test_rule_raising_after_a_join_names_the_input_it_reads():
+    p = Joined()
+    p.factor.insert([(1, 2), (2, 0)])
+    p.inp.insert([(1,), (2,)])
+    with pytest.raises(ZeroDivisionError) as info:
+        p.tick()
+    # no single row is blamed through a join: all the input the rule reads is named
+    assert info.value.pending_input == {"factor": [(1, 2), (2, 0)], "inp": [(1,), (2,)]}
+    assert tuples(p.out) == set()
+    p.discard_pending()
+    p.factor.insert([(1, 2)])
+    p.inp.insert([(1,)])
+    p.tick()
+    assert tuples(p.out) == {(1, 0.5)}
+
+
+def test_filter_then_map_culprit_row_is_found():
+    class FM(Program):
+        inp = scratch(["x"])
+        out = table(["x", "v"])
+
+        @bloom
+        def rules(self):
+            self.out <= self.inp.filter(lambda r: r.x < 100).map(lambda r: (r.x, 10 // r.x))
+
+    p = FM()
+    p.inp.insert([(5,), (0,), (500,)])
+    with pytest.raises(ZeroDivisionError) as info:
+        p.tick()
+    assert info.value.pending_input == {"inp": [(0,)]}
+
+
+def test_discard_only_the_input_the_tick_could_not_take():
+    p = Inverse()
+    p.inp.insert([(4,), (0,), (5,)])
+    p.other.insert([("kept",)])
+    with pytest.raises(ZeroDivisionError) as info:
+        p.tick()
+    dropped = p.discard_pending(info.value.pending_input)
+    assert dropped == {"inp": [(0,)]}
+    p.tick()  # the rest of the queue is taken
+    assert tuples(p.out) == {(4, 0.25), (5, 0.2)} and tuples(p.seen) == {("kept",)}
+
+
+def test_discard_only_lattice_values_and_key_conflicts():
+    p = High()
+    p.best.insert(lmax(3))
+    p.tick()
+    p.best.insert(lmax(5))
+    p.best.insert(lmax("x"))
+    with pytest.raises(LatticeValueError) as info:
+        p.tick()
+    assert p.discard_pending(info.value.pending_input) == {"best": [lmax("x")]}
+    p.tick()
+    assert p.best.value == lmax(5)
+    q = KV()
+    q.put.insert([("b", 2), ("b", 3), ("c", 4)])
+    with pytest.raises(KeyConstraintError) as info2:
+        q.tick()
+    q.discard_pending(info2.value.pending_input)
+    q.tick()
+    assert tuples(q.kv) == {("b", 2), ("c", 4)}
+
+
+def test_discard_only_rejects_what_is_not_input():
+    from blooml import BloomlError
+
+    p = KV()
+    with pytest.raises(BloomlError, match="name no collection"):
+        p.discard_pending({"nope": [(1,)]})
+    with pytest.raises(BloomlError, match="expected"):
+        p.discard_pending([("a", 1)])  # type: ignore[arg-type]
+    p.put.insert([("a", 1)])
+    assert p.discard_pending({"put": [("z", 9)]}) == {}  # not queued: nothing dropped
     p.tick()
     assert tuples(p.kv) == {("a", 1)}

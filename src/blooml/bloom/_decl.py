@@ -7,12 +7,16 @@ variable (see :mod:`blooml.bloom.program`).
 
 from __future__ import annotations
 
+import keyword
 import numbers
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 from blooml.errors import ProgramError
 from blooml.ir.program import CollectionInfo
+
+if TYPE_CHECKING:
+    from blooml.bloom._state_types import CollectionState
 
 __all__ = ["CollectionDecl", "channel", "interface", "periodic", "scratch", "table"]
 
@@ -41,6 +45,15 @@ class CollectionDecl:
         self.ttl = ttl
         self.period = period
         self.direction = direction
+
+    if TYPE_CHECKING:
+        # As a class attribute of a Program: the running collection on an instance (and on
+        # ``self`` in a @bloom block); the declaration itself on the class. (Type checkers.)
+        @overload
+        def __get__(self, inst: None, owner: Any, /) -> CollectionDecl: ...
+        @overload
+        def __get__(self, inst: object, owner: Any, /) -> CollectionState: ...
+        def __get__(self, inst: object, owner: Any, /) -> Any: ...
 
     def info(self, name: str) -> CollectionInfo:
         """The IR description of this declaration under attribute ``name``."""
@@ -94,11 +107,18 @@ def _names(kind: str, what: str, cols: Any) -> tuple[str, ...]:
         raise ProgramError(f"{kind}: {what} must be a list of column names, got {cols!r}")
     for c in cols:
         if not isinstance(c, str) or not c:
-            raise ProgramError(f"{kind}: {what} must be non-empty strings, got {c!r}")
+            why = "must be non-empty strings"
+        elif keyword.iskeyword(c.lstrip("@")):
+            why = "must not be Python keywords (rows are named tuples: r.from cannot be written)"
+        else:
+            continue
+        raise ProgramError(f"{kind}: {what} {why}, got {c!r}")
     return tuple(cols)
 
 
-def table(keys: Sequence[str], values: Sequence[str] = (), *, ttl: float | None = None) -> Any:
+def table(
+    keys: Sequence[str], values: Sequence[str] = (), *, ttl: float | None = None
+) -> CollectionDecl:
     """Declare a table: tuples persist across ticks (until deleted with ``<-``).
 
     Args:
@@ -114,18 +134,18 @@ def table(keys: Sequence[str], values: Sequence[str] = (), *, ttl: float | None 
     return CollectionDecl("table", keys, values, ttl=ttl)
 
 
-def scratch(keys: Sequence[str], values: Sequence[str] = ()) -> Any:
+def scratch(keys: Sequence[str], values: Sequence[str] = ()) -> CollectionDecl:
     """Declare a scratch: its contents last one tick (emptied at the start of the next)."""
     return CollectionDecl("scratch", keys, values)
 
 
-def channel(keys: Sequence[str], values: Sequence[str] = ()) -> Any:
+def channel(keys: Sequence[str], values: Sequence[str] = ()) -> CollectionDecl:
     """Declare a channel: a scratch whose ``<~`` tuples are delivered at a later tick to the
     address in the key column starting with ``@`` (the field is named without the ``@``)."""
     return CollectionDecl("channel", keys, values)
 
 
-def periodic(seconds: float) -> Any:
+def periodic(seconds: float) -> CollectionDecl:
     """Declare a periodic: a tuple ``(ident, time)`` appears about every ``seconds`` seconds
     of the program's clock (at the first tick at or after each deadline)."""
     if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not seconds > 0:
@@ -133,7 +153,9 @@ def periodic(seconds: float) -> Any:
     return CollectionDecl("periodic", ["ident"], ["time"], period=float(seconds))
 
 
-def interface(keys: Sequence[str], values: Sequence[str] = (), input: bool = True) -> Any:
+def interface(
+    keys: Sequence[str], values: Sequence[str] = (), input: bool = True
+) -> CollectionDecl:
     """Declare an interface: a scratch that connects modules (``input=True``: written from
     outside or by another module; ``input=False``: an output read by others)."""
     return CollectionDecl("interface", keys, values, direction="input" if input else "output")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 from blooml.bloom._aggs import AggSpec
+from blooml.bloom._state_types import RowFn
 from blooml.errors import ProgramError
 from blooml.ir import exprs as X
 from blooml.ir import nodes as N
@@ -457,7 +458,7 @@ class RelExpr(_Expr):
             )
         return sources
 
-    def map(self, fn: Callable[..., Any] | ColExpr) -> RelExpr:
+    def map(self, fn: RowFn | ColExpr) -> RelExpr:
         """Apply ``fn`` to each row (each tuple of rows after a join); a tuple result is a row,
         any other value a one-column row, ``None`` drops the row. ``fn`` may be a column
         expression (``self.link.c + 1``): one-column rows of its value."""
@@ -481,7 +482,7 @@ class RelExpr(_Expr):
             N.Map(self._node, _col_function(self._sources("project"), cols, True, "project"))
         )
 
-    def filter(self, fn: Callable[..., Any] | ColExpr) -> RelExpr:
+    def filter(self, fn: RowFn | ColExpr) -> RelExpr:
         """Keep the rows for which ``fn(row)`` is true; ``fn`` may be a column expression
         (``self.link.c > 3``, ``self.a.x == self.b.y`` after a join)."""
         if isinstance(fn, ColExpr):
@@ -489,7 +490,7 @@ class RelExpr(_Expr):
         _check_fn("filter", fn)
         return RelExpr(N.Filter(self._node, fn))
 
-    def flat_map(self, fn: Callable[..., Any]) -> RelExpr:
+    def flat_map(self, fn: RowFn) -> RelExpr:
         """``fn(row)`` returns an iterable of rows (or ``None``)."""
         _check_fn("flat_map", fn)
         return RelExpr(N.FlatMap(self._node, fn))

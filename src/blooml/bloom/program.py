@@ -13,7 +13,7 @@ import inspect
 import threading
 import time
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, TypeVar
 
 from blooml._factory import new_node, new_runtime
@@ -347,8 +347,11 @@ class Program:
         for _ in range(n):
             self._rt.tick()
 
-    def discard_pending(self) -> dict[str, list[Any]]:
-        """Drop everything queued for the next tick and return it.
+    def discard_pending(
+        self, only: Mapping[str, Iterable[Any]] | None = None
+    ) -> dict[str, list[Any]]:
+        """Drop everything queued for the next tick (or only the items of ``only``) and
+        return what was dropped.
 
         Queued input is what ``insert`` calls, ``<+``/``<+-``/``<-`` rules of the last tick and
         arrived messages left for the next tick. A tick that raises keeps it queued (the
@@ -362,13 +365,25 @@ class Program:
                 log.warning("dropped %r: %s", exc.pending_input, exc)
                 p.discard_pending()
 
+        ``p.discard_pending(exc.pending_input)`` drops only the input the tick could not take
+        (when it names one row, the others stay queued and the next tick takes them).
+
+        Args:
+            only: ``{name: [rows or lattice values]}``; each item drops one equal queued
+                insertion, replacement or lattice value of that name (items not queued are
+                ignored). Default: drop everything, deletions included.
+
+        Raises:
+            ProgramError: ``only`` is not a mapping, or names no collection or lattice
+                variable of the program.
+
         Returns:
             ``{collection or lattice variable name: [rows or lattice values]}``: rows to
             insert (named tuples), ``<+-`` replacements and lattice values. Queued deletions
             are dropped too and are in the result's ``deletes`` attribute (a dict of the same
             shape).
         """
-        out: dict[str, list[Any]] = self._rt.discard_pending()
+        out: dict[str, list[Any]] = self._rt.discard_pending(only)
         return out
 
     # -- running as a network node (blooml.net; see docs/net.md) --------------------------------

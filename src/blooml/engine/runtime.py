@@ -22,7 +22,7 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from blooml.engine._codegen import FusedMapEval, fused_map
@@ -65,6 +65,7 @@ def _culprits(exc: BaseException, items: list[Any]) -> list[Any]:
     """The queued rows (or lattice values) among ``items`` that ``exc`` is about: the new
     tuple of a key conflict, the rows holding a rejected lattice value; none when the error
     does not say."""
+
     found: list[Any] = []
     if isinstance(exc, KeyConstraintError):
         new = exc.new
@@ -501,6 +502,8 @@ class Runtime:
                 narrowed = {n: rows for n, rows in everything.items() if n in upstream}
                 everything = narrowed or everything
             exact = {n: c for n, rows in everything.items() if (c := _culprits(exc, rows))}
+            if not exact and self._failed is not None:
+                exact = self._row_culprit(self._failed, exc, everything)
             items = exact or everything
         items = {n: [self._named(n, r) for r in rows] for n, rows in items.items()}
         exc.pending_input = items  # type: ignore[attr-defined]
@@ -509,6 +512,43 @@ class Runtime:
             "queued and the next tick() retries it: call discard_pending() on the program to "
             "drop what is queued (the exception's pending_input attribute holds the rows above)"
         )
+
+    def _row_culprit(
+        self, rule: Rule, exc: Exception, pending: dict[str, list[Any]]
+    ) -> dict[str, list[Any]]:
+        """For a rule ``head <= c.filter(...)...map(f)`` reading a collection ``c`` with queued
+        rows, the first queued row on which the rule's functions raise an exception of the
+        type of ``exc`` (the functions are called again, on the state before the tick, for at
+        most 10,000 rows); ``{}`` for any other rule shape, or when no row raises alone."""
+        from blooml.ir import nodes as N
+
+        node = rule.body
+        fns: list[tuple[str, Any]] = []
+        if isinstance(node, N.Map):
+            fns.append(("map", node.fn))
+            node = node.input
+        while isinstance(node, N.Filter):
+            fns.append(("filter", node.fn))
+            node = node.input
+        if not isinstance(node, N.Scan) or not fns or node.name not in pending:
+            return {}
+        rows = pending[node.name][:10_000]
+        prev, self.proxy._rt = self.proxy._rt, self
+        try:
+            for row in rows:
+                value = self._named(node.name, row)
+                try:
+                    for kind, fn in reversed(fns):
+                        if kind == "filter" and not fn(value):
+                            break
+                        if kind == "map":
+                            fn(value)
+                except Exception as again:
+                    if type(again) is type(exc):
+                        return {node.name: [row]}
+        finally:
+            self.proxy._rt = prev
+        return {}
 
     def _named(self, name: str, item: Any) -> Any:
         rel = self.rels.get(name)
@@ -543,14 +583,51 @@ class Runtime:
                 out.setdefault(name, []).extend(items)
         return out
 
-    def discard_pending(self) -> PendingInput:
-        """Drop everything queued for the next tick; return it (see ``Program``)."""
+    def discard_pending(self, only: Any = None) -> PendingInput:
+        """Drop what is queued for the next tick (everything, or the items of ``only``);
+        return it (see ``Program.discard_pending``)."""
+        if only is not None:
+            return self._discard_some(only)
         pend, self.pending = self.pending, Pending()
         out = PendingInput()
         for name, items in self._as_dict(pend).items():
             out[name] = [self._named(name, r) for r in items]
         for name, rows in pend.deletes.items():
             out.deletes[name] = [self._named(name, r) for r in rows]
+        return out
+
+    def _discard_some(self, only: Any) -> PendingInput:
+        """Drop from the queue one occurrence of each item of ``only`` (``{name: [rows or
+        values]}``, as ``pending_input`` gives), searching insertions, replacements and
+        lattice merges; return what was found and dropped."""
+        if not isinstance(only, Mapping):
+            raise ProgramError(
+                f"discard_pending(only): expected {{name: [rows]}} (e.g. an exception's "
+                f"pending_input), got {only!r}"
+            )
+        unknown = [n for n in only if n not in self.rels and n not in self.lats]
+        if unknown:
+            raise ProgramError(
+                f"discard_pending(only): {unknown} name no collection or lattice variable of "
+                f"this program (it has {sorted([*self.rels, *self.lats])})"
+            )
+        pend = self.pending
+        out = PendingInput()
+        for name, items in only.items():
+            for item in items:
+                for d in (pend.inserts, pend.replaces, pend.lats):
+                    lst = d.get(name)
+                    if not lst:
+                        continue
+                    try:
+                        i = lst.index(item)
+                    except ValueError:
+                        continue
+                    del lst[i]
+                    if not lst:
+                        del d[name]
+                    out.setdefault(name, []).append(self._named(name, item))
+                    break
         return out
 
     def _apply_inputs(self, pend: Pending, now: float) -> None:

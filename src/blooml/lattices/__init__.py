@@ -7,6 +7,7 @@ from blooml.errors import LatticeTypeError, LatticeValueError
 from blooml.lattices._base import (
     Lattice,
     LatticeBuilder,
+    LatticeState,
     kind_of,
     lattice_class,
     monotone,
@@ -36,6 +37,7 @@ from blooml.lattices.sets import lpset, lset
 __all__ = [
     "Lattice",
     "LatticeBuilder",
+    "LatticeState",
     "LatticeTypeError",
     "LatticeValueError",
     "kind_of",

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Literal, Protocol, Self, TypeVar, overload
 
 from blooml.errors import LatticeTypeError, LatticeValueError
 
 __all__ = [
     "Lattice",
     "LatticeBuilder",
+    "LatticeState",
     "kind_of",
     "lattice_class",
     "monotone",
@@ -53,6 +54,45 @@ def monotone(fn: F) -> F:
 
 def _unwrap(fn: Any) -> Any:
     return fn.__func__ if isinstance(fn, (staticmethod, classmethod)) else fn
+
+
+class _ProgramLike(Protocol):
+    """What a Bloom^L program instance offers (for the static type of its lattice state)."""
+
+    def discard_pending(self) -> dict[str, list[Any]]: ...
+
+
+class LatticeState(Protocol[L]):
+    """The static type of a lattice variable of a program: what ``p.votes`` is, for
+    ``votes = lset()`` declared in a ``Program`` subclass (type checkers only; the runtime
+    object is the engine's lattice view, or a rule handle inside a ``@bloom`` block).
+
+    ``value`` is the current value, of the declared class; ``insert`` takes a value of that
+    class. Inside ``@bloom`` blocks the lattice's methods build rule expressions, typed
+    ``Any``, and ``<=``, ``<+`` ... record rules.
+    """
+
+    @property
+    def value(self) -> L:
+        """The current value."""
+        ...
+
+    def insert(self, value: L) -> None:
+        """Queue ``value`` to be merged in at the next tick."""
+        ...
+
+    def __getattr__(self, name: str) -> Any: ...
+    def __le__(self, other: Any) -> Any: ...
+    def __lt__(self, other: Any) -> Any: ...
+    def __ge__(self, other: Any) -> Any: ...
+    def __gt__(self, other: Any) -> Any: ...
+    def __pos__(self) -> Any: ...
+    def __neg__(self) -> Any: ...
+    def __invert__(self) -> Any: ...
+    def __add__(self, other: Any) -> Any: ...
+    def __radd__(self, other: Any) -> Any: ...
+    def __sub__(self, other: Any) -> Any: ...
+    def __mul__(self, other: Any) -> Any: ...
 
 
 class Lattice:
@@ -110,7 +150,19 @@ class Lattice:
 
     _marks: ClassVar[dict[str, Kind]] = {}
 
-    def merge(self: L, other: L) -> L:
+    if TYPE_CHECKING:
+        # A lattice value declared as a class attribute of a Program is a lattice variable:
+        # on an instance (and on ``self`` in a @bloom block) it reads as a LatticeState of
+        # its class. Anywhere else it stays a value. (Type checkers only.)
+        @overload
+        def __get__(self, inst: None, owner: Any, /) -> Self: ...
+        @overload
+        def __get__(self, inst: _ProgramLike, owner: Any, /) -> LatticeState[Self]: ...  # type: ignore[overload-overlap]
+        @overload
+        def __get__(self, inst: object, owner: Any, /) -> Self: ...
+        def __get__(self, inst: object, owner: Any, /) -> Any: ...
+
+    def merge(self, other: Any) -> Self:
         """Return the least upper bound of ``self`` and ``other`` (both of this class)."""
         raise NotImplementedError(f"{type(self).__qualname__} must define merge(self, other)")
 
@@ -207,7 +259,7 @@ class Lattice:
             return NotImplemented
         return bool(other._leq(self)) and self != other
 
-    def __or__(self: L, other: Any) -> L:
+    def __or__(self, other: Self) -> Self:
         if not self._check_peer(other, "merge (|)"):
             return NotImplemented
         return self.merge(other)

@@ -10,7 +10,7 @@ given in :mod:`blooml.lattices.sets`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from rpds import HashTrieMap
 
@@ -33,6 +33,8 @@ from blooml.lattices.sets import (
     reject_lattice,
     trie_items,
 )
+
+L = TypeVar("L", bound=Lattice)
 
 __all__ = ["lmap"]
 
@@ -189,6 +191,10 @@ class lmap(KeyedTrie):
         """The keys as an ``lset``; O(n)."""
         return lset._make(frozenset([bk[0] for bk, _ in trie_items(self._v)]))
 
+    @overload
+    def at(self, key: Any, Cls: None = None) -> Lattice: ...
+    @overload
+    def at(self, key: Any, Cls: type[L]) -> L: ...
     @morph
     def at(self, key: Any, Cls: type[Lattice] | None = None) -> Lattice:
         """The value at ``key``; ``Cls()`` (⊥ of the value lattice) when absent; O(log n).
