@@ -580,6 +580,21 @@ class Runtime:
         self.node = factory(self.program, **options)
         return self.node
 
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        """Run on ``clock`` from now on (a simulation's virtual clock): the current time and
+        every ``periodic`` deadline are taken afresh from it. Only before the first tick."""
+        if self.tick_count:
+            raise BloomError(
+                f"{self.addr!r}: the clock can be changed only before the first tick "
+                f"(this program has run {self.tick_count})"
+            )
+        self.clock = clock
+        self.now = clock()
+        self.periodic = {
+            name: [self.now + (self.ir.collections[name].period or 0.0), 0]
+            for name in self.periodic
+        }
+
     def has_pending(self) -> bool:
         """Whether input (messages, inserts, deferred facts) waits for the next tick."""
         p = self.pending

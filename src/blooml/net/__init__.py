@@ -19,15 +19,19 @@ from blooml.net.codec import (
 from blooml.net.local import LocalNetwork
 from blooml.net.node import Node
 from blooml.net.process import NodeProcess
+from blooml.net.sim import Link, Message, Simulation
 
 _Runtime.node_factory = Node
 
 __all__ = [
     "FORMAT_VERSION",
     "Envelope",
+    "Link",
     "LocalNetwork",
+    "Message",
     "Node",
     "NodeProcess",
+    "Simulation",
     "decode",
     "decode_envelope",
     "encode",
