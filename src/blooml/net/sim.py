@@ -19,7 +19,6 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-import numbers
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -36,10 +35,11 @@ log = logging.getLogger("blooml.net.sim")
 DelaySpec = float | tuple[float, float] | Callable[[random.Random], float]
 
 _DELIVER, _TICK, _CALL = 0, 1, 2
+_REAL = (int, float)
 
 
 def _check_prob(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value <= 1:
+    if isinstance(value, bool) or not isinstance(value, _REAL) or not 0 <= value <= 1:
         raise SimulationError("must be a probability in [0, 1]", value, where)
     return float(value)
 
@@ -50,14 +50,14 @@ def _delay_fn(spec: Any, where: str) -> Callable[[random.Random], float]:
         return spec  # type: ignore[no-any-return]
     if isinstance(spec, tuple) and len(spec) == 2:
         lo, hi = spec
-        ok = all(isinstance(x, numbers.Real) and not isinstance(x, bool) for x in spec)
+        ok = all(isinstance(x, _REAL) and not isinstance(x, bool) for x in spec)
         if not ok or not 0 <= lo <= hi or not math.isfinite(hi):
             raise SimulationError(
                 "a (low, high) delay range needs 0 <= low <= high < inf", spec, where
             )
         lo_f, hi_f = float(lo), float(hi)
         return lambda rng: rng.uniform(lo_f, hi_f)
-    if isinstance(spec, numbers.Real) and not isinstance(spec, bool):
+    if isinstance(spec, _REAL) and not isinstance(spec, bool):
         if not 0 <= spec < math.inf:
             raise SimulationError("a delay must be a finite number >= 0", spec, where)
         d = float(spec)
@@ -158,7 +158,7 @@ class Simulation:
             raise SimulationError("must be 'raise' or 'log'", errors, "Simulation(errors=...)")
         if (
             isinstance(tick_interval, bool)
-            or not isinstance(tick_interval, numbers.Real)
+            or not isinstance(tick_interval, _REAL)
             or not 0 < tick_interval < math.inf
         ):
             raise SimulationError(
@@ -283,7 +283,7 @@ class Simulation:
             seen |= g
         self._groups = sets
         if heal_after is not None:
-            if isinstance(heal_after, bool) or not isinstance(heal_after, numbers.Real):
+            if isinstance(heal_after, bool) or not isinstance(heal_after, _REAL):
                 raise SimulationError("must be a number of seconds", heal_after, "heal_after")
             self.at(self.now + float(heal_after), lambda sim: sim.heal())
 
@@ -302,7 +302,7 @@ class Simulation:
     def at(self, time: float, fn: Callable[[Simulation], Any]) -> None:
         """Call ``fn(sim)`` at virtual time ``time`` (for instance to insert input or heal a
         partition at a given moment); what it inserts is applied by the next ticks."""
-        if isinstance(time, bool) or not isinstance(time, numbers.Real) or time < self.now:
+        if isinstance(time, bool) or not isinstance(time, _REAL) or time < self.now:
             raise SimulationError(f"must be a time >= now ({self.now})", time, "at")
         self._calls += 1
         self._push(float(time), _CALL, fn)
@@ -458,7 +458,7 @@ class Simulation:
                     return False
                 self._guard(budget, max_events)
                 self.step()
-        if isinstance(until, bool) or not isinstance(until, numbers.Real):
+        if isinstance(until, bool) or not isinstance(until, _REAL):
             raise SimulationError(
                 "run_until takes a virtual time or a predicate f(sim) -> bool", until, "run_until"
             )
