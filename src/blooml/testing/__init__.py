@@ -16,6 +16,8 @@ Requires hypothesis (``pip install blooml[test]``). See ``docs/testing.md``.
 
 from __future__ import annotations
 
+from typing import Any
+
 try:
     import hypothesis as _hypothesis  # noqa: F401  (fail early with the fix, not deep inside)
 except ImportError as _exc:  # pragma: no cover - the test extra is installed in our suite
@@ -31,10 +33,12 @@ from blooml.testing._pytest import LatticeLaws
 from blooml.testing._strategies import elements, register
 
 __all__ = [
+    "ConfluenceReport",
     "LatticeLaws",
     "LawCheckError",
     "LawReport",
     "LawViolation",
+    "check_confluence",
     "check_laws",
     "elements",
     "register",
@@ -44,3 +48,14 @@ __all__ = [
 for _obj in (LatticeLaws, LawCheckError, LawReport, LawViolation, check_laws, elements, register):
     _obj.__module__ = __name__
 del _obj
+
+
+def __getattr__(name: str) -> Any:
+    """``check_confluence`` and ``ConfluenceReport`` drive a network simulation: the network
+    layer sits above this package, so they are loaded on first use."""
+    if name in ("check_confluence", "ConfluenceReport"):
+        import importlib
+
+        mod = importlib.import_module("blooml.net._confluence")
+        return getattr(mod, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
