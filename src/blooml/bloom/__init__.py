@@ -5,7 +5,7 @@ on the embedded engine (:mod:`blooml.engine`). See ``docs/bloom.md``.
 """
 
 from blooml.bloom._aggs import accum, avg, bool_and, bool_or, count, max_, min_, sum_
-from blooml.bloom._decl import channel, interface, periodic, scratch, table
+from blooml.bloom._decl import channel, durable, interface, periodic, scratch, table
 from blooml.bloom._exprs import rows
 from blooml.bloom.program import Program, bloom
 
@@ -18,6 +18,7 @@ __all__ = [
     "bool_or",
     "channel",
     "count",
+    "durable",
     "interface",
     "max_",
     "min_",

@@ -17,7 +17,7 @@ import types
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
-from blooml.bloom._decl import CollectionDecl
+from blooml.bloom._decl import CollectionDecl, DurableLattice
 from blooml.bloom._handles import CollectionHandle, LatticeHandle, Recorder
 from blooml.errors import BloomError
 from blooml.ir import nodes as N
@@ -251,7 +251,9 @@ class Program:
                 colls[name] = info
                 handles[name] = CollectionHandle(info)
             else:
-                linfo = LatticeInfo(name, type(decl), decl)
+                dur = isinstance(decl, DurableLattice)
+                value = decl.value if dur else decl
+                linfo = LatticeInfo(name, type(value), value, durable=dur)
                 lats[name] = linfo
                 handles[name] = LatticeHandle(linfo)
         proxy = _Self(cls, handles)
@@ -324,7 +326,7 @@ class Program:
             inline=inline,
         )
         rt = self.__dict__["_rt"]
-        rt.data_dir = data_dir
+        rt.open_durable(data_dir)  # restores durable state kept in data_dir
         if transport is not None and transport not in ("udp", "tcp"):
             raise BloomError(f"transport must be 'udp' or 'tcp', got {transport!r}")
         if cluster_key is not None and not isinstance(cluster_key, (bytes, str)):
@@ -461,7 +463,7 @@ def _collect_state(cls: type) -> dict[str, Any]:
         except AttributeError:  # pragma: no cover
             continue
         decl = attr.decl if isinstance(attr, _StateAttr) else attr
-        if isinstance(decl, (CollectionDecl, Lattice)):
+        if isinstance(decl, (CollectionDecl, Lattice, DurableLattice)):
             if name in _RESERVED or name.startswith("_"):
                 raise BloomError(
                     f"{cls.__qualname__}.{name}: this name is reserved by Program (or private); "

@@ -170,6 +170,10 @@ class Runtime:
         self.network: Any = None
         #: The ``blooml.net`` node running this program (``p.start()`` etc.), if any.
         self.node: Any = None
+        #: Where durable state is kept (``Program(data_dir=...)``), and its store: an object
+        #: with ``commit(rt)``, called as the last step of every tick (``blooml.net.durable``).
+        self.data_dir: Any = None
+        self.durable: Any = None
         self.tick_count = 0
         self.now = clock()
         self.rels = {name: Relation(info) for name, info in ir.collections.items()}
@@ -275,6 +279,9 @@ class Runtime:
                 else:
                     self._run_stratum(stratum)
             self._run_temporal()
+            if self.durable is not None:
+                # the last step: one transaction on disk; if it fails, the tick rolls back
+                self.durable.commit(self)
         except BaseException:
             for n, r in self.rels.items():
                 r.rollback(rel_tokens[n])
@@ -562,6 +569,27 @@ class Runtime:
         for chan, keyed in staged.items():
             self.pending.chan_keys.setdefault(chan, {}).update(keyed)
         return n
+
+    #: Opens the durable store of a program (set when ``blooml.net`` is imported).
+    durable_factory: Callable[..., Any] | None = None
+
+    def open_durable(self, data_dir: Any) -> None:
+        """Keep this program's durable tables and lattice variables in ``data_dir`` and restore
+        what a previous run committed there (``blooml.net.durable``). Without durable state,
+        ``data_dir`` is only recorded."""
+        self.data_dir = data_dir
+        wants = any(c.durable for c in self.ir.collections.values()) or any(
+            v.durable for v in self.ir.lattices.values()
+        )
+        if not wants:
+            return
+        factory = Runtime.durable_factory
+        if factory is None:
+            # The network layer (which holds the codec) sits above the engine.
+            importlib.import_module("blooml.net")
+            factory = Runtime.durable_factory
+        assert factory is not None
+        self.durable = factory(self, data_dir)
 
     #: Builds the ``blooml.net`` node of a program (set when ``blooml.net`` is imported).
     node_factory: Callable[..., Any] | None = None

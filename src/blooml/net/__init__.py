@@ -16,15 +16,18 @@ from blooml.net.codec import (
     register,
     registered,
 )
+from blooml.net.durable import DurableStore
 from blooml.net.local import LocalNetwork
 from blooml.net.node import Node
 from blooml.net.process import NodeProcess
 from blooml.net.sim import Link, Message, Simulation
 
 _Runtime.node_factory = Node
+_Runtime.durable_factory = DurableStore
 
 __all__ = [
     "FORMAT_VERSION",
+    "DurableStore",
     "Envelope",
     "Link",
     "LocalNetwork",
