@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blooml import BloomError, KeyConstraintError, Program, bloom, lmax, lmin, scratch, table
+from blooml import KeyConstraintError, Program, ProgramError, bloom, lmax, lmin, scratch, table
 from blooml.engine._codegen import FusedMapEval
 
 small = st.integers(0, 5)
@@ -328,7 +328,7 @@ def test_lattice_in_a_key_column_is_still_rejected():
     for inline in (True, False):
         p = P(inline=inline)
         p.a.insert([(1, lmin(3))])
-        with pytest.raises(BloomError, match="key column"):
+        with pytest.raises(ProgramError, match="key column"):
             p.tick()
 
 
@@ -389,7 +389,7 @@ def test_subclass_values_take_the_general_path():
 
 @pytest.mark.parametrize("opt", ["inline", "prioritize"])
 def test_options_are_checked(opt):
-    with pytest.raises(BloomError, match=opt):
+    with pytest.raises(ProgramError, match=opt):
         TC(**{opt: "yes"})
     assert getattr(TC(**{opt: False})._rt, opt) is False
 

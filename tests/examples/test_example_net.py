@@ -29,3 +29,46 @@ def test_reliable_delivery_under_30_percent_loss() -> None:
     assert out["buffered"] == 0
     assert out["lost"] > 0  # the network did lose datagrams
     assert out["exit_code"] == 0
+
+
+def test_two_phase_commit_across_processes() -> None:
+    out = load_example("net_2pc").main(timeout=20.0)
+    assert out["committed"] == [1] and out["aborted"] == [2]
+    assert sorted(d for (x, _), d in out["acks"].items() if x == 1) == ["commit"] * 3
+    assert sorted(d for (x, _), d in out["acks"].items() if x == 2) == ["abort"] * 3
+    # non-monotone: the static analysis names the rules that need coordination
+    assert out["points_of_order"] == ["committed", "waiting"]
+    assert out["exit_codes"] == [0, 0, 0]
+
+
+def test_causal_broadcast_with_vector_clocks_on_a_reordering_network() -> None:
+    out = load_example("net_causal").main(questions=6, timeout=30.0)
+    assert sorted(out["delivered"].values()) == [24, 24, 24]
+    assert out["violations"] == []  # no answer delivered before its question
+    assert out["exit_codes"] == [0, 0, 0]
+
+
+def test_quorum_vote_with_five_voter_nodes_in_one_process() -> None:
+    import time
+
+    q = load_example("net_quorum")
+    leader = q.Leader(addr="127.0.0.1:0").start()
+    voters = [q.Voter(addr="127.0.0.1:0") for _ in range(5)]
+    try:
+        for v in voters:  # five nodes of one class, each on its own thread
+            v.start()
+            v.async_do(lambda p: p.leader.insert([(leader.addr,)]))
+        deadline = time.monotonic() + 20
+        heard: list[bool] = []
+        while time.monotonic() < deadline:
+            heard = [v.sync_do(lambda p: bool(list(p.heard))) for v in voters]
+            if all(heard):
+                break
+            time.sleep(0.05)
+        assert all(heard)
+        assert leader.sync_do(lambda p: bool(p.quorum_done.value))
+        votes = leader.sync_do(lambda p: sorted(p.votes.value.reveal()))
+        assert votes == sorted(v.addr for v in voters)
+    finally:
+        for p in [*voters, leader]:
+            p.stop()

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import msgpack
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,3 +72,11 @@ def test_generated_datagrams_are_accepted_or_counted(data: bytes) -> None:
         assert n.stats()["errors"] == 0
     finally:
         n.stop()
+
+
+@pytest.mark.slow
+def test_fuzz_live_nodes_longer() -> None:
+    for key in (fz.KEY, None):
+        r = fz.fuzz(20_000, seed=99, key=key)
+        assert r["alive"] and r["errors"] == 0 and r["counted"] == r["sent"]
+        assert r["state_as_predicted"] and (key is None or r["unchanged"])

@@ -11,7 +11,7 @@ import msgpack
 import pytest
 from _net import wait_until
 
-from blooml import BloomError, Program, bloom, channel, lmax, lset, periodic, table
+from blooml import Program, ProgramError, bloom, channel, lmax, lset, periodic, table
 from blooml.errors import CodecError
 from blooml.net import encode_envelope, encode_row, node
 
@@ -90,7 +90,7 @@ def test_a_bad_address_fails_the_sending_rule() -> None:
     a = Echo(addr="127.0.0.1:0")
     try:
         a.out.insert([("nowhere", 1, 1)])
-        with pytest.raises(BloomError, match="host:port"):
+        with pytest.raises(ProgramError, match="host:port"):
             a.tick()
     finally:
         node(a).stop()
@@ -248,7 +248,7 @@ def test_sync_do_async_do_on_tick_watch(nodes: list[Any]) -> None:
     assert [tuple(r) for r in seen] == [(a.addr, 1, 5)]
     assert seen[0].k == 1
     assert ticks and ticks == sorted(ticks)
-    with pytest.raises(BloomError, match="no collection"):
+    with pytest.raises(ProgramError, match="no collection"):
         a.watch("nope", print)
 
 
@@ -327,7 +327,7 @@ def test_stop_applies_what_arrived_and_closes(nodes: list[Any]) -> None:
     a.sync_do(lambda p: p.out.insert([(a.addr, 1, 1)]))
     a.stop()
     assert {tuple(r) for r in a.got} == {(a.addr, 1, 1)}
-    with pytest.raises(BloomError, match="stopped"):
+    with pytest.raises(ProgramError, match="stopped"):
         a.start()
 
 
@@ -340,9 +340,9 @@ def test_tick_on_a_started_node_runs_on_its_thread(nodes: list[Any]) -> None:
 
 
 def test_options_are_checked() -> None:
-    with pytest.raises(BloomError, match="transport"):
+    with pytest.raises(ProgramError, match="transport"):
         Echo(addr="127.0.0.1:0", transport="quic")
-    with pytest.raises(BloomError, match="host:port"):
+    with pytest.raises(ProgramError, match="host:port"):
         Echo(addr="a", cluster_key="k")
 
 
@@ -368,3 +368,93 @@ def test_lattice_columns_and_sets_travel(nodes: list[Any]) -> None:
     nodes += [a, b]
     a.sync_do(lambda p: p.out.insert([(b.addr, 1, lset([1, 2]))]))
     wait_until(lambda: got(b) == {(a.addr, 1, lset([1, 2]))})
+
+
+def test_watch_a_lattice_variable(nodes: list[Any]) -> None:
+    class Best(Program):
+        val = channel(["@dst", "v"])
+        best = lmax()
+
+        @bloom
+        def rules(self):
+            self.best <= self.val.map(lambda m: m.v)
+
+    p = Best(addr="127.0.0.1:0").start()
+    nodes.append(p)
+    seen: list[Any] = []
+    p.watch("best", seen.extend)
+    p.sync_do(lambda q: q.val.insert([(q.addr, 3)]))
+    p.sync_do(lambda q: q.val.insert([(q.addr, 2)]))  # no growth: no call
+    p.sync_do(lambda q: q.val.insert([(q.addr, 5)]))
+    assert seen == [lmax(3), lmax(5)]
+
+
+RUN_SCRIPT = """
+import sys
+from blooml import Program, bloom, table
+class Idle(Program):
+    t = table(["x"])
+    @bloom
+    def rules(self):
+        pass
+p = Idle(addr="127.0.0.1:0")
+print(p.addr, flush=True)
+p.run()
+print("stopped", p.stats()["ticks"] >= 0, flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_run_in_the_foreground_until_a_signal(sig: str) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", RUN_SCRIPT], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("127.0.0.1:")
+        time.sleep(0.3)
+        proc.send_signal(getattr(signal, sig))
+        out, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 0
+        assert "stopped True" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback here")
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+def test_ipv6_loopback(transport: str, nodes: list[Any]) -> None:
+    a = Echo(addr="[::1]:0", transport=transport).start()
+    b = Echo(addr="[::1]:0", transport=transport).start()
+    nodes += [a, b]
+    assert a.addr.startswith("[::1]:")
+    a.sync_do(lambda p: p.out.insert([(b.addr, 1, 1)]))
+    wait_until(lambda: got(b) == {(a.addr, 1, 1)})
+
+
+def test_a_too_large_tcp_frame_is_dropped_and_counted(nodes: list[Any]) -> None:
+    import struct
+
+    b = Echo(addr="127.0.0.1:0", transport="tcp").start()
+    nodes.append(b)
+    host, port = b.addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(struct.pack(">I", 2**31) + b"x" * 100)  # announces 2 GiB
+        wait_until(lambda: b.stats()["dropped"].get("too_large") == 1)
+    # a well-formed frame on a new connection still gets through
+    data = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 1, 1))])])
+    with socket.create_connection((host, int(port)), timeout=5) as s:
+        s.sendall(struct.pack(">I", len(data)) + data)
+        wait_until(lambda: got(b) == {("s", 1, 1)})

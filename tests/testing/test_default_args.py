@@ -80,7 +80,7 @@ def test_registered_args_find_a_broken_morph():
         BrokenThreshold, st.integers(0, 9).map(BrokenThreshold), args={"above": st.integers(0, 9)}
     )
     with pytest.raises(LawViolation) as exc:
-        check_laws(BrokenThreshold, max_examples=100)
+        check_laws(BrokenThreshold, max_examples=100, seed=1)  # pinned: found within 100
     assert exc.value.method == "above"
 
 

@@ -12,6 +12,7 @@ from blooml import Lattice, lbool, lmax, lmin, monotone, morph
 from blooml.testing import LawCheckError, LawReport, LawViolation, check_laws, elements, register
 
 FAST = 25  # where the point is that a mistake is found, not an exhaustive search
+PINNED_SEED = 2026  # a seed with which every FAST violation test finds its violation
 
 MAX_ARGS = {
     name: st.integers(-25, 25)
@@ -205,6 +206,8 @@ register(Bag, st.lists(st.integers(0, 3), max_size=3, unique=True).map(lambda xs
 
 def _violation(cls: type[Lattice], **kwargs: Any) -> LawViolation:
     kwargs.setdefault("max_examples", FAST)
+    # pinned: these tests need hypothesis to find a violation within FAST random examples
+    kwargs.setdefault("seed", PINNED_SEED)
     with pytest.raises(LawViolation) as info:
         check_laws(cls, **kwargs)
     return info.value

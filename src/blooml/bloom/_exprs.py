@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 from blooml.bloom._aggs import AggSpec
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 from blooml.ir import nodes as N
 from blooml.lattices._base import Lattice, kind_of, registered_lattices
 
@@ -37,7 +37,7 @@ def _no_bool(what: str) -> NoReturn:
 
 
 def _reversed(what: str) -> NoReturn:
-    raise BloomError(
+    raise ProgramError(
         f"{what}: a rule is written `head <= body` with the collection or lattice being "
         "defined on the left; `x >= head`, `x > head` and `value <= head` are not rules "
         "(Python turns `3 <= self.x` into `self.x >= 3`). Put the head on the left; to compare "
@@ -67,13 +67,13 @@ class _Expr:
         )
 
     def __le__(self, other: Any) -> Any:
-        raise BloomError(
+        raise ProgramError(
             f"the left side of `<=` must be a collection or lattice variable of the program, "
             f"not the expression {self!r}"
         )
 
     def __lt__(self, other: Any) -> Any:
-        raise BloomError(
+        raise ProgramError(
             f"the left side of a rule must be a collection or lattice variable of the program, "
             f"not the expression {self!r}"
         )
@@ -100,13 +100,13 @@ class OpWrap(_Expr):
     def __pos__(self) -> OpWrap:
         if self.op == "<-":
             return OpWrap("<+-", self.expr)
-        raise BloomError(f"`+{self.op[-1]}` is not a Bloom operator (in front of {self.expr!r})")
+        raise ProgramError(f"`+{self.op[-1]}` is not a Bloom operator (in front of {self.expr!r})")
 
     def __neg__(self) -> OpWrap:
-        raise BloomError(f"`--`/`-+` is not a Bloom operator (in front of {self.expr!r})")
+        raise ProgramError(f"`--`/`-+` is not a Bloom operator (in front of {self.expr!r})")
 
     def __invert__(self) -> OpWrap:
-        raise BloomError(f"`~{self.op[-1]}` is not a Bloom operator (in front of {self.expr!r})")
+        raise ProgramError(f"`~{self.op[-1]}` is not a Bloom operator (in front of {self.expr!r})")
 
     def _arith(self, name: str, other: Any, reflected: bool = False) -> OpWrap:
         # `self.cnt <+ self.cnt + 1` parses as `self.cnt < ((+self.cnt) + 1)`.
@@ -141,14 +141,14 @@ class ColumnRef(_Expr):
 
     def __eq__(self, other: object) -> PredExpr:  # type: ignore[override]
         if not isinstance(other, ColumnRef):
-            raise BloomError(
+            raise ProgramError(
                 f"join predicates compare two columns (`a.x == b.y`); got {self!r} == {other!r}. "
                 "To compare with a constant use .filter(lambda t: t.x == value)"
             )
         return PredExpr(self, other)
 
     def __ne__(self, other: object) -> NoReturn:  # type: ignore[override]
-        raise BloomError(
+        raise ProgramError(
             f"`{self!r} != ...`: only equality predicates are supported in joins; use "
             ".filter(...) after the join or notin(...)"
         )
@@ -177,26 +177,26 @@ class PredExpr(_Expr):
 
 def _check_fn(what: str, fn: Any) -> None:
     if not callable(fn):
-        raise BloomError(f"{what} expects a function, got {fn!r}")
+        raise ProgramError(f"{what} expects a function, got {fn!r}")
 
 
 def _resolve_col(node: N.Rel, col: str | int, what: str) -> int:
     cols = node.columns
     if isinstance(col, bool):
-        raise BloomError(f"{what}: column {col!r} must be a name or a position")
+        raise ProgramError(f"{what}: column {col!r} must be a name or a position")
     if isinstance(col, int):
         if cols is not None and not 0 <= col < len(cols):
-            raise BloomError(f"{what}: column position {col} out of range for {list(cols)}")
+            raise ProgramError(f"{what}: column position {col} out of range for {list(cols)}")
         return col
     if not isinstance(col, str):
-        raise BloomError(f"{what}: column {col!r} must be a name or a position")
+        raise ProgramError(f"{what}: column {col!r} must be a name or a position")
     if cols is None:
-        raise BloomError(
+        raise ProgramError(
             f"{what}: column {col!r} is named but the rows of {node!r} have no known column "
             "names (after a map); use a position such as 0"
         )
     if col not in cols:
-        raise BloomError(f"{what}: no column {col!r} in {node!r} (columns: {list(cols)})")
+        raise ProgramError(f"{what}: no column {col!r} in {node!r} (columns: {list(cols)})")
     return cols.index(col)
 
 
@@ -253,7 +253,7 @@ class RelExpr(_Expr):
         right = _as_rel(other, "natjoin")._node
         rcols = right.columns
         if rcols is None:
-            raise BloomError(f"natjoin: {right!r} has no known column names")
+            raise ProgramError(f"natjoin: {right!r} has no known column names")
         new: list[N.Pred] = []
         for col in rcols:
             for i, inp in enumerate(inputs):
@@ -287,10 +287,10 @@ class RelExpr(_Expr):
                 ps.append(_resolve_pred(p, inputs, "notin"))
             elif callable(p) and not isinstance(p, _Expr):
                 if fn is not None:
-                    raise BloomError("notin: give at most one match function")
+                    raise ProgramError("notin: give at most one match function")
                 fn = p
             else:
-                raise BloomError(
+                raise ProgramError(
                     f"notin: expected `a.x == b.y` predicates or a function, got {p!r}"
                 )
         return RelExpr(N.NotIn(self._node, right, tuple(ps), fn))
@@ -313,12 +313,12 @@ class RelExpr(_Expr):
         specs = []
         for a in aggs:
             if not isinstance(a, AggSpec):
-                raise BloomError(
+                raise ProgramError(
                     f"group: expected aggregates such as count() or sum_('c'), got {a!r}"
                 )
             col = None if a.col is None else _resolve_col(self._node, a.col, f"group {a!r}")
             if col is None and a.fn != "count":
-                raise BloomError(f"group: {a.fn} needs a column")
+                raise ProgramError(f"group: {a.fn} needs a column")
             name = a.fn if a.col is None else f"{a.fn}_{a.col}"
             specs.append(N.Agg(a.fn, col, name))
         return RelExpr(N.Group(self._node, idx, tuple(specs), names))
@@ -326,7 +326,7 @@ class RelExpr(_Expr):
     def argagg(self, how: str, keys: Sequence[str | int] | None, col: str | int) -> RelExpr:
         """Rows whose ``col`` is the ``how`` (``"min"`` or ``"max"``) of their ``keys`` group."""
         if how not in ("min", "max"):
-            raise BloomError(f"argagg: how must be 'min' or 'max', got {how!r}")
+            raise ProgramError(f"argagg: how must be 'min' or 'max', got {how!r}")
         idx, _ = self._keys(keys, f"arg{how}")
         c = _resolve_col(self._node, col, f"arg{how}")
         return RelExpr(N.ArgAgg(self._node, how, idx, c))
@@ -350,7 +350,7 @@ class RelExpr(_Expr):
         ``seed``."""
         idx, _ = self._keys(key_cols, "choose")
         if isinstance(seed, bool) or not isinstance(seed, int):
-            raise BloomError(f"choose: seed must be an int, got {seed!r}")
+            raise ProgramError(f"choose: seed must be an int, got {seed!r}")
         return RelExpr(N.Choose(self._node, idx, seed))
 
     # tests
@@ -372,14 +372,14 @@ def _lbool() -> type:
 
 def _resolve_pred(p: Any, inputs: list[N.Rel], what: str) -> N.Pred:
     if not isinstance(p, PredExpr):
-        raise BloomError(f"{what}: predicates are written `a.x == b.y`, got {p!r}")
+        raise ProgramError(f"{what}: predicates are written `a.x == b.y`, got {p!r}")
     sides = []
     used: set[int] = set()
     for ref in (p.left, p.right):
         name = ref.source._name
         hits = [i for i, inp in enumerate(inputs) if isinstance(inp, N.Scan) and inp.name == name]
         if not hits:
-            raise BloomError(
+            raise ProgramError(
                 f"{what}: predicate {p!r} refers to {name!r}, which is not one of the joined "
                 "collections"
             )
@@ -389,7 +389,7 @@ def _resolve_pred(p: Any, inputs: list[N.Rel], what: str) -> N.Pred:
         sides.append((i, ref.index))
     (a, ac), (b, bc) = sides
     if a == b:
-        raise BloomError(f"{what}: predicate {p!r} compares two columns of the same input")
+        raise ProgramError(f"{what}: predicate {p!r} compares two columns of the same input")
     if a > b:
         (a, ac), (b, bc) = (b, bc), (a, ac)
     return N.Pred(a, ac, b, bc)
@@ -405,7 +405,7 @@ def _classify(cls: type | None, name: str) -> tuple[str, type | None]:
         try:
             return kind_of(cls, name), cls
         except AttributeError:
-            raise BloomError(
+            raise ProgramError(
                 f"lattice {getattr(cls, 'wrapper_name', '') or cls.__qualname__} has no method "
                 f"{name!r}"
             ) from None
@@ -414,7 +414,7 @@ def _classify(cls: type | None, name: str) -> tuple[str, type | None]:
         if callable(getattr(lcls, name, None)):
             kinds.append(kind_of(lcls, name))
     if not kinds:
-        raise BloomError(f"no lattice class has a method {name!r}")
+        raise ProgramError(f"no lattice class has a method {name!r}")
     for k in ("nonmonotone", "monotone", "morph"):
         if k in kinds:
             return k, None
@@ -484,7 +484,7 @@ class LatExpr(_Expr):
             rel = RelExpr(N.LatRows(self._node))
             if args:
                 if len(args) != 1 or not callable(args[0]):
-                    raise BloomError("to_collection takes at most one function")
+                    raise ProgramError("to_collection takes at most one function")
                 return rel.map(args[0])
             return rel
         kind, cls = _classify(self._cls, name)
@@ -511,7 +511,7 @@ def _lift_arg(a: Any) -> Any:
     if isinstance(a, (LatExpr, RelExpr)):
         return a._node
     if isinstance(a, _Expr):
-        raise BloomError(f"{a!r} cannot be a lattice method argument")
+        raise ProgramError(f"{a!r} cannot be a lattice method argument")
     return a
 
 
@@ -527,7 +527,7 @@ class _Rows(RelExpr):
 def lift_rows(items: Iterable[Any], what: str = "rows") -> RelExpr:
     """Convert literal rows into an IR ``Literal``; lattice handles in cells read at run time."""
     if isinstance(items, (str, bytes)):
-        raise BloomError(f"{what}: expected an iterable of rows, got the string {items!r}")
+        raise ProgramError(f"{what}: expected an iterable of rows, got the string {items!r}")
     out = []
     for item in items:
         row = item if isinstance(item, tuple) else (item,)
@@ -536,7 +536,7 @@ def lift_rows(items: Iterable[Any], what: str = "rows") -> RelExpr:
             if isinstance(c, (LatExpr, RelExpr)):
                 cells.append(c._node)
             elif isinstance(c, _Expr):
-                raise BloomError(f"{what}: {c!r} cannot be a cell of a literal row")
+                raise ProgramError(f"{what}: {c!r} cannot be a cell of a literal row")
             else:
                 cells.append(c)
         out.append(tuple(cells))
@@ -552,7 +552,7 @@ def rows(iterable: Iterable[Any]) -> Any:
     try:
         items = list(iterable)
     except TypeError:
-        raise BloomError(f"rows(...) expects an iterable of tuples, got {iterable!r}") from None
+        raise ProgramError(f"rows(...) expects an iterable of tuples, got {iterable!r}") from None
     return lift_rows(items)
 
 
@@ -561,4 +561,4 @@ def _as_rel(x: Any, what: str) -> RelExpr:
         return x
     if isinstance(x, (list, tuple, set, frozenset)):
         return lift_rows(x, what)
-    raise BloomError(f"{what}: expected a collection or rows, got {x!r}")
+    raise ProgramError(f"{what}: expected a collection or rows, got {x!r}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from typing import Any
 
 from blooml.cli._target import UsageError, describe, load_target
@@ -23,9 +24,16 @@ Check with hypothesis that a lattice's merge is associative, commutative and ide
 its bottom is an identity, that <= agrees with merge, that merge never mutates its inputs, that
 every @morph distributes over merge and every @monotone preserves the order.
 
+The checker tests the laws on generated examples; it cannot prove them. After the random
+examples, a deterministic edge pass tries bottom, equal values and incomparable pairs
+(--no-edge skips it).
+
 TARGET is package.module:Class or path/to/file.py:Class. Class is a lattice class (register its
-strategy with blooml.testing.register when its module is imported; method arguments come from
-type hints) or a LatticeLaws subclass (its lattice, elements and args are used).
+strategy with blooml.testing.register when its module is imported) or a LatticeLaws subclass
+(its lattice, elements and args are used). Method arguments come from register(..., args=...)
+or the LatticeLaws args; otherwise from the parameters' type hints and from the values under
+test (the parts of that type inside the generated lattice values). A WARN line says when a
+method's arguments came only from a bare type hint: pass them with args= then.
 
 exit status: 0 every law holds, 1 a law is violated, 2 the target or an option is unusable"""
 
@@ -53,6 +61,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--seed", type=int, default=None, help="replay the examples of a reported violation"
     )
+    parser.add_argument(
+        "--no-edge",
+        dest="edge",
+        action="store_false",
+        help="skip the deterministic edge pass (bottom, equal and incomparable values)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -70,7 +84,7 @@ def run(ns: argparse.Namespace) -> int:
     """Run the subcommand; return the exit status."""
     try:
         from blooml.lattices import Lattice
-        from blooml.testing import LatticeLaws, LawCheckError
+        from blooml.testing import LatticeLaws, LawCheckError, LawCheckWarning
         from blooml.testing._laws import Session
     except ImportError as exc:  # hypothesis missing: the test extra is not installed
         return _fail(str(exc))
@@ -81,12 +95,14 @@ def run(ns: argparse.Namespace) -> int:
     elements = args = None
     max_examples = ns.max_examples
     seed = ns.seed
+    edge = getattr(ns, "edge", True)
     if isinstance(obj, type) and issubclass(obj, LatticeLaws):
         if obj.lattice is None:
             return _fail(f"{ns.target} is a LatticeLaws class without a lattice attribute")
         cls, elements, args = obj.lattice, obj.elements, obj.args
         max_examples = max_examples or obj.max_examples
         seed = obj.seed if seed is None else seed
+        edge = edge and obj.edge
     elif isinstance(obj, type) and issubclass(obj, Lattice) and obj is not Lattice:
         cls = obj
     else:
@@ -95,19 +111,27 @@ def run(ns: argparse.Namespace) -> int:
             "LatticeLaws subclass"
         )
     try:
-        session = Session(cls, elements, args, max_examples or 200, seed)
+        session = Session(cls, elements, args, max_examples or 200, seed, edge=edge)
     except LawCheckError as exc:
         return _fail(str(exc))
     name = cls.__qualname__
     failures = 0
     try:
-        for check, violation in session.iter_results():
+        for check in session.checks:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", LawCheckWarning)
+                violation = session.run(check)
             if violation is None:
                 print(f"PASS  {name}: {check.label}", flush=True)
             else:
                 failures += 1
                 print(f"FAIL  {name}: {check.label}", flush=True)
                 print("      " + str(violation).replace("\n", "\n      "), flush=True)
+            for w in caught:
+                if issubclass(w.category, LawCheckWarning):
+                    print(f"WARN  {w.message}", flush=True)
+                else:  # not ours: let it through
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     except LawCheckError as exc:
         return _fail(str(exc))
     for method, why in session.skipped:

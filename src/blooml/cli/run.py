@@ -62,6 +62,13 @@ def register(subparsers: Any) -> None:
         default=0.0,
         help="fault injection: lose this fraction of outgoing datagrams (0..1)",
     )
+    p.add_argument(
+        "--max-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="fault injection: delay each outgoing datagram by a random 0..SECONDS (reorders)",
+    )
     p.add_argument("--log-level", default="INFO")
     p.set_defaults(func=run)
 
@@ -141,13 +148,16 @@ def run(ns: argparse.Namespace) -> int:
             n.stop()
             raise UsageError(f"--drop-rate must be in [0, 1], got {ns.drop_rate}")
         n.drop_rate = ns.drop_rate
+        if ns.max_delay < 0:
+            n.stop()
+            raise UsageError(f"--max-delay must be >= 0, got {ns.max_delay}")
+        n.max_delay = ns.max_delay
         for coll, rows in seeds.items():
-            view = getattr(p, coll, None)
             if coll not in p._rt.rels:
                 n.stop()
                 raise UsageError(f"--insert: {cls.__qualname__} has no collection {coll!r}")
             try:
-                view.insert(rows)
+                getattr(p, coll).insert(rows)
             except BloomlError as exc:
                 n.stop()
                 raise UsageError(f"--insert {coll}: {exc}") from None

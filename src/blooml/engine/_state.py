@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from blooml.engine.relation import CheckedRows
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 
-__all__ = ["LatVarState", "Pending"]
+__all__ = ["LatVarState", "Pending", "PendingInput"]
 
 
 class LatVarState:
@@ -32,7 +32,7 @@ class LatVarState:
         """Merge ``v`` into the value; return whether it grew."""
         if type(v) is not self.cls:
             wn = getattr(self.cls, "wrapper_name", "") or self.cls.__qualname__
-            raise BloomError(
+            raise ProgramError(
                 f"{where}: cannot merge {v!r} ({type(v).__qualname__}) into lattice variable "
                 f"{self.name!r} of type {wn}"
             )
@@ -99,3 +99,18 @@ class Pending:
 
     def __bool__(self) -> bool:
         return bool(self.inserts or self.deletes or self.replaces or self.lats)
+
+
+class PendingInput(dict[str, list[Any]]):
+    """What ``Program.discard_pending()`` dropped: ``{collection or lattice variable name:
+    [rows or lattice values]}`` for queued insertions (external input, ``<+`` facts, arrived
+    messages, ``<+-`` replacements) and lattice merges; queued deletions (``delete(...)``,
+    ``<-``) are in ``deletes``, ``{collection name: [rows]}``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deletes: dict[str, list[Any]] = {}
+
+    def __repr__(self) -> str:
+        base = dict.__repr__(self)
+        return f"PendingInput({base}, deletes={self.deletes!r})" if self.deletes else base

@@ -20,7 +20,7 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
-from blooml.errors import BloomError, KeyConstraintError
+from blooml.errors import KeyConstraintError, ProgramError
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
 from blooml.lattices.ordered import lmax, lmin
@@ -200,12 +200,12 @@ class Relation:
             if self.arity == 1:
                 r = (r,)
             else:
-                raise BloomError(
+                raise ProgramError(
                     f"{where}: {self.info.kind} {self.name!r} has columns {list(self.columns)}; "
                     f"got the non-tuple {r!r}"
                 )
         if len(r) != self.arity:
-            raise BloomError(
+            raise ProgramError(
                 f"{where}: {self.info.kind} {self.name!r} has {self.arity} columns "
                 f"{list(self.columns)}; got {len(r)} values {tuple(r)!r}"
             )
@@ -237,7 +237,7 @@ class Relation:
     def _bad_key(self, row: Any) -> None:
         for i in range(self.nkeys):
             if isinstance(row[i], Lattice):
-                raise BloomError(
+                raise ProgramError(
                     f"{self.info.kind} {self.name!r}: key column {self.columns[i]!r} holds the "
                     f"lattice value {row[i]!r} in {tuple(row)!r}; lattice values cannot be key "
                     "columns (declare the column among the values)"

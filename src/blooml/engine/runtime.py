@@ -19,21 +19,22 @@ undone if anything raises.
 from __future__ import annotations
 
 import gc
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._codegen import FusedMapEval, fused_map
 from blooml.engine._lat_eval import LatEval
 from blooml.engine._priority import Frontier, eligible_heads
+from blooml.engine._reads import MonotoneRead, allowed_methods, undeclared_read
 from blooml.engine._rel_eval import Eval, MapEval, ScanEval
-from blooml.engine._state import LatVarState, Pending
+from blooml.engine._state import LatVarState, Pending, PendingInput
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.engine.views import CollectionView, LatticeView
-from blooml.errors import BloomError
+from blooml.errors import KeyConstraintError, LatticeValueError, ProgramError
 from blooml.ir.graph import sources
 from blooml.ir.program import ProgramIR, Rule
+from blooml.lattices._base import Lattice
 
 __all__ = ["Runtime"]
 
@@ -44,6 +45,44 @@ def _note(exc: BaseException, text: str) -> None:
     notes = getattr(exc, "__notes__", ())
     if not any(n.startswith(_NOTE_MARK) for n in notes):
         exc.add_note(_NOTE_MARK + text)
+
+
+def _culprits(exc: BaseException, items: list[Any]) -> list[Any]:
+    """The queued rows (or lattice values) among ``items`` that ``exc`` is about: the new
+    tuple of a key conflict, the rows holding a rejected lattice value; none when the error
+    does not say."""
+    found: list[Any] = []
+    if isinstance(exc, KeyConstraintError):
+        new = exc.new
+        found = [r for r in items if isinstance(r, tuple) and tuple(r) == new]
+    elif isinstance(exc, LatticeValueError):
+        for bad in (exc.value, getattr(exc, "other", MISSING)):
+            found = [r for r in items if _holds(r, bad)]
+            if found:
+                break
+    return found[:1]
+
+
+def _holds(row: Any, bad: Any) -> bool:
+    """Whether ``row`` (a tuple or a lattice value) holds the raw value ``bad``."""
+    for cell in row if isinstance(row, tuple) else (row,):
+        if cell is bad:
+            return True
+        if isinstance(cell, Lattice):
+            v = cell._v
+            if type(v) is type(bad) and v == bad:
+                return True
+    return False
+
+
+def _show(pending: dict[str, list[Any]], limit: int = 3) -> str:
+    """A short description of queued input (at most ``limit`` items per name)."""
+    parts = []
+    for name, items in pending.items():
+        shown = ", ".join(repr(tuple(r) if isinstance(r, tuple) else r) for r in items[:limit])
+        more = f", ... ({len(items)} in all)" if len(items) > limit else ""
+        parts.append(f"{name}: [{shown}{more}]")
+    return "{" + "; ".join(parts) + "}"
 
 
 def _to_rows(rel: Relation, out: Any, where: str) -> list[Any]:
@@ -58,11 +97,13 @@ class CompiledRule:
     __slots__ = (
         "body",
         "fresh",
+        "guards",
         "head_lat",
         "head_rel",
         "is_lat_body",
         "op",
         "persistent",
+        "read_modes",
         "read_vars",
         "rule",
         "seen_removals",
@@ -84,6 +125,10 @@ class CompiledRule:
         self.body = body
         self.is_lat_body = isinstance(self.body, LatEval)
         self.read_vars = [rt.lats[v] for v in sorted(rule.reads)]
+        # name -> the function may use the value freely (a non-monotone read, stratified
+        # before this rule) or only through @morph/@monotone methods (a MonotoneRead guard)
+        self.read_modes = {v: v in rule.nonmonotone_reads for v in rule.reads}
+        self.guards: dict[str, MonotoneRead] = {}
         if self.head_rel is not None:
             # A message is an event: `<~` sends what the body derives anew (as for a table
             # head); a scratch head must hold every derivation, every tick.
@@ -105,6 +150,20 @@ class CompiledRule:
                 return True
             return any(v.incs for v in self.read_vars)
         return bool(self.read_vars) and any(v.hi > v.lo for v in self.read_vars)
+
+    def read(self, var: LatVarState) -> Any:
+        """``self.<var>`` read by one of this rule's functions (verified against the IR)."""
+        free = self.read_modes.get(var.name)
+        if free is None:
+            undeclared_read(self.where, var.name)
+        value = var.value
+        if free:
+            return value
+        g = self.guards.get(var.name)
+        if g is None or g._value is not value:
+            g = MonotoneRead(value, var.name, self.where, allowed_methods(var.cls))
+            self.guards[var.name] = g
+        return g
 
     def evaluate(self, full: bool) -> Any:
         """The body's rows (or lattice value) to apply to the head."""
@@ -197,6 +256,7 @@ class Runtime:
         #: Collections whose new rows each committed tick keeps in ``tick_rows`` (``watch``).
         self.watched: set[str] = set()
         self.tick_rows: dict[str, list[Any]] = {}
+        self.firing: CompiledRule | None = None  # the rule being evaluated, during a tick
 
     def _plain_rows(self) -> None:
         """Store as plain tuples the rows of every collection that no user function receives:
@@ -224,18 +284,39 @@ class Runtime:
         return v
 
     def read_attr(self, name: str) -> Any:
-        """``self.<name>`` inside a rule function while a tick runs."""
+        """``self.<name>`` inside a rule function while a tick runs.
+
+        A lattice variable or ``tick_count`` that the rule being evaluated does not declare
+        (``Rule.reads``, ``Rule.reads_tick``) raises :class:`~blooml.errors.ProgramError`;
+        see :mod:`blooml.engine._reads`.
+        """
         var = self.lats.get(name)
         if var is not None:
-            return var.value
+            cr = self.firing
+            return var.value if cr is None else cr.read(var)
         if name == "tick_count":
+            cr = self.firing
+            if cr is not None and not cr.rule.reads_tick:
+                undeclared_read(cr.where, name)
             return self.tick_count
         if name in self.rels:
-            raise BloomError(
-                f"self.{name} is a collection: rule functions cannot read collections (it "
-                "would hide a dependency); join with it, or use notin/include"
-            )
+            self.refuse_collection_read(name)
         return getattr(self.program, name)
+
+    def lat_value(self, name: str) -> Any:
+        """A lattice variable's value for its view (``p.best.value``): verified as
+        :meth:`read_attr` while a rule is evaluated (a helper method of the program)."""
+        var = self.lats[name]
+        cr = self.firing
+        return var.value if cr is None else cr.read(var)
+
+    def refuse_collection_read(self, name: str) -> None:
+        """Raise for a rule function reading collection ``name`` (directly or via a view)."""
+        where = f"{self.firing.where}: " if self.firing is not None else ""
+        raise ProgramError(
+            f"{where}self.{name} is a collection: rule functions cannot read collections (it "
+            "would hide a dependency); join with it, or use notin/include"
+        )
 
     # -- the tick -------------------------------------------------------------------------------
 
@@ -268,6 +349,7 @@ class Runtime:
         consumed = self.pending
         self.pending = Pending()
         self.outbox = []
+        self._failed: CompiledRule | None = None
         self.now = now
         prev_rt = self.proxy._rt
         self.proxy._rt = self
@@ -282,7 +364,7 @@ class Runtime:
             if self.durable is not None:
                 # the last step: one transaction on disk; if it fails, the tick rolls back
                 self.durable.commit(self)
-        except BaseException:
+        except BaseException as exc:
             for n, r in self.rels.items():
                 r.rollback(rel_tokens[n])
             for n, v in self.lats.items():
@@ -291,9 +373,12 @@ class Runtime:
             self.outbox = []
             for cr in self.rules:
                 cr.fresh = True  # change tracking is not rolled back: start over in full
+            if isinstance(exc, Exception) and consumed:
+                self._report_pending(exc, consumed)
             raise
         finally:
             self.proxy._rt = prev_rt
+            self.firing = None
         if self.watched:
             self.tick_rows = {n: self.rels[n].tick_new for n in self.watched}
         for r in self.rels.values():
@@ -309,6 +394,77 @@ class Runtime:
                 b.append((chan, row, wire))
             for addr, batch in batches.items():
                 self.send(addr, batch)
+
+    @staticmethod
+    def _blame(exc: BaseException, items: dict[str, list[Any]]) -> None:
+        """Record on ``exc`` the queued input it was raised on (see ``_report_pending``)."""
+        if getattr(exc, "pending_input", None) is None:
+            exc.pending_input = items  # type: ignore[attr-defined]
+
+    def _report_pending(self, exc: Exception, consumed: Pending) -> None:
+        """Name on ``exc`` (attribute ``pending_input`` and a note) the queued input the failed
+        tick could not take: the row or value being applied when that is known; otherwise,
+        when a rule raised, the input queued for the collections that rule reads (directly or
+        through other rules), or all of it when it reads none of them."""
+        items = getattr(exc, "pending_input", None)
+        if not isinstance(items, dict):
+            everything = self._as_dict(consumed)
+            upstream = self._upstream(self._failed) if self._failed is not None else None
+            if upstream is not None:
+                narrowed = {n: rows for n, rows in everything.items() if n in upstream}
+                everything = narrowed or everything
+            exact = {n: c for n, rows in everything.items() if (c := _culprits(exc, rows))}
+            items = exact or everything
+        items = {n: [self._named(n, r) for r in rows] for n, rows in items.items()}
+        exc.pending_input = items  # type: ignore[attr-defined]
+        exc.add_note(
+            f"{_NOTE_MARK}this tick could not take the queued input {_show(items)}; it is still "
+            "queued and the next tick() retries it: call discard_pending() on the program to "
+            "drop what is queued (the exception's pending_input attribute holds the rows above)"
+        )
+
+    def _named(self, name: str, item: Any) -> Any:
+        rel = self.rels.get(name)
+        if rel is not None and isinstance(item, tuple) and len(item) == rel.arity:
+            return rel.named._make(item)
+        return item
+
+    def _upstream(self, cr: CompiledRule) -> set[str]:
+        """The collections and lattice variables rule ``cr`` reads, directly or through the
+        rules deriving them."""
+        by_head: dict[str, list[Rule]] = {}
+        for r in self.ir.rules:
+            by_head.setdefault(r.head, []).append(r)
+        seen: set[str] = set()
+        todo = [cr.rule]
+        while todo:
+            rule = todo.pop()
+            names = {n for n, _ in sources(rule.body)} | set(rule.reads)
+            for n in names - seen:
+                seen.add(n)
+                todo.extend(by_head.get(n, ()))
+        return seen
+
+    @staticmethod
+    def _as_dict(pend: Pending) -> dict[str, list[Any]]:
+        """The input in ``pend`` as ``{name: [rows or lattice values]}``: rows to insert
+        (external input, ``<+`` facts, arrived messages), ``<+-`` replacements and lattice
+        values; queued deletions are not input rows and are left out."""
+        out: dict[str, list[Any]] = {}
+        for d in (pend.replaces, pend.inserts, pend.lats):
+            for name, items in d.items():
+                out.setdefault(name, []).extend(items)
+        return out
+
+    def discard_pending(self) -> PendingInput:
+        """Drop everything queued for the next tick; return it (see ``Program``)."""
+        pend, self.pending = self.pending, Pending()
+        out = PendingInput()
+        for name, items in self._as_dict(pend).items():
+            out[name] = [self._named(name, r) for r in items]
+        for name, rows in pend.deletes.items():
+            out.deletes[name] = [self._named(name, r) for r in rows]
+        return out
 
     def _apply_inputs(self, pend: Pending, now: float) -> None:
         try:
@@ -328,17 +484,29 @@ class Runtime:
             for row in rows:
                 rel.remove_key(row)
             for row in rows:
-                rel.add(row, now)
+                try:
+                    rel.add(row, now)
+                except Exception as exc:
+                    self._blame(exc, {name: [row]})
+                    raise
         for name, rows in pend.deletes.items():
             rel = self.rels[name]
             for row in rows:
                 rel.remove(row)
         for name, rows in pend.inserts.items():
-            self.rels[name].add_many(rows, now, f"input to {name}")
+            try:
+                self.rels[name].add_many(rows, now, f"input to {name}")
+            except Exception as exc:
+                self._blame(exc, {name: _culprits(exc, rows) or list(rows)})
+                raise
         for name, values in pend.lats.items():
             var = self.lats[name]
             for v in values:
-                var.merge_in(v, f"input to {name}")
+                try:
+                    var.merge_in(v, f"input to {name}")
+                except Exception as exc:
+                    self._blame(exc, {name: [v]})
+                    raise
         for name, state in self.periodic.items():
             if now >= state[0]:
                 rel = self.rels[name]
@@ -397,6 +565,7 @@ class Runtime:
             self._fire(cr, True)
 
     def _fire(self, cr: CompiledRule, first: bool) -> None:
+        self.firing = cr
         full = cr.full_mode(first)
         try:
             out = cr.evaluate(full)
@@ -406,6 +575,7 @@ class Runtime:
                 self._defer(cr, out)
         except BaseException as exc:
             _note(exc, f"in {cr.where}")
+            self._failed = cr
             raise
         cr.fresh = False
         if cr.head_rel is not None:
@@ -497,7 +667,7 @@ class Runtime:
         if self.network is not None:
             return self.network.check(self, addr, chan, row, where)
         if addr != self.addr:
-            raise BloomError(
+            raise ProgramError(
                 f"channel {chan!r}: message {tuple(row)!r} is addressed to {addr!r}, but this "
                 f"program ({self.addr!r}) has no network; only its own address is delivered "
                 "(loopback). Pass network=LocalNetwork() to connect programs, or bind a "
@@ -519,23 +689,27 @@ class Runtime:
                 self.receive(chan, row)
 
     def receive(self, chan: str, row: tuple[Any, ...]) -> None:
-        """A message arrived on channel ``chan``: visible at this program's next tick."""
-        self.receive_batch(None, [(chan, [row])])
+        """A message arrived on channel ``chan`` (in-process): visible at this program's next
+        tick. A key conflict with another queued message fails that tick, as any conflict."""
+        self.receive_batch(None, [(chan, [row])], refuse_conflicts=False)
 
-    def receive_batch(self, sender: Any, batches: Any) -> int:
+    def receive_batch(self, sender: Any, batches: Any, refuse_conflicts: bool = True) -> int:
         """Messages arrived (from ``sender``, if known): visible at this program's next tick.
 
-        ``batches`` holds ``(channel, rows)`` pairs. All or nothing: raises ``BloomError``
+        ``batches`` holds ``(channel, rows)`` pairs. All or nothing: raises ``ProgramError``
         with nothing queued if a channel is not a channel of this program or a row does not
-        fit it (wrong arity, a lattice in a key column). Returns the number of rows queued.
-        The one place messages enter a program (tracing hooks here).
+        fit it (wrong arity, a lattice in a key column, an unhashable value) or, with
+        ``refuse_conflicts`` (network arrivals), if a row's key conflicts with a message
+        already queued for the same tick (which would fail that tick for every message).
+        Returns the number of rows queued. The one place messages enter a program (tracing
+        hooks here).
         """
         checked = []
         staged: dict[str, dict[Any, Any]] = {}
         for chan, rows in batches:
             rel = self.rels.get(chan)
             if rel is None or rel.info.kind != "channel":
-                raise BloomError(
+                raise ProgramError(
                     f"message on {chan!r} from {sender!r}: this program has no channel of that name"
                 )
             where = f"message on {chan}"
@@ -544,8 +718,10 @@ class Runtime:
                 for r in out:
                     hash(r)
             except TypeError:
-                raise BloomError(f"{where} from {sender!r}: an unhashable value in {r!r}") from None
-            if rel.keyfn is not None:
+                raise ProgramError(
+                    f"{where} from {sender!r}: an unhashable value in {r!r}"
+                ) from None
+            if refuse_conflicts and rel.keyfn is not None:
                 # a key conflict with a message already queued for this tick would fail the
                 # whole tick: refuse this message instead (nothing queued)
                 keyfn = rel.keyfn
@@ -560,7 +736,7 @@ class Runtime:
                         try:
                             mine[k] = rel._merge(k, old, r)
                         except Exception as exc:
-                            raise BloomError(f"{where} from {sender!r}: {exc}") from None
+                            raise ProgramError(f"{where} from {sender!r}: {exc}") from None
             checked.append((chan, out))
         n = 0
         for chan, rows in checked:
@@ -570,49 +746,11 @@ class Runtime:
             self.pending.chan_keys.setdefault(chan, {}).update(keyed)
         return n
 
-    #: Opens the durable store of a program (set when ``blooml.net`` is imported).
-    durable_factory: Callable[..., Any] | None = None
-
-    def open_durable(self, data_dir: Any) -> None:
-        """Keep this program's durable tables and lattice variables in ``data_dir`` and restore
-        what a previous run committed there (``blooml.net.durable``). Without durable state,
-        ``data_dir`` is only recorded."""
-        self.data_dir = data_dir
-        wants = any(c.durable for c in self.ir.collections.values()) or any(
-            v.durable for v in self.ir.lattices.values()
-        )
-        if not wants:
-            return
-        factory = Runtime.durable_factory
-        if factory is None:
-            # The network layer (which holds the codec) sits above the engine.
-            importlib.import_module("blooml.net")
-            factory = Runtime.durable_factory
-        assert factory is not None
-        self.durable = factory(self, data_dir)
-
-    #: Builds the ``blooml.net`` node of a program (set when ``blooml.net`` is imported).
-    node_factory: Callable[..., Any] | None = None
-
-    def attach_node(self, **options: Any) -> Any:
-        """Make this program a network node (``blooml.net.Node``): bind its ``host:port``
-        address, or, without one, run it with loopback channels only. Returns the node."""
-        if self.node is not None:
-            return self.node
-        factory = Runtime.node_factory
-        if factory is None:
-            # The network layer sits above the engine; it registers its factory on import.
-            importlib.import_module("blooml.net")
-            factory = Runtime.node_factory
-        assert factory is not None
-        self.node = factory(self.program, **options)
-        return self.node
-
     def set_clock(self, clock: Callable[[], float]) -> None:
         """Run on ``clock`` from now on (a simulation's virtual clock): the current time and
         every ``periodic`` deadline are taken afresh from it. Only before the first tick."""
         if self.tick_count:
-            raise BloomError(
+            raise ProgramError(
                 f"{self.addr!r}: the clock can be changed only before the first tick "
                 f"(this program has run {self.tick_count})"
             )

@@ -95,7 +95,13 @@ class Rule:
         body: the right-hand side (a :class:`~blooml.ir.nodes.Rel` or
             :class:`~blooml.ir.nodes.Lat` node).
         block: the ``@bloom`` method it was written in; ``file``/``line``: where.
-        reads: lattice variables read inside the rule's functions (re-evaluated on growth).
+        reads: lattice variables read inside the rule's functions (re-evaluated on growth):
+            found by reading the functions' bytecode, plus those declared with
+            :func:`blooml.reads`. The engine verifies at run time that a function reads no
+            other (see ``docs/bloom.md``).
+        nonmonotone_reads: the subset of ``reads`` used non-monotonically (``reveal()``, any
+            method not marked ``@morph``/``@monotone``, the bare value): a non-monotone edge,
+            so the variable is final (an earlier stratum) before the rule runs.
         reads_tick: whether a function reads ``self.tick_count``.
     """
 
@@ -108,6 +114,7 @@ class Rule:
     line: int
     reads: frozenset[str] = frozenset()
     reads_tick: bool = False
+    nonmonotone_reads: frozenset[str] = frozenset()
 
     @property
     def temporal(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from numbers import Number
+from numbers import Number, Real
 from typing import Any, TypeVar
 
 from blooml.errors import LatticeValueError
@@ -81,6 +81,11 @@ def _check_ordered(cls_name: str, value: Any) -> None:
         ) from None
 
 
+def _is_real(v: Any) -> bool:
+    """Whether ``v`` is a real number (the domain that wins when numbers meet other values)."""
+    return isinstance(v, Real) and not isinstance(v, bool)
+
+
 def _check_number(cls_name: str, op: str, n: Any) -> None:
     if isinstance(n, bool) or not isinstance(n, Number) or (isinstance(n, float) and math.isnan(n)):
         raise TypeError(f"{cls_name} {op} expects a number, got {n!r}")
@@ -113,9 +118,20 @@ class _Ordered(Lattice):
         return type(self)._make(r)
 
     def _cmp_error(self, other: Any) -> LatticeValueError:
-        return LatticeValueError(
-            type(self).wrapper_name, other._v, f"cannot be compared with {self._v!r}"
+        """The error for two values that cannot be compared, blaming the one outside the
+        domain: a non-number next to a number (whichever side it is on), else the incoming
+        ``other`` (docs/bloom.md, "Mixed values in lmax and lmin")."""
+        bad, good = other._v, self._v
+        if _is_real(bad) and not _is_real(good):
+            bad, good = good, bad
+        err = LatticeValueError(
+            type(self).wrapper_name,
+            bad,
+            f"cannot be compared with {good!r}: the values of one {type(self).wrapper_name} "
+            f"must be mutually comparable ({type(bad).__name__} vs {type(good).__name__})",
         )
+        err.other = good  # type: ignore[attr-defined]
+        return err
 
     def __repr__(self) -> str:
         name = type(self).__qualname__

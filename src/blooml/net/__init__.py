@@ -4,7 +4,6 @@ See ``docs/net.md``. Layering: this package sits above the engine and the DSL (i
 programs as nodes); neither imports it.
 """
 
-from blooml.engine.runtime import Runtime as _Runtime
 from blooml.net.codec import (
     FORMAT_VERSION,
     Envelope,
@@ -21,9 +20,6 @@ from blooml.net.local import LocalNetwork
 from blooml.net.node import Node
 from blooml.net.process import NodeProcess
 from blooml.net.sim import Link, Message, Simulation
-
-_Runtime.node_factory = Node
-_Runtime.durable_factory = DurableStore
 
 __all__ = [
     "FORMAT_VERSION",
@@ -51,14 +47,14 @@ def node(program: object) -> Node:
     ``sync_do``, ``async_do``, ``on_tick``, ``watch``, ``on_error`` and ``stats`` are the
     program's own methods of those names, reachable here when the program's state shadows
     one of them (a collection named ``start``)."""
-    from blooml.errors import BloomError
+    from blooml.errors import ProgramError
 
     rt = getattr(program, "_rt", None)
     if rt is None:
-        raise BloomError(f"node(): {program!r} is not an initialised Program")
+        raise ProgramError(f"node(): {program!r} is not an initialised Program")
     if rt.node is None:
         if rt.network is not None:
-            raise BloomError(f"node(): {program!r} is on {rt.network!r}, which ticks it")
-        rt.attach_node()
+            raise ProgramError(f"node(): {program!r} is on {rt.network!r}, which ticks it")
+        Node(program)
     result: Node = rt.node
     return result

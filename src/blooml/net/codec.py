@@ -120,7 +120,7 @@ def _opt(cls: type[Lattice]) -> Callable[[Any], Any]:
     return lambda s: cls() if s is None else cls(s)
 
 
-def _pair_from(cls: type[Lattice]) -> Callable[[Any], Any]:
+def _pair_from(cls: Any) -> Callable[[Any], Any]:
     def build(s: Any) -> Any:
         if s is None:
             return cls()
@@ -464,16 +464,16 @@ class _Decoder:
             if code == _EXT_NAMED:
                 if not (isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], str)):
                     raise CodecError("malformed", "bad named lattice", state)
-                kind = _BY_NAME.get(state[0])
-                if kind is None:
+                named = _BY_NAME.get(state[0])
+                if named is None:
                     raise CodecError(
                         "unknown_lattice", f"lattice {state[0]!r} is not registered", state[0]
                     )
-                return _build(kind, state[1])
-            kind = _BY_CODE.get(code)
-            if kind is None:
+                return _build(named, state[1])
+            coded = _BY_CODE.get(code)
+            if coded is None:
                 raise CodecError("unknown_ext", f"unknown extension type {code}", code)
-            return _build(kind, state)
+            return _build(coded, state)
         finally:
             self.depth -= 1
 

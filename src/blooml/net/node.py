@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._state import Pending
-from blooml.errors import BloomError, BloomlError, CodecError
+from blooml.errors import BloomlError, CodecError, ProgramError
 from blooml.net.codec import (
     MAX_DATAGRAM,
     ReplayGuard,
@@ -50,14 +50,14 @@ _FRAME = struct.Struct(">I")
 
 
 def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
-    """Split ``"host:port"`` (or ``"[v6]:port"``); raise ``BloomError`` if it is not one."""
+    """Split ``"host:port"`` (or ``"[v6]:port"``); raise ``ProgramError`` if it is not one."""
     if isinstance(addr, str):
         host, sep, port = addr.rpartition(":")
         if sep and host and port.isdigit() and int(port) < 65536:
             if host.startswith("[") and host.endswith("]"):
                 host = host[1:-1]
             return host, int(port)
-    raise BloomError(
+    raise ProgramError(
         f"{where + ': ' if where else ''}the address {addr!r} is not host:port "
         "(a program bound to a socket sends to host:port addresses)"
     )
@@ -215,6 +215,9 @@ class Node:
         #: (or TCP frame) is silently lost (``blooml run --drop-rate``). Counted in
         #: ``stats()["injected_drops"]``.
         self.drop_rate = 0.0
+        #: Fault injection: each outgoing UDP datagram waits a random 0..max_delay seconds
+        #: (so datagrams are reordered) (``blooml run --max-delay``).
+        self.max_delay = 0.0
         self._rng = random.Random()
         self._stats: dict[str, Any] = {
             "ticks": 0,
@@ -237,13 +240,14 @@ class Node:
         self.sock: socket.socket | None = None
         if transport is not None:
             if transport not in ("udp", "tcp"):
-                raise BloomError(f"transport must be 'udp' or 'tcp', got {transport!r}")
+                raise ProgramError(f"transport must be 'udp' or 'tcp', got {transport!r}")
             host, port = parse_addr(rt.addr, "addr")
             self.sock = self._bind(host, port)
             bound_port = self.sock.getsockname()[1]
             shown = f"[{host}]" if ":" in host else host
             rt.addr = f"{shown}:{bound_port}"
         rt.network = self if transport is not None else None
+        rt.node = self
 
     def _bind(self, host: str, port: int) -> socket.socket:
         infos = socket.getaddrinfo(
@@ -264,7 +268,7 @@ class Node:
             sock.setblocking(False)
         except OSError as exc:
             sock.close()
-            raise BloomError(f"cannot bind {host}:{port} ({self.transport}): {exc}") from exc
+            raise ProgramError(f"cannot bind {host}:{port} ({self.transport}): {exc}") from exc
         return sock
 
     # -- the transport seam (called by the runtime) -----------------------------------------
@@ -320,19 +324,19 @@ class Node:
         if self.drop_rate and self._rng.random() < self.drop_rate:
             self._stats["injected_drops"] += 1  # fault injection: lost on the way
             return
+        delayed = self.max_delay and self.transport == "udp" and self._loop is not None
+        if delayed and self.on_own_thread():  # fault injection: delayed (and so reordered)
+            assert self._loop is not None
+            self._loop.call_later(self._rng.uniform(0.0, self.max_delay), self._sendto, addr, data)
+            return
         if self.transport == "udp":
-            dest = self._resolve(addr)
-            try:
-                if self._udp is not None and self.on_own_thread():
-                    self._udp.sendto(data, dest)
-                else:
-                    assert self.sock is not None
-                    self.sock.sendto(data, dest)
-            except OSError:
-                self._count("send_errors")
+            self._sendto(addr, data)
             return
         frame = _FRAME.pack(len(data)) + data
         if not self.running or not self.on_own_thread():
+            if len(self._pre_start) >= self.inbox_limit:  # bounded until the node starts
+                self._count("send_dropped")
+                return
             self._pre_start.append((addr, frame))
             return
         peer = self._peers.get(addr)
@@ -340,12 +344,24 @@ class Node:
             peer = self._peers[addr] = _Peer(self, addr, self.inbox_limit)
         peer.push(frame)
 
+    def _sendto(self, addr: str, data: bytes) -> None:
+        dest = self._resolve(addr)
+        try:
+            if self._udp is not None and self.on_own_thread():
+                self._udp.sendto(data, dest)
+            else:
+                assert self.sock is not None
+                self.sock.sendto(data, dest)
+        except OSError:
+            self._count("send_errors")
+
     def _resolve(self, addr: str) -> tuple[str, int]:
         dest = self._resolved.get(addr)
         if dest is None:
             host, port = parse_addr(addr)
             info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
-            dest = self._resolved[addr] = info[0][4][:2]
+            sockaddr = info[0][4]
+            dest = self._resolved[addr] = (str(sockaddr[0]), int(sockaddr[1]))
         return dest
 
     # -- receiving ----------------------------------------------------------------------------
@@ -442,9 +458,9 @@ class Node:
     def start(self) -> None:
         """Start the node's thread and loop (see ``Program.start``)."""
         if self.running:
-            raise BloomError(f"{self.rt.addr}: the node is running already")
+            raise ProgramError(f"{self.rt.addr}: the node is running already")
         if self._closing:
-            raise BloomError(f"{self.rt.addr}: the node was stopped; make a new program")
+            raise ProgramError(f"{self.rt.addr}: the node was stopped; make a new program")
         ready = threading.Event()
         failure: list[BaseException] = []
         self._thread = threading.Thread(
@@ -510,9 +526,9 @@ class Node:
             w.close()  # peers see EOF now, and reconnect to whoever binds this address next
         if self._udp is not None:
             self._udp.close()
-        rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for t in rest:
-            t.cancel()
+        rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
         await asyncio.gather(*rest, return_exceptions=True)
 
     def _work_ready(self) -> bool:
@@ -548,10 +564,10 @@ class Node:
         timer = due is not None and due <= rt.clock() and rt.clock() >= self._fail_backoff_until
         if rt.has_pending() or timer:
             self._tick(t0)
-        for fut, value, exc in results:
+        for fut, value, err in results:
             if fut is not None:
-                if exc is not None:
-                    fut.set_exception(exc)
+                if err is not None:
+                    fut.set_exception(err)
                 else:
                     fut.set_result(value)
 
@@ -638,7 +654,7 @@ class Node:
                 self.sock.close()
             return
         if self.on_own_thread():
-            raise BloomError("stop() from the node's own thread (a callback) would deadlock")
+            raise ProgramError("stop() from the node's own thread (a callback) would deadlock")
         loop = self._loop
 
         def close() -> None:
@@ -650,7 +666,7 @@ class Node:
         assert self._thread is not None
         self._thread.join(timeout)
         if self._thread.is_alive():
-            raise BloomError(f"{self.rt.addr}: the node did not stop within {timeout} s")
+            raise ProgramError(f"{self.rt.addr}: the node did not stop within {timeout} s")
 
     def run(self) -> None:
         """Start, then wait for SIGINT/SIGTERM in the foreground, then stop."""
@@ -702,7 +718,7 @@ class Node:
     def watch(self, name: str, fn: Callable[[list[Any]], Any]) -> None:
         """Call ``fn(rows)`` with the tuples collection ``name`` gains in each tick."""
         if name not in self.rt.rels and name not in self.rt.lats:
-            raise BloomError(
+            raise ProgramError(
                 f"watch({name!r}): no collection or lattice variable of that name (have: "
                 f"{sorted([*self.rt.rels, *self.rt.lats])})"
             )

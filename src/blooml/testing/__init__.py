@@ -27,7 +27,7 @@ except ImportError as _exc:  # pragma: no cover - the test extra is installed in
 
 from blooml.testing import _collection_strategies as _collection_strategies
 from blooml.testing import _crdt_strategies as _crdt_strategies  # registers the CRDTs
-from blooml.testing._errors import LawCheckError, LawViolation
+from blooml.testing._errors import LawCheckError, LawCheckWarning, LawViolation
 from blooml.testing._laws import LawReport, check_laws
 from blooml.testing._pytest import LatticeLaws
 from blooml.testing._strategies import elements, register
@@ -36,6 +36,7 @@ __all__ = [
     "ConfluenceReport",
     "LatticeLaws",
     "LawCheckError",
+    "LawCheckWarning",
     "LawReport",
     "LawViolation",
     "check_confluence",
@@ -45,7 +46,16 @@ __all__ = [
 ]
 
 # Public names show (and pickle) as blooml.testing.X, not as their private home module.
-for _obj in (LatticeLaws, LawCheckError, LawReport, LawViolation, check_laws, elements, register):
+for _obj in (
+    LatticeLaws,
+    LawCheckError,
+    LawCheckWarning,
+    LawReport,
+    LawViolation,
+    check_laws,
+    elements,
+    register,
+):
     _obj.__module__ = __name__
 del _obj
 

@@ -26,11 +26,16 @@ from __future__ import annotations
 import collections.abc
 import contextlib
 import inspect
+import itertools
+import random
+import types
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from hypothesis import HealthCheck, Phase, find
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException
 from hypothesis.strategies import SearchStrategy
@@ -49,12 +54,23 @@ _SKIP_NAMES = frozenset({"merge"})  # merge's own laws are checked directly
 
 @dataclass(frozen=True)
 class MethodPlan:
-    """One method to check: its name, kind, signature text and argument strategy (or skip)."""
+    """One method to check: its name, kind, signature text and argument strategy (or skip).
+
+    ``calls_for(a, b)`` is the argument strategy for one example whose lattice values are
+    ``a`` and ``b``: parameters derived from a plain type hint also draw from the parts of
+    ``a`` and ``b`` of that type (``hinted`` names them, with their hints); ``edge_calls(a, b)``
+    lists a few deterministic calls for the edge pass; ``stats`` counts examples whose hinted
+    arguments could draw from the values (``"values"``) or only from the hint (``"hint"``).
+    """
 
     name: str
     kind: Kind
     signature: str
     calls: SearchStrategy[Call] | None  # None: skipped on purpose (args[name] is None)
+    calls_for: Callable[[Any, Any], SearchStrategy[Call]] | None = None
+    edge_calls: Callable[[Any, Any, list[Any]], list[Call]] | None = None
+    hinted: tuple[tuple[str, str], ...] = ()
+    stats: dict[str, int] = field(default_factory=lambda: {"values": 0, "hint": 0})
 
 
 def checked_methods(cls: type[Lattice]) -> list[tuple[str, Kind]]:
@@ -155,7 +171,16 @@ def _plan_one(
             calls = entry.map(_one_arg)
         else:
             calls = entry.map(_positional(cls, signature))
-        return MethodPlan(name, kind, signature, calls)
+        whole = calls
+
+        def fixed_calls(a: Any, b: Any) -> SearchStrategy[Call]:
+            return whole
+
+        def edge_whole(a: Any, b: Any, samples: list[Any]) -> list[Call]:
+            first = _simplest(whole)
+            return [] if first is _MISSING else [first]
+
+        return MethodPlan(name, kind, signature, calls, fixed_calls, edge_whole)
     if entry is not _MISSING and not isinstance(entry, Mapping):
         raise _Unresolved(
             [
@@ -177,21 +202,183 @@ def _plan_one(
             )
     hints = _hints(cls, fn)
     drawn: dict[str, SearchStrategy[Any]] = {}
+    hinted: dict[str, Any] = {}  # parameter -> plain type hint its strategy was derived from
+    selfish: set[str] = set()  # parameters drawing values of the lattice itself
     for p in params:
         if p.name in given:
             drawn[p.name] = given[p.name]
             continue
         if p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
-        strat, why = _derive(cls, p, hints.get(p.name, p.annotation), lattice_elements)
+        hint = hints.get(p.name, p.annotation)
+        strat, why = _derive(cls, p, hint, lattice_elements)
         if strat is None:
             problems.append(f"method {short_sig}: parameter {p.name!r} {why}")
         else:
             drawn[p.name] = strat
+            if strat is lattice_elements:
+                selfish.add(p.name)
+            elif not (isinstance(hint, type) and issubclass(hint, Lattice)):
+                hinted[p.name] = hint
     if problems:
         raise _Unresolved(problems)
-    calls = st.fixed_dictionaries(drawn).map(_assemble(params))
-    return MethodPlan(name, kind, signature, calls)
+    assemble = _assemble(params)
+    calls = st.fixed_dictionaries(drawn).map(assemble)
+    stats = {"values": 0, "hint": 0}
+
+    def calls_for(a: Any, b: Any) -> SearchStrategy[Call]:
+        if not hinted:
+            return calls
+        parts = value_parts(a) + value_parts(b)
+        strategies = dict(drawn)
+        used = False
+        for pname, hint in hinted.items():
+            pool = _pool(parts, hint)
+            if pool:
+                # mostly the values' own parts (first: hypothesis shrinks towards the first branch)
+                from_values = st.sampled_from(pool)
+                strategies[pname] = st.one_of(from_values, from_values, from_values, drawn[pname])
+                used = True
+        stats["values" if used else "hint"] += 1
+        return st.fixed_dictionaries(strategies).map(assemble) if used else calls
+
+    simplest: dict[str, Any] = {}
+
+    def edge_calls(a: Any, b: Any, samples: list[Any]) -> list[Call]:
+        parts = value_parts(a) + value_parts(b)
+        options: list[list[Any]] = []
+        for pname, strat in drawn.items():
+            if pname in selfish:
+                cands = [a, b, *samples[:2]]
+            else:
+                if pname not in simplest:
+                    simplest[pname] = _simplest(strat)
+                first = simplest[pname]
+                cands = [] if first is _MISSING else [first]
+                if pname in hinted:
+                    cands = _pool(parts, hinted[pname])[:_EDGE_CALLS] + cands
+            if not cands:
+                return []
+            options.append(_dedupe(cands))
+        names = list(drawn)
+        return [
+            assemble(dict(zip(names, combo, strict=True)))
+            for combo in itertools.islice(itertools.product(*options), _EDGE_CALLS)
+        ]
+
+    shown = tuple((pname, _hint_name(h)) for pname, h in hinted.items())
+    return MethodPlan(name, kind, signature, calls, calls_for, edge_calls, shown, stats)
+
+
+_EDGE_CALLS = 12  # argument combinations per pair of values in the edge pass
+_POOL_LIMIT = 40
+
+
+def _simplest(strategy: SearchStrategy[Any]) -> Any:
+    """The simplest value ``strategy`` draws (deterministic), or ``_MISSING``."""
+    try:
+        return find(
+            strategy,
+            lambda _: True,
+            settings=hsettings(
+                database=None,
+                max_examples=20,
+                deadline=None,
+                derandomize=False,
+                phases=(Phase.generate,),
+                suppress_health_check=list(HealthCheck),
+            ),
+            random=random.Random(0),
+        )
+    except Exception:
+        return _MISSING
+
+
+def _dedupe(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    seen: set[Any] = set()
+    for v in values:
+        try:
+            key: Any = (type(v), v)
+            if key in seen:
+                continue
+            seen.add(key)
+        except TypeError:  # unhashable: keep it
+            pass
+        out.append(v)
+    return out
+
+
+def value_parts(x: Any, limit: int = 64) -> list[Any]:
+    """The plain values inside lattice value ``x``: what its ``reveal()`` (and its instance
+    attributes) hold, taken apart through tuples, lists, sets and dicts (keys and values) and
+    nested lattice values; tuples are kept whole as well. At most ``limit`` values."""
+    out: list[Any] = []
+    stack: list[tuple[Any, int]] = [(x, 0)]
+    while stack and len(out) < limit:
+        v, depth = stack.pop()
+        if depth > 6:
+            continue
+        if isinstance(v, Lattice):
+            try:
+                inner = v.reveal()
+            except Exception:
+                inner = None
+            extra = list(getattr(v, "__dict__", {}).values())
+            stack.extend((w, depth + 1) for w in reversed([inner, *extra]))
+            continue
+        if v is None:
+            continue
+        if isinstance(v, Mapping):
+            for k, w in list(v.items())[:limit]:
+                stack.append((w, depth + 1))
+                stack.append((k, depth + 1))
+            continue
+        if isinstance(v, tuple):
+            out.append(v)
+            stack.extend((w, depth + 1) for w in reversed(v))
+            continue
+        if isinstance(v, (list, set, frozenset)):
+            stack.extend((w, depth + 1) for w in list(v)[:limit])
+            continue
+        out.append(v)
+    return out
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _pool(parts: list[Any], hint: Any) -> list[Any]:
+    """The candidate arguments of type ``hint`` taken from ``parts``: the parts of that type
+    and, for numbers, the midpoints of two parts and their neighbours (``v - 1``, ``v + 1``),
+    where a claim about ranges is decided."""
+    if hint is int or hint is float:
+        nums = [v for v in parts if _is_int(v) or (hint is float and isinstance(v, float))]
+        nums = [v for v in nums if v == v]  # no NaN
+        if not nums:
+            return []
+        cands = list(nums)
+        for v, w in itertools.combinations(sorted(set(nums))[:12], 2):
+            cands.append((v + w) // 2 if hint is int else (v + w) / 2)
+        cands += [v + d for v in nums for d in (-1, 1)]
+        if hint is float:
+            cands = [float(v) for v in cands]
+        return _dedupe(cands)[:_POOL_LIMIT]
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        out: list[Any] = []
+        for arg in typing.get_args(hint):
+            out += _pool(parts, arg)
+        return _dedupe(out)[:_POOL_LIMIT]
+    if origin is not None or not isinstance(hint, type) or hint in (object, type(None)):
+        return []  # a parametrised hint (tuple[int, int]): parts of other shapes would not fit
+    target = hint
+    if target is bool:
+        return [v for v in parts if isinstance(v, bool)][:_POOL_LIMIT]
+    return _dedupe([v for v in parts if isinstance(v, target) and not isinstance(v, bool)])[
+        :_POOL_LIMIT
+    ]
 
 
 _MISSING: Any = object()

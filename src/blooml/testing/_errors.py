@@ -7,7 +7,7 @@ from typing import Any
 
 from blooml.errors import BloomlError
 
-__all__ = ["LawCheckError", "LawViolation"]
+__all__ = ["LawCheckError", "LawCheckWarning", "LawViolation"]
 
 _REPR_LIMIT = 400
 
@@ -120,3 +120,9 @@ class LawCheckError(BloomlError, TypeError):
         if hint:
             msg += ("\n" if len(self.problems) > 1 else ". ") + hint
         super().__init__(msg)
+
+
+class LawCheckWarning(UserWarning):
+    """The law checker ran, but a check was weaker than it looks: a method's arguments came
+    only from a bare type hint (no generated value held a value of that type), so they may
+    rarely land where the method's claim could fail. Pass ``args=`` for that method."""

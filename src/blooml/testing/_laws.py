@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import random
+import warnings
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from random import Random
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, find, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Flaky, HypothesisException
 from hypothesis.strategies import SearchStrategy
 
 from blooml.lattices import Lattice
 from blooml.testing._args import MethodPlan, plan_methods
-from blooml.testing._errors import LawCheckError, LawViolation, short_repr
+from blooml.testing._errors import LawCheckError, LawCheckWarning, LawViolation, short_repr
 from blooml.testing._strategies import checked, default_args
 from blooml.testing._strategies import elements as elements_of
 
@@ -83,6 +86,10 @@ class Check:
     inputs: Mapping[str, SearchStrategy[Any]]
     body: Callable[[dict[str, Any]], None]
     show: Callable[[dict[str, Any]], dict[str, Any]] = field(default=lambda ex: dict(ex))
+    #: draws the whole example when the inputs depend on each other (method arguments drawn
+    #: from the lattice values); ``None``: the inputs are drawn independently
+    strategy: SearchStrategy[dict[str, Any]] | None = None
+    plan: MethodPlan | None = None
 
     @property
     def label(self) -> str:
@@ -465,6 +472,26 @@ def _method_check(cls: type[Lattice], plan: MethodPlan, elems: SearchStrategy[An
         ]
         return snaps
 
+    edge_calls = plan.edge_calls
+
+    def each_call(body: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+        """Run ``body`` on the drawn call, then on the calls whose arguments come from the
+        example's own values (``edge_calls``); a failing call becomes the example's."""
+
+        def run(ex: dict[str, Any]) -> None:
+            body(ex)
+            if edge_calls is None:
+                return
+            drawn = ex["call"]
+            for call in edge_calls(ex["a"], ex["b"], []):
+                if call == drawn:
+                    continue
+                ex["call"] = call
+                body(ex)
+            ex["call"] = drawn
+
+        return run
+
     def morphism(ex: dict[str, Any]) -> None:
         a, b, call = ex["a"], ex["b"], ex["call"]
         snaps = snapshots(ex)
@@ -498,8 +525,75 @@ def _method_check(cls: type[Lattice], plan: MethodPlan, elems: SearchStrategy[An
         shown = [short_repr(p) for p in pos] + [f"{k}={short_repr(v)}" for k, v in kw.items()]
         return {"a": ex["a"], "b": ex["b"], "f": _Text(f"x.{name}({', '.join(shown)})")}
 
-    law, body = ("morphism", morphism) if plan.kind == "morph" else ("monotone", monotone)
-    return Check(law, name, {"a": elems, "b": elems, "call": plan.calls}, body, show)
+    calls_for = plan.calls_for
+
+    @st.composite
+    def inputs(draw: Any) -> dict[str, Any]:
+        a, b = draw(elems), draw(elems)
+        call = draw(plan.calls if calls_for is None else calls_for(a, b))
+        return {"a": a, "b": b, "call": call}
+
+    law, claim = ("morphism", morphism) if plan.kind == "morph" else ("monotone", monotone)
+    body = each_call(claim)
+    return Check(
+        law, name, {"a": elems, "b": elems, "call": plan.calls}, body, show, inputs(), plan
+    )
+
+
+# -- the edge pass -------------------------------------------------------------------------
+
+_EDGE_SAMPLES = 6
+
+
+def _edge_samples(cls: type[Lattice], elems: SearchStrategy[Any]) -> list[Any]:
+    """A few values found deterministically: ⊥, a pair ``a < b`` and an incomparable pair
+    with its merge (when the lattice has them)."""
+    out: list[Any] = [cls()]
+    find_settings = settings(
+        database=None,
+        max_examples=300,
+        deadline=None,
+        derandomize=False,
+        phases=(Phase.generate,),  # no shrinking: it can take seconds, and needs no minimum
+        suppress_health_check=list(HealthCheck),
+    )
+
+    def incomparable(a: Any, b: Any) -> bool:
+        return not (a <= b) and not (b <= a)
+
+    for cond in (lambda a, b: a < b, incomparable):
+
+        def holds(ab: tuple[Any, Any], cond: Callable[[Any, Any], bool] = cond) -> bool:
+            try:
+                return bool(cond(*ab))
+            except Exception:
+                return False
+
+        try:
+            a, b = find(st.tuples(elems, elems), holds, settings=find_settings, random=Random(0))
+        except Exception:  # none exists (a total order has no incomparable pair), or a bug the
+            continue  # random examples will report
+        out += [a, b]
+        if cond is incomparable:
+            with contextlib.suppress(Exception):
+                out.append(a.merge(b))
+    unique: list[Any] = []
+    for v in out:
+        with contextlib.suppress(Exception):
+            if any(type(v) is type(u) and v == u for u in unique):
+                continue
+        unique.append(v)
+    return unique[:_EDGE_SAMPLES]
+
+
+def _twin(x: Any) -> Any:
+    """A value equal to ``x`` but not the same object (``x`` itself when it cannot be copied)."""
+    try:
+        rebuild, args = x.__reduce__()[:2]  # a fresh object with the same state (no pickling)
+        y = rebuild(*args)
+        return y if type(y) is type(x) and y == x else x
+    except Exception:
+        return x
 
 
 # -- running -------------------------------------------------------------------------------
@@ -533,6 +627,7 @@ class Session:
         max_examples: int | None,
         seed_value: int | None,
         only_method: str | None = None,
+        edge: bool = True,
     ) -> None:
         if not (isinstance(cls, type) and issubclass(cls, Lattice)) or cls is Lattice:
             raise LawCheckError(
@@ -561,7 +656,12 @@ class Session:
                 hint=f"e.g. elements=blooml.testing.elements({cls.__qualname__}) or "
                 f"st.integers().map({cls.__qualname__})",
             )
+        if not isinstance(edge, bool):
+            raise LawCheckError(cls, f"edge must be True or False, got {short_repr(edge)}")
         self.cls = cls
+        self.edge = edge
+        self.elems = elems
+        self._edge_samples: list[Any] | None = None
         self.max_examples = max_examples
         self.seed = _choose_seed(cls, seed_value)
         self.plans = plan_methods(cls, elems, args, only=only_method)
@@ -585,10 +685,78 @@ class Session:
                 return check
         return None
 
+    @property
+    def edge_samples(self) -> list[Any]:
+        """The values the edge pass combines: ⊥, a pair ``a < b``, an incomparable pair and
+        its merge, found deterministically (the same for every seed)."""
+        if self._edge_samples is None:
+            self._edge_samples = _edge_samples(self.cls, self.elems)
+        return self._edge_samples
+
+    def edge_examples(self, check: Check) -> list[dict[str, Any]]:
+        """The deterministic examples the edge pass tries for ``check``: every sample, every
+        pair of samples (equal ones included, and a value with an equal copy of it), every
+        triple for associativity; for a method, a few calls per pair, with arguments taken
+        from the pair's values."""
+        samples = self.edge_samples
+        names = set(check.inputs)
+        if check.plan is not None:
+            edge_calls = check.plan.edge_calls
+            out = []
+            for a, b in itertools.product(samples, repeat=2):
+                calls = edge_calls(a, b, samples) if edge_calls is not None else []
+                out += [{"a": a, "b": b, "call": c} for c in calls]
+            return out
+        if names == {"a"}:
+            return [{"a": a} for a in samples]
+        if names == {"a", "b"}:
+            pairs = [{"a": a, "b": b} for a, b in itertools.product(samples, repeat=2)]
+            return pairs + [{"a": a, "b": _twin(a)} for a in samples]
+        return [
+            dict(zip(("a", "b", "c"), abc, strict=True))
+            for abc in itertools.product(samples, repeat=3)
+        ]
+
+    def _run_edges(self, check: Check) -> LawViolation | None:
+        for ex in self.edge_examples(check):
+            try:
+                _run_body(check, ex)
+            except _Failure as failure:
+                failure.detail += " (found by the edge pass: ⊥, equal and incomparable values)"
+                return self._violation(check, ex, failure)
+        return None
+
+    def _warn_hint_only(self, check: Check) -> None:
+        plan = check.plan
+        if plan is None or not plan.hinted or plan.stats["values"] or not plan.stats["hint"]:
+            return
+        params = ", ".join(f"{p!r} (type hint {h})" for p, h in plan.hinted)
+        warnings.warn(
+            LawCheckWarning(
+                f"{self.cls.__qualname__}.{plan.name}: the arguments {params} came only from "
+                "the bare type hint: no generated value held a value of that type, so they "
+                "may never land where the claim could fail. Pass them with "
+                f'args={{"{plan.name}": ...}} (check_laws or register; docs/testing.md)'
+            ),
+            stacklevel=3,
+        )
+
     def run(self, check: Check) -> LawViolation | None:
-        """Run one check with hypothesis; the shrunk violation, or ``None`` when it holds."""
+        """Run one check: hypothesis (whose violations come shrunk), then, when it finds none
+        and ``edge`` is on, the edge pass; the violation, or ``None`` when the law holds."""
+        violation = self._run_random(check)
+        if violation is None and self.edge:
+            violation = self._run_edges(check)
+        if violation is None:
+            self._warn_hint_only(check)
+        return violation
+
+    def _run_random(self, check: Check) -> LawViolation | None:
         cls = self.cls
         last: dict[str, Any] = {}
+        strategy = check.strategy
+        if strategy is None:
+            strategy = st.fixed_dictionaries(dict(check.inputs))
 
         @seed(self.seed)
         @settings(
@@ -602,24 +770,14 @@ class Session:
             phases=(Phase.explicit, Phase.generate, Phase.shrink),
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
         )
-        @given(ex=st.fixed_dictionaries(dict(check.inputs)))
+        @given(ex=strategy)
         def law_holds(ex: dict[str, Any]) -> None:
             last.clear()
             last.update(ex)
             try:
-                check.body(ex)
-            except (_Failure, LawCheckError, HypothesisException):
-                raise
-            except Exception as exc:
-                raise _Failure(
-                    f"it raised {type(exc).__name__}: {exc}"
-                    + (
-                        " (if these arguments are invalid, narrow them with args=)"
-                        if check.method
-                        else ""
-                    ),
-                    cause=exc,
-                ) from exc
+                _run_body(check, ex)
+            finally:
+                last.update(ex)  # a method check names the call that failed in ex["call"]
 
         try:
             law_holds()
@@ -665,6 +823,20 @@ class Session:
             yield check, self.run(check)
 
 
+def _run_body(check: Check, ex: dict[str, Any]) -> None:
+    """Run ``check`` on ``ex``; an unexpected exception becomes a ``_Failure``."""
+    try:
+        check.body(ex)
+    except (_Failure, LawCheckError, HypothesisException):
+        raise
+    except Exception as exc:
+        raise _Failure(
+            f"it raised {type(exc).__name__}: {exc}"
+            + (" (if these arguments are invalid, narrow them with args=)" if check.method else ""),
+            cause=exc,
+        ) from exc
+
+
 def check_laws(
     cls: type[Lattice],
     elements: SearchStrategy[Any] | None = None,
@@ -672,6 +844,7 @@ def check_laws(
     args: Mapping[str, Any] | None = None,
     max_examples: int = 200,
     seed: int | None = None,
+    edge: bool = True,
 ) -> LawReport:
     """Check with hypothesis that ``cls`` is a lattice and that its method marks are true.
 
@@ -691,12 +864,20 @@ def check_laws(
             of the argument; otherwise of a tuple of positional arguments), a dict of parameter
             name -> strategy, or ``None`` to skip the method knowingly. Methods not named get
             arguments from their type hints (a parameter typed as ``cls`` draws from
-            ``elements``). Without ``elements``, the arguments registered with the class's
-            strategy come first (every builtin and CRDT has them, so ``check_laws(lset)``
-            needs no ``args``; ``register(Cls, strategy, args=...)`` does the same for yours).
-        max_examples: examples per check.
+            ``elements``); a parameter with a plain type hint (``x: int``) also draws from the
+            values under test: the parts of that type inside the two lattice values of the
+            example (the numbers inside a ``Hull``), their neighbours and midpoints. When no
+            generated value held such a part, the check warns (:class:`LawCheckWarning`):
+            its arguments came only from the bare type hint. Without ``elements``, the
+            arguments registered with the class's strategy come first (every builtin and CRDT
+            has them, so ``check_laws(lset)`` needs no ``args``;
+            ``register(Cls, strategy, args=...)`` does the same for yours).
+        max_examples: random examples per check.
         seed: replay a run (a :class:`LawViolation` names its seed); default random, or fixed
             per class when the hypothesis profile sets ``derandomize``.
+        edge: also run a deterministic edge pass (default on): every check on ⊥, pairs of
+            equal values, a pair ``a < b`` and an incomparable pair with its merge, found the
+            same way on every run, and for methods on arguments taken from those values.
 
     Returns:
         A :class:`LawReport` listing what was checked and skipped.
@@ -710,7 +891,7 @@ def check_laws(
 
         check_laws(lmax, args={"gt": st.integers(), "gt_eq": st.integers()})
     """
-    session = Session(cls, elements, args, max_examples, seed)
+    session = Session(cls, elements, args, max_examples, seed, edge=edge)
     passed = []
     for check, violation in session.iter_results():
         if violation is not None:

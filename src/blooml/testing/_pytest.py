@@ -35,6 +35,7 @@ class LatticeLaws:
         args: method arguments by method name.
         max_examples: examples per test; default the active hypothesis profile's.
         seed: replay the examples of a reported violation.
+        edge: run the deterministic edge pass first (default ``True``; see ``check_laws``).
 
     The base class itself is never collected. A subclass that defines its own
     ``pytest_generate_tests`` must call ``super().pytest_generate_tests(metafunc)``.
@@ -46,6 +47,7 @@ class LatticeLaws:
     args: ClassVar[Mapping[str, Any] | None] = None
     max_examples: ClassVar[int | None] = None
     seed: ClassVar[int | None] = None
+    edge: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -120,6 +122,7 @@ class LatticeLaws:
             cls.max_examples,
             cls.seed,
             only_method=method if method is not None else "",
+            edge=cls.edge,
         )
         check = session.find(law, method)
         if check is None:  # args[method] is None: knowingly not checked
