@@ -18,6 +18,7 @@ BLOOM_EXAMPLES = [
     "neighbor_table",
     "dedalus_time",
     "choice",
+    "sim_time",
 ]
 
 

@@ -186,3 +186,25 @@ def test_declarations() -> None:
     assert ir.lattices["best"].durable and ir.lattices["best"].initial == lmax(0)
     assert "durable" in ir.collections["kv"].describe()
     assert "durable" in ir.lattices["seen"].describe()
+
+
+def test_a_durable_node_on_its_own_thread_restarts(tmp_path: Path) -> None:
+    """A started node writes from its own thread; stop, close, start again: state is back."""
+    from blooml.net.durable import close
+
+    p = Store(addr="127.0.0.1:0", data_dir=tmp_path)
+    p.start()
+    try:
+        p.sync_do(lambda q: q.put.insert([("a", 4)]))
+        p.sync_do(lambda q: None)  # one more tick applies the <+- facts
+    finally:
+        p.stop()
+    close(p)
+    q = Store(addr="127.0.0.1:0", data_dir=tmp_path)
+    assert sorted(tuple(r) for r in q.kv) == [("a", 4)]
+    assert q.best.value.reveal() == 4
+    close(q)
+    q.put.insert([("b", 1)])
+    with pytest.raises(DurableStateError, match="closed"):
+        q.tick()
+    assert q.tick_count >= 2 and list(q.put) == []

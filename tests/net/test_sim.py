@@ -245,3 +245,33 @@ def test_bad_partitions_and_addresses() -> None:
         sim.partition(["a", "b"])
     with pytest.raises(SimulationError, match="time >= now"):
         sim.at(-1, lambda s: None)
+
+
+class FastPinger(Pinger):
+    """``Pinger`` with a quick beat, for wall-clock runs."""
+
+    beat = periodic(0.05)
+
+
+def test_the_same_class_runs_on_sockets_by_the_wall_clock(nodes: list[Any]) -> None:
+    """The class the simulation runs ticks on UDP by wall clock (``periodic`` timers)."""
+    import time
+
+    a = FastPinger(addr="127.0.0.1:0")
+    b = FastPinger(addr="127.0.0.1:0")
+    nodes += [a, b]
+    a.peer.insert([(b.addr,)])
+    a.start()
+    b.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(b.sync_do(lambda p: list(p.got))) < 3:
+        time.sleep(0.05)
+    got = b.sync_do(lambda p: sorted(r.n for r in p.got))
+    assert got[:3] == [0, 1, 2]
+
+    sim = Simulation(seed=0, delay=0.001)
+    c = FastPinger(addr="c", network=sim)
+    d = FastPinger(addr="d", network=sim)
+    c.peer.insert([("d",)])
+    sim.run_until(0.16)
+    assert sorted(r.n for r in d.got) == [0, 1, 2]

@@ -32,7 +32,7 @@ try:  # POSIX: an advisory lock that the kernel releases when the process dies
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["DB_NAME", "DurableStore"]
+__all__ = ["DB_NAME", "DurableStore", "close"]
 
 DB_NAME = "state.sqlite3"
 _SCHEMA = """
@@ -301,3 +301,12 @@ class DurableStore:
 
     def __repr__(self) -> str:
         return f"<DurableStore {self.path} {'closed' if self.closed else 'open'}>"
+
+
+def close(program: Any) -> None:
+    """Close ``program``'s durable store and release its ``data_dir``, so that another
+    program (a restarted one) may open it; the program's next tick fails with
+    ``DurableStateError``. Nothing happens for a program without durable state."""
+    store = getattr(getattr(program, "_rt", None), "durable", None)
+    if store is not None:
+        store.close()
