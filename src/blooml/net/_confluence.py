@@ -233,7 +233,11 @@ def check_confluence(
         try:
             if until is None:
                 if not sim.settle(max_events=max_events):
-                    raise BloomlError("check_confluence: a run did not settle")
+                    raise BloomlError(
+                        "check_confluence: a run did not settle (messages or input kept coming "
+                        f"for an hour of virtual time, at {sim.now:g} s); for a program that "
+                        "never falls quiet (gossip on a periodic), pass until=<virtual seconds>"
+                    )
             else:
                 sim.run_until(until, max_events=max_events)
         except BloomlError as exc:
