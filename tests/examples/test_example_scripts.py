@@ -19,6 +19,7 @@ BLOOM_EXAMPLES = [
     "dedalus_time",
     "choice",
     "sim_time",
+    "crdt_cart",
 ]
 
 

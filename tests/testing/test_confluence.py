@@ -156,3 +156,35 @@ def test_bad_arguments() -> None:
         check_confluence(quorum_nodes, QUORUM_INPUTS, outputs={"localhost": ["nope"]}, runs=1)
     with pytest.raises(BloomlError, match="max_delay"):
         check_confluence(quorum_nodes, QUORUM_INPUTS, max_delay=0)
+
+
+crdt = load_example("crdt_cart")
+
+
+def test_the_replicated_crdt_cart_is_confluent() -> None:
+    report = check_confluence(
+        crdt.crdt_nodes, crdt.crdt_inputs(), outputs=["cart"], runs=40, seed=3, until=3.0
+    )
+    want = dict(cart.expected_cart(ACTIONS))
+    assert {a: crdt.contents(o["cart"]) for a, o in report.outcome.items()} == {
+        "r1": want,
+        "r2": want,
+    }
+    assert report.points_of_order["CrdtCart"] == []
+
+
+def test_a_crdt_cart_that_is_not_given_time_to_gossip_is_caught() -> None:
+    """Compared before the replicas have gossiped, the outcome depends on the schedule:
+    the checker reports it (the cart converges, but not by t=0.3)."""
+    with pytest.raises(ConfluenceViolation) as ei:
+        check_confluence(
+            crdt.crdt_nodes, crdt.crdt_inputs(), outputs=["cart"], runs=60, seed=3, until=0.3
+        )
+    assert ei.value.difference
+
+
+def test_the_crdt_cart_example_main() -> None:
+    out = crdt.main(runs=20)
+    assert out["crdt"]["carts"]["r1"] == dict(cart.expected_cart(ACTIONS))
+    assert out["destructive"] is not None
+    assert out["destructive"]["failing"] != out["destructive"]["reference"]
