@@ -208,3 +208,48 @@ def test_a_durable_node_on_its_own_thread_restarts(tmp_path: Path) -> None:
     with pytest.raises(DurableStateError, match="closed"):
         q.tick()
     assert q.tick_count >= 2 and list(q.put) == []
+
+
+def test_a_corrupted_stored_row_is_a_clear_error(tmp_path: Path) -> None:
+    from blooml.net.durable import close
+
+    p = Store(data_dir=tmp_path)
+    p.put.insert([("a", 1)])
+    p.tick(2)
+    close(p)
+    con = sqlite3.connect(tmp_path / DB_NAME)
+    con.execute("UPDATE rows SET row = ?", (b"\xc1\xc1garbage",))
+    con.commit()
+    con.close()
+    with pytest.raises(DurableStateError, match="cannot be decoded"):
+        Store(data_dir=tmp_path)
+    # the failed open released the data_dir: after a repair it opens
+    con = sqlite3.connect(tmp_path / DB_NAME)
+    con.execute("DELETE FROM rows")
+    con.commit()
+    con.close()
+    assert list(Store(data_dir=tmp_path).kv) == []
+
+
+class KeySplitChanged(Program):
+    """``kv`` with the same columns, both in the key."""
+
+    kv = table(["k", "v"], durable=True)
+    seen = durable(lset())
+    best = durable(lmax(0))
+
+
+class BestIsAnLset(Program):
+    kv = table(["k"], ["v"], durable=True)
+    seen = durable(lset())
+    best = durable(lset())
+
+
+def test_a_changed_key_split_or_lattice_class_is_a_schema_mismatch(tmp_path: Path) -> None:
+    from blooml.net.durable import close
+
+    close(Store(data_dir=tmp_path))
+    with pytest.raises(SchemaMismatchError, match="'kv'"):
+        KeySplitChanged(data_dir=tmp_path)
+    with pytest.raises(SchemaMismatchError, match="'best'.*lmax.*lset"):
+        BestIsAnLset(data_dir=tmp_path)
