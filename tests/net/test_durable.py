@@ -251,5 +251,5 @@ def test_a_changed_key_split_or_lattice_class_is_a_schema_mismatch(tmp_path: Pat
     close(Store(data_dir=tmp_path))
     with pytest.raises(SchemaMismatchError, match="'kv'"):
         KeySplitChanged(data_dir=tmp_path)
-    with pytest.raises(SchemaMismatchError, match="'best'.*lmax.*lset"):
+    with pytest.raises(SchemaMismatchError, match=r"'best'.*lmax.*lset"):
         BestIsAnLset(data_dir=tmp_path)
