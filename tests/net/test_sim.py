@@ -275,3 +275,34 @@ def test_the_same_class_runs_on_sockets_by_the_wall_clock(nodes: list[Any]) -> N
     c.peer.insert([("d",)])
     sim.run_until(0.16)
     assert sorted(r.n for r in d.got) == [0, 1, 2]
+
+
+class SendsBig(Program):
+    go = interface(["to", "n"])
+    out = channel(["@to"], ["blob"])
+    got = table(["to"], ["blob"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.out <~ self.go.map(lambda g: (g.to, "x" * g.n))
+        self.got <= self.out
+    # fmt: on
+
+
+def test_a_tuple_too_large_for_a_datagram_fails_as_on_udp() -> None:
+    sim = Simulation(seed=0)
+    a = SendsBig(addr="a", network=sim)
+    b = SendsBig(addr="b", network=sim)
+    a.go.insert([("b", 100_000)])
+    with pytest.raises(CodecError) as ei:
+        sim.settle()
+    assert ei.value.reason == "too_large" and "transport='tcp'" in str(ei.value)
+    sim_tcp = Simulation(seed=0, transport="tcp")
+    c = SendsBig(addr="c", network=sim_tcp)
+    d = SendsBig(addr="d", network=sim_tcp)
+    c.go.insert([("d", 100_000)])
+    sim_tcp.settle()
+    assert len(d.got) == 1 and len(b.got) == 0
+    with pytest.raises(SimulationError, match="'udp' or 'tcp'"):
+        Simulation(transport="quic")

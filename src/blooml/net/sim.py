@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blooml.errors import BloomlError, CodecError, SimulationError
-from blooml.net.codec import decode_envelope, encode_envelope, encode_row
+from blooml.net.codec import MAX_DATAGRAM, decode_envelope, encode_envelope, encode_row
 
 __all__ = ["Link", "Message", "Simulation"]
 
@@ -36,6 +36,7 @@ DelaySpec = float | tuple[float, float] | Callable[[random.Random], float]
 
 _DELIVER, _TICK, _CALL = 0, 1, 2
 _REAL = (int, float)
+_ENVELOPE_SLACK = 160  # as a socket node: envelope header, sender, timestamp, signature
 
 
 def _check_prob(value: Any, where: str) -> float:
@@ -129,6 +130,9 @@ class Simulation:
         schedule: ``f(message) -> delays``: decides each message's fate instead of the link
             (``[]``: lost; two delays: duplicated); partitions still apply. Used by
             ``blooml.testing.check_confluence``.
+        transport: ``"udp"`` (default): as on a UDP node, a tuple that would not fit one
+            datagram fails its sending rule (``CodecError`` ``too_large``); ``"tcp"``: no
+            such limit.
 
     Example::
 
@@ -151,9 +155,13 @@ class Simulation:
         tick_interval: float = 0.001,
         errors: str = "raise",
         schedule: Callable[[Message], Sequence[float]] | None = None,
+        transport: str = "udp",
     ) -> None:
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise SimulationError("the seed must be an int", seed, "Simulation(seed=...)")
+        if transport not in ("udp", "tcp"):
+            raise SimulationError("must be 'udp' or 'tcp'", transport, "Simulation(transport=...)")
+        self.transport = transport
         if errors not in ("raise", "log"):
             raise SimulationError("must be 'raise' or 'log'", errors, "Simulation(errors=...)")
         if (
@@ -313,7 +321,18 @@ class Simulation:
         """At the sending rule: encode the row (a value the codec refuses fails the rule)."""
         if addr == rt.addr or not self.codec:
             return None
-        return encode_row(row, f"{where}: channel {chan!r}", rt.rels[chan].columns)
+        wire = encode_row(row, f"{where}: channel {chan!r}", rt.rels[chan].columns)
+        if self.transport == "udp":
+            room = MAX_DATAGRAM - _ENVELOPE_SLACK - len(chan) - len(str(rt.addr))
+            if len(wire) > room:
+                raise CodecError(
+                    "too_large",
+                    f"the tuple encodes to {len(wire)} bytes, more than one UDP datagram holds "
+                    f"({room}); send smaller tuples or use transport='tcp'",
+                    tuple(row),
+                    f"{where}: channel {chan!r}",
+                )
+        return wire
 
     def deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
         """After a tick commits: put the tuples for ``addr`` on the network, as one message."""
