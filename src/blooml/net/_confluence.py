@@ -1,8 +1,8 @@
-"""``check_confluence``: run a distributed program under many message schedules and compare.
+"""The work behind ``blooml.testing.check_confluence`` (see its docstring and docs/testing.md).
 
-Public as ``blooml.testing.check_confluence`` (documented in ``docs/testing.md``). It lives in
-``blooml.net`` because it drives a :class:`~blooml.net.Simulation`; ``blooml.testing`` sits
-below the network layer and imports it lazily.
+It lives in ``blooml.net`` because it drives a :class:`~blooml.net.Simulation`;
+``blooml.testing`` sits below the network layer, defines the public function and its report,
+and imports this module on first use.
 
 A *schedule* is the fate of every message: its delay, and whether it arrives twice.
 Hypothesis draws one delay (and one duplicate flag) per message as the run goes, so it can
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -24,58 +23,13 @@ from hypothesis import strategies as st
 
 from blooml.errors import BloomlError, ConfluenceViolation
 from blooml.net.sim import Message, Simulation
+from blooml.testing._confluence import ConfluenceReport, _fmt_points
 
-__all__ = ["ConfluenceReport", "check_confluence"]
+__all__ = ["check_confluence", "points_of_order"]
 
 #: One timed input: ``(virtual time, node address, collection, rows)``.
 TimedInput = tuple[float, str, str, Iterable[Any]]
 _STEPS = 1000  # a delay is drawn as k/_STEPS of max_delay: hypothesis shrinks k towards 0
-
-
-@dataclass
-class ConfluenceReport:
-    """What :func:`check_confluence` found (it raises ``ConfluenceViolation`` instead when
-    two schedules differ).
-
-    Attributes:
-        runs: the number of schedules run (the reference one included).
-        outcome: the final contents of the outputs, ``{node: {output: contents}}`` (a
-            collection as a sorted list of tuples, a lattice variable as its value).
-        points_of_order: the static CALM points of order by program class (the non-monotone
-            rules downstream of a channel that ``blooml analyze`` lists): where coordination
-            is needed, or where the program must order things itself (as a seal does).
-        messages: the number of messages of the reference run.
-        seed: the seed used.
-    """
-
-    runs: int
-    outcome: dict[str, dict[str, Any]]
-    points_of_order: dict[str, list[str]]
-    messages: int
-    seed: int
-    schedules: list[list[str]] = field(default_factory=list, repr=False)
-
-    def __str__(self) -> str:
-        n = sum(len(v) for v in self.points_of_order.values())
-        head = (
-            f"confluent under {self.runs} message schedules (seed {self.seed}, "
-            f"{self.messages} messages in the reference run)"
-        )
-        if not n:
-            return head + "; no points of order: every rule after a channel is monotone"
-        return (
-            head
-            + "; points of order (ordered by the program itself):\n"
-            + _fmt_points(self.points_of_order)
-        )
-
-
-def _fmt_points(points: Mapping[str, list[str]]) -> str:
-    lines = []
-    for cls, pts in points.items():
-        for p in pts:
-            lines.append(f"  {cls}: {p}")
-    return "\n".join(lines) if lines else "  (none)"
 
 
 def points_of_order(programs: Iterable[Any]) -> dict[str, list[str]]:
@@ -183,30 +137,7 @@ def check_confluence(
     until: float | None = None,
     max_events: int = 100_000,
 ) -> ConfluenceReport:
-    """Run the program that ``factory`` builds under ``runs`` message schedules; raise
-    :class:`~blooml.errors.ConfluenceViolation` if two of them end differently.
-
-    Args:
-        factory: ``factory(sim)`` builds the nodes on a fresh simulation (``P(addr="a",
-            network=sim)``) and returns them (an iterable or ``{addr: program}``). It is
-            called once per run, so it must build the same nodes every time.
-        inputs: what is inserted from outside: ``{addr: {collection: rows}}`` at time 0, or
-            ``[(time, addr, collection, rows), ...]`` at given virtual times.
-        outputs: what to compare: collection and lattice-variable names (checked on every
-            node that has them), or ``{addr: [names]}``. Default: each node's output
-            interfaces, or, if it has none, its tables and lattice variables.
-        runs: how many schedules to try (hypothesis examples; the reference run is extra).
-        seed: seeds hypothesis: the same seed tries the same schedules.
-        max_delay: the longest delay (virtual seconds) a message may get.
-        duplicates: whether a message may also arrive twice.
-        until: run each schedule to this virtual time (for programs that never fall quiet,
-            e.g. gossip on a ``periodic``); default: until no message is in flight and no
-            node has input waiting.
-        max_events: the event budget of one run.
-
-    Returns a :class:`ConfluenceReport` (with the program's static points of order) when every
-    schedule gave the reference run's outcome.
-    """
+    """See :func:`blooml.testing.check_confluence`."""
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise BloomlError(f"check_confluence: runs must be a positive int, got {runs!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):

@@ -16,8 +16,6 @@ Requires hypothesis (``pip install blooml[test]``). See ``docs/testing.md``.
 
 from __future__ import annotations
 
-from typing import Any
-
 try:
     import hypothesis as _hypothesis  # noqa: F401  (fail early with the fix, not deep inside)
 except ImportError as _exc:  # pragma: no cover - the test extra is installed in our suite
@@ -27,6 +25,7 @@ except ImportError as _exc:  # pragma: no cover - the test extra is installed in
 
 from blooml.testing import _collection_strategies as _collection_strategies
 from blooml.testing import _crdt_strategies as _crdt_strategies  # registers the CRDTs
+from blooml.testing._confluence import ConfluenceReport, check_confluence
 from blooml.testing._errors import LawCheckError, LawCheckWarning, LawViolation
 from blooml.testing._laws import LawReport, check_laws
 from blooml.testing._pytest import LatticeLaws
@@ -47,25 +46,16 @@ __all__ = [
 
 # Public names show (and pickle) as blooml.testing.X, not as their private home module.
 for _obj in (
+    ConfluenceReport,
     LatticeLaws,
     LawCheckError,
     LawCheckWarning,
     LawReport,
     LawViolation,
+    check_confluence,
     check_laws,
     elements,
     register,
 ):
     _obj.__module__ = __name__
 del _obj
-
-
-def __getattr__(name: str) -> Any:
-    """``check_confluence`` and ``ConfluenceReport`` drive a network simulation: the network
-    layer sits above this package, so they are loaded on first use."""
-    if name in ("check_confluence", "ConfluenceReport"):
-        import importlib
-
-        mod = importlib.import_module("blooml.net._confluence")
-        return getattr(mod, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
