@@ -748,12 +748,8 @@ class Runtime:
 
     def set_clock(self, clock: Callable[[], float]) -> None:
         """Run on ``clock`` from now on (a simulation's virtual clock): the current time and
-        every ``periodic`` deadline are taken afresh from it. Only before the first tick."""
-        if self.tick_count:
-            raise ProgramError(
-                f"{self.addr!r}: the clock can be changed only before the first tick "
-                f"(this program has run {self.tick_count})"
-            )
+        every ``periodic`` deadline are taken afresh from it (a transport calls it when the
+        program joins, before it ticks there)."""
         self.clock = clock
         self.now = clock()
         self.periodic = {

@@ -187,6 +187,8 @@ class Simulation:
         self.now = 0.0
         #: The programs on this network, by address, in the order they joined.
         self.nodes: dict[str, Any] = {}
+        #: Addresses of crashed nodes (``crash``) not yet restarted.
+        self.down: set[str] = set()
         #: Every message sent, in sending order (with its fate), when ``record`` is on.
         self.messages: list[Message] = []
         self.record = True
@@ -231,6 +233,7 @@ class Simulation:
         addr = str(rt.addr)
         if addr in self.nodes:
             raise SimulationError("this address is already taken", addr, "Simulation")
+        self.down.discard(addr)  # a restart after crash()
         rt.set_clock(self.clock)
         rt.network = self
         self.nodes[addr] = program
@@ -306,6 +309,24 @@ class Simulation:
         gs = next((i for i, g in enumerate(self._groups) if src in g), None)
         gd = next((i for i, g in enumerate(self._groups) if dst in g), None)
         return gs is not None and gd is not None and gs != gd
+
+    def crash(self, addr: str) -> Any:
+        """Crash the node at ``addr`` now: it stops ticking, loses its memory (its queued input
+        and everything not durable), and messages reaching it are lost (counted as
+        ``dropped["down"]``) until a program joins at that address again, e.g.
+        ``P(addr=addr, network=sim, data_dir=...)``, which resumes from its durable state. A
+        durable store is closed as by a killed process (every committed tick is on disk).
+        Returns the crashed program."""
+        p = self.nodes.pop(addr, None)
+        if p is None:
+            raise SimulationError(f"no node there (nodes: {sorted(self.nodes)})", addr, "crash")
+        self._tick_at[addr] = None
+        self.down.add(addr)
+        store = getattr(p._rt, "durable", None)
+        if store is not None:
+            store.close()
+        p._rt.network = None
+        return p
 
     def at(self, time: float, fn: Callable[[Simulation], Any]) -> None:
         """Call ``fn(sim)`` at virtual time ``time`` (for instance to insert input or heal a
@@ -435,7 +456,7 @@ class Simulation:
             self._in_flight -= 1
             self._arrive(payload)
         elif kind == _TICK:
-            if self._tick_at.get(payload) == time:
+            if payload in self.nodes and self._tick_at.get(payload) == time:
                 self._tick_at[payload] = None
                 self._tick(payload)
         else:
@@ -512,7 +533,10 @@ class Simulation:
         st = self._stats
         target = self.nodes.get(msg.dst) if isinstance(msg.dst, str) else None
         if target is None:
-            self._drop("no_route", f"from {msg.src!r}: no node at {msg.dst!r}")
+            if msg.dst in self.down:
+                self._drop("down", f"from {msg.src!r}: {msg.dst!r} has crashed")
+            else:
+                self._drop("no_route", f"from {msg.src!r}: no node at {msg.dst!r}")
             return
         rt = target._rt
         try:
