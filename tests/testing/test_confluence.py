@@ -188,3 +188,11 @@ def test_the_crdt_cart_example_main() -> None:
     assert out["crdt"]["carts"]["r1"] == dict(cart.expected_cart(ACTIONS))
     assert out["destructive"] is not None
     assert out["destructive"]["failing"] != out["destructive"]["reference"]
+
+
+def test_default_outputs_are_output_interfaces_else_tables_and_lattices() -> None:
+    report = check_confluence(cart_nodes(cart.DisorderlyCart), cart_inputs(), runs=10)
+    assert set(report.outcome["client"]) == {"response"}  # CartClient's only table
+    assert set(report.outcome["server"]) == {"checkout_log", "action_log"}
+    assert report.outcome["server"]["checkout_log"] == []  # answered, then deleted
+    assert len(report.outcome["server"]["action_log"]) == len(ACTIONS)
