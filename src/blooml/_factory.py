@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["local_network_class", "new_node", "new_runtime"]
+__all__ = ["local_network_class", "new_node", "new_runtime", "open_durable"]
 
 
 def new_runtime(ir: Any, program: Any, proxy: Any, **options: Any) -> Any:
@@ -43,3 +43,16 @@ def new_node(program: Any, **options: Any) -> Any:
     ``cluster_key``)."""
     node = importlib.import_module("blooml.net.node")
     return node.Node(program, **options)
+
+
+def open_durable(runtime: Any, data_dir: Any) -> None:
+    """Record ``data_dir`` on ``runtime`` and, if its program declares durable tables or
+    lattice variables, open their store there (``blooml.net.durable``), restoring what a
+    previous run committed; the store then writes every committed tick."""
+    runtime.data_dir = data_dir
+    ir = runtime.ir
+    if any(c.durable for c in ir.collections.values()) or any(
+        v.durable for v in ir.lattices.values()
+    ):
+        durable = importlib.import_module("blooml.net.durable")
+        runtime.durable = durable.DurableStore(runtime, data_dir)

@@ -17,12 +17,17 @@ from typing import Any
 
 __all__ = [
     "BloomlError",
+    "ConfluenceViolation",
+    "DataDirError",
+    "DurableStateError",
     "GraphvizNotFound",
     "KeyConstraintError",
     "LatticeTypeError",
     "LatticeValueError",
     "NotSupportedOnSpark",
     "ProgramError",
+    "SchemaMismatchError",
+    "SimulationError",
     "StratificationError",
 ]
 
@@ -198,6 +203,88 @@ class CodecError(BloomlError, ValueError):
         self.value = value
         self.where = where
         super().__init__(f"{where}: {message}" if where else message)
+
+
+class SimulationError(BloomlError, ValueError):
+    """A :class:`blooml.net.Simulation` was misused (a bad delay, loss or partition setting,
+    an address taken twice) or did not settle within its event budget.
+
+    Attributes:
+        value: the offending value (or ``None``).
+        where: the parameter or node it concerns.
+    """
+
+    def __init__(self, message: str, value: Any = None, where: str = "") -> None:
+        self.value = value
+        self.where = where
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class ConfluenceViolation(BloomlError, AssertionError):
+    """Two message schedules of one distributed program gave different final outcomes
+    (raised by :func:`blooml.testing.check_confluence`).
+
+    Attributes:
+        schedules: ``(reference, failing)``: the deliveries of each run, in time order.
+        outcomes: ``(reference, failing)``: ``{node: {output: contents}}`` of each run.
+        difference: the outputs that differ, ``[(node, output), ...]``.
+        points_of_order: the static CALM points of order of the programs (as
+            ``blooml analyze`` prints them), by program class name.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        schedules: tuple[Any, Any],
+        outcomes: tuple[Any, Any],
+        difference: list[tuple[str, str]],
+        points_of_order: dict[str, list[str]],
+    ) -> None:
+        self.schedules = schedules
+        self.outcomes = outcomes
+        self.difference = difference
+        self.points_of_order = points_of_order
+        super().__init__(message)
+
+
+class DurableStateError(BloomlError):
+    """Durable state (``table(..., durable=True)``, ``durable(lattice)``) cannot be opened or
+    written.
+
+    Attributes:
+        data_dir: the program's ``data_dir``.
+        detail: what went wrong.
+    """
+
+    def __init__(self, data_dir: Any, detail: str) -> None:
+        self.data_dir = data_dir
+        self.detail = detail
+        super().__init__(f"durable state in data_dir={data_dir!r}: {detail}")
+
+
+class DataDirError(DurableStateError, ValueError):
+    """``data_dir`` is missing where durable state is declared, is not a directory, or cannot
+    be written."""
+
+
+class SchemaMismatchError(DurableStateError):
+    """The state stored in ``data_dir`` was written by a program whose durable collections or
+    lattice variables differ (another program, or this one with changed columns).
+
+    Attributes:
+        name: the collection or lattice variable that differs.
+        stored: its stored description; ``declared``: the program's current one.
+    """
+
+    def __init__(self, data_dir: Any, name: str, stored: Any, declared: Any) -> None:
+        self.name = name
+        self.stored = stored
+        self.declared = declared
+        super().__init__(
+            data_dir,
+            f"{name!r} was stored as {stored} but the program declares {declared}; use a "
+            "new data_dir, or migrate the stored state (see docs/net.md, Durable state)",
+        )
 
 
 def __getattr__(name: str) -> Any:

@@ -18,6 +18,8 @@ BLOOM_EXAMPLES = [
     "neighbor_table",
     "dedalus_time",
     "choice",
+    "sim_time",
+    "crdt_cart",
 ]
 
 

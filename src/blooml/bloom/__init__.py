@@ -8,7 +8,7 @@ DSL loads no engine module. See ``docs/bloom.md``.
 from typing import Any
 
 from blooml.bloom._aggs import accum, avg, bool_and, bool_or, count, max_, min_, sum_
-from blooml.bloom._decl import channel, interface, periodic, scratch, table
+from blooml.bloom._decl import channel, durable, interface, periodic, scratch, table
 from blooml.bloom._exprs import lift, rows
 from blooml.bloom._reads import reads
 from blooml.bloom.program import Program, bloom
@@ -22,6 +22,7 @@ __all__ = [
     "bool_or",
     "channel",
     "count",
+    "durable",
     "interface",
     "lift",
     "max_",

@@ -12,19 +12,28 @@ import numbers
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, overload
 
-from blooml.errors import ProgramError
+from blooml.errors import DurableStateError, ProgramError
 from blooml.ir.program import CollectionInfo
 
 if TYPE_CHECKING:
     from blooml.bloom._state_types import CollectionState
 
-__all__ = ["CollectionDecl", "channel", "interface", "periodic", "scratch", "table"]
+__all__ = [
+    "CollectionDecl",
+    "DurableLattice",
+    "channel",
+    "durable",
+    "interface",
+    "periodic",
+    "scratch",
+    "table",
+]
 
 
 class CollectionDecl:
     """A collection declared as a class attribute; its name is the attribute's name."""
 
-    __slots__ = ("direction", "keys", "kind", "period", "ttl", "values")
+    __slots__ = ("direction", "durable", "keys", "kind", "period", "ttl", "values")
 
     def __init__(
         self,
@@ -35,8 +44,10 @@ class CollectionDecl:
         ttl: float | None = None,
         period: float | None = None,
         direction: str | None = None,
+        durable: bool = False,
     ) -> None:
         self.kind = kind
+        self.durable = durable
         self.keys = _names(kind, "keys", keys)
         self.values = _names(kind, "values", values)
         dup = {c for c in (*self.keys, *self.values) if (*self.keys, *self.values).count(c) > 1}
@@ -96,10 +107,12 @@ class CollectionDecl:
             ttl=self.ttl,
             period=self.period,
             direction=self.direction,
+            durable=self.durable,
         )
 
     def __repr__(self) -> str:
-        return f"{self.kind}({list(self.keys)}, {list(self.values)})"
+        extra = ", durable=True" if self.durable else ""
+        return f"{self.kind}({list(self.keys)}, {list(self.values)}{extra})"
 
 
 def _names(kind: str, what: str, cols: Any) -> tuple[str, ...]:
@@ -117,7 +130,11 @@ def _names(kind: str, what: str, cols: Any) -> tuple[str, ...]:
 
 
 def table(
-    keys: Sequence[str], values: Sequence[str] = (), *, ttl: float | None = None
+    keys: Sequence[str],
+    values: Sequence[str] = (),
+    *,
+    ttl: float | None = None,
+    durable: bool = False,
 ) -> CollectionDecl:
     """Declare a table: tuples persist across ticks (until deleted with ``<-``).
 
@@ -126,12 +143,23 @@ def table(
         ttl: soft state (seconds): a tuple vanishes ``ttl`` seconds (by the program's clock)
             after it was last derived; deriving an identical tuple refreshes it, a different
             tuple under the same key replaces it.
+        durable: keep the table on disk, in the program's ``data_dir`` (``P(data_dir=...)``):
+            every committed tick is written in one SQLite transaction, and a program started
+            again on the same ``data_dir`` resumes with it (see docs/net.md, Durable state).
     """
     if ttl is not None and (
         isinstance(ttl, bool) or not isinstance(ttl, numbers.Real) or not ttl > 0
     ):
         raise ProgramError(f"table: ttl must be a positive number of seconds, got {ttl!r}")
-    return CollectionDecl("table", keys, values, ttl=ttl)
+    if not isinstance(durable, bool):
+        raise DurableStateError(None, f"table(durable=...) must be True or False, got {durable!r}")
+    if durable and ttl is not None:
+        raise DurableStateError(
+            None,
+            "a table cannot be both durable and soft state (ttl=): its lifetimes are measured "
+            "on a clock that does not survive a restart",
+        )
+    return CollectionDecl("table", keys, values, ttl=ttl, durable=durable)
 
 
 def scratch(keys: Sequence[str], values: Sequence[str] = ()) -> CollectionDecl:
@@ -159,3 +187,42 @@ def interface(
     """Declare an interface: a scratch that connects modules (``input=True``: written from
     outside or by another module; ``input=False``: an output read by others)."""
     return CollectionDecl("interface", keys, values, direction="input" if input else "output")
+
+
+class DurableLattice:
+    """A lattice variable declared with :func:`durable`: ``value`` is its initial value."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return f"durable({self.value!r})"
+
+
+def durable(decl: Any) -> Any:
+    """Declare durable state: ``count = durable(lmax(0))`` keeps a lattice variable on disk,
+    ``durable(table([...]))`` is ``table([...], durable=True)``.
+
+    The program's ``data_dir`` (``P(data_dir=...)``) holds every durable table and lattice
+    variable, written after every committed tick in one SQLite transaction; a program started
+    again on the same ``data_dir`` resumes from the last committed tick (docs/net.md).
+    """
+    from blooml.lattices._base import Lattice
+
+    if isinstance(decl, DurableLattice):
+        return decl
+    if isinstance(decl, Lattice):
+        return DurableLattice(decl)
+    if isinstance(decl, CollectionDecl):
+        if decl.kind != "table":
+            raise DurableStateError(
+                None,
+                f"only tables and lattice variables can be durable, not a {decl.kind} ({decl!r}): "
+                "its contents last one tick",
+            )
+        return table(decl.keys, decl.values, ttl=decl.ttl, durable=True)
+    raise DurableStateError(
+        None, f"durable() takes a table(...) or a lattice value such as lmax(0), got {decl!r}"
+    )

@@ -16,8 +16,8 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, TypeVar
 
-from blooml._factory import new_node, new_runtime
-from blooml.bloom._decl import CollectionDecl
+from blooml._factory import new_node, new_runtime, open_durable
+from blooml.bloom._decl import CollectionDecl, DurableLattice
 from blooml.bloom._handles import CollectionHandle, LatticeHandle, Recorder
 from blooml.bloom._reads import function_reads
 from blooml.errors import ProgramError
@@ -223,7 +223,9 @@ class Program:
                 colls[name] = info
                 handles[name] = CollectionHandle(info)
             else:
-                linfo = LatticeInfo(name, type(decl), decl)
+                dur = isinstance(decl, DurableLattice)
+                value = decl.value if dur else decl
+                linfo = LatticeInfo(name, type(value), value, durable=dur)
                 lats[name] = linfo
                 handles[name] = LatticeHandle(linfo)
         proxy = _Self(cls, handles)
@@ -305,7 +307,7 @@ class Program:
             trace=trace,
         )
         rt = self.__dict__["_rt"]
-        rt.data_dir = data_dir
+        open_durable(rt, data_dir)  # restores the durable state kept in data_dir
         if transport is not None and transport not in ("udp", "tcp"):
             raise ProgramError(f"transport must be 'udp' or 'tcp', got {transport!r}")
         if cluster_key is not None and not isinstance(cluster_key, (bytes, str)):
@@ -504,7 +506,7 @@ def _collect_state(cls: type) -> dict[str, Any]:
         except AttributeError:  # pragma: no cover
             continue
         decl = attr.decl if isinstance(attr, _StateAttr) else attr
-        if isinstance(decl, (CollectionDecl, Lattice)):
+        if isinstance(decl, (CollectionDecl, Lattice, DurableLattice)):
             if name in _RESERVED or name.startswith("_"):
                 raise ProgramError(
                     f"{cls.__qualname__}.{name}: this name is reserved by Program (or private); "

@@ -245,6 +245,10 @@ class Runtime:
         self.network: Any = None
         #: The ``blooml.net`` node running this program (``p.start()`` etc.), if any.
         self.node: Any = None
+        #: Where durable state is kept (``Program(data_dir=...)``), and its store: an object
+        #: with ``commit(rt)``, called as the last step of every tick (``blooml.net.durable``).
+        self.data_dir: Any = None
+        self.durable: Any = None
         self.tick_count = 0
         self.now = clock()
         self.rels = {name: Relation(info) for name, info in ir.collections.items()}
@@ -390,6 +394,9 @@ class Runtime:
                 self._run_temporal()
             else:
                 self._run_strata_timed(rec)
+            if self.durable is not None:
+                # the last step: one transaction on disk; if it fails, the tick rolls back
+                self.durable.commit(self)
         except BaseException as exc:
             for n, r in self.rels.items():
                 r.rollback(rel_tokens[n])
@@ -954,6 +961,17 @@ class Runtime:
                     queue = ids.get(message_key(chan, self.addr, row))
                     msg = queue.pop(0) if queue else None
                 self.tracer.recv(self, chan, row, sender, msg)
+
+    def set_clock(self, clock: Callable[[], float]) -> None:
+        """Run on ``clock`` from now on (a simulation's virtual clock): the current time and
+        every ``periodic`` deadline are taken afresh from it (a transport calls it when the
+        program joins, before it ticks there)."""
+        self.clock = clock
+        self.now = clock()
+        self.periodic = {
+            name: [self.now + (self.ir.collections[name].period or 0.0), 0]
+            for name in self.periodic
+        }
 
     def has_pending(self) -> bool:
         """Whether input (messages, inserts, deferred facts) waits for the next tick."""

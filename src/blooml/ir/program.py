@@ -26,6 +26,7 @@ class CollectionInfo:
         ttl: lifetime in seconds of a soft-state table (``None``: hard state).
         period: seconds between firings of a ``periodic``.
         direction: ``"input"``/``"output"`` for interfaces.
+        durable: a table whose every committed tick is kept in the program's ``data_dir``.
     """
 
     name: str
@@ -36,6 +37,7 @@ class CollectionInfo:
     ttl: float | None = None
     period: float | None = None
     direction: str | None = None
+    durable: bool = False
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -59,21 +61,27 @@ class CollectionInfo:
             text += f" every {self.period}s"
         if self.direction is not None:
             text += f" ({self.direction})"
+        if self.durable:
+            text += " durable"
         return text
 
 
 @attrs.frozen
 class LatticeInfo:
-    """A declared lattice variable: its class and initial value (⊥ unless given)."""
+    """A declared lattice variable: its class and initial value (⊥ unless given); ``durable``:
+    its value after every committed tick is kept in the program's ``data_dir``."""
 
     name: str
     cls: type
     initial: Any
+    durable: bool = False
 
     def describe(self) -> str:
         """One line such as ``lattice votes: lset = lset(frozenset())``."""
         wn = getattr(self.cls, "wrapper_name", "") or self.cls.__qualname__
-        return f"lattice {self.name}: {wn} = {self.initial!r}"
+        return f"lattice {self.name}: {wn} = {self.initial!r}" + (
+            " durable" if self.durable else ""
+        )
 
 
 @attrs.frozen(repr=False)

@@ -15,16 +15,22 @@ from blooml.net.codec import (
     register,
     registered,
 )
+from blooml.net.durable import DurableStore
 from blooml.net.local import LocalNetwork
 from blooml.net.node import Node
 from blooml.net.process import NodeProcess
+from blooml.net.sim import Link, Message, Simulation
 
 __all__ = [
     "FORMAT_VERSION",
+    "DurableStore",
     "Envelope",
+    "Link",
     "LocalNetwork",
+    "Message",
     "Node",
     "NodeProcess",
+    "Simulation",
     "decode",
     "decode_envelope",
     "encode",

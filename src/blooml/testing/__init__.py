@@ -25,17 +25,20 @@ except ImportError as _exc:  # pragma: no cover - the test extra is installed in
 
 from blooml.testing import _collection_strategies as _collection_strategies
 from blooml.testing import _crdt_strategies as _crdt_strategies  # registers the CRDTs
+from blooml.testing._confluence import ConfluenceReport, check_confluence
 from blooml.testing._errors import LawCheckError, LawCheckWarning, LawViolation
 from blooml.testing._laws import LawReport, check_laws
 from blooml.testing._pytest import LatticeLaws
 from blooml.testing._strategies import elements, register
 
 __all__ = [
+    "ConfluenceReport",
     "LatticeLaws",
     "LawCheckError",
     "LawCheckWarning",
     "LawReport",
     "LawViolation",
+    "check_confluence",
     "check_laws",
     "elements",
     "register",
@@ -43,11 +46,13 @@ __all__ = [
 
 # Public names show (and pickle) as blooml.testing.X, not as their private home module.
 for _obj in (
+    ConfluenceReport,
     LatticeLaws,
     LawCheckError,
     LawCheckWarning,
     LawReport,
     LawViolation,
+    check_confluence,
     check_laws,
     elements,
     register,

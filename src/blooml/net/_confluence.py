@@ -1,0 +1,256 @@
+"""The work behind ``blooml.testing.check_confluence`` (see its docstring and docs/testing.md).
+
+It lives in ``blooml.net`` because it drives a :class:`~blooml.net.Simulation`;
+``blooml.testing`` sits below the network layer, defines the public function and its report,
+and imports this module on first use.
+
+A *schedule* is the fate of every message: its delay, and whether it arrives twice.
+Hypothesis draws one delay (and one duplicate flag) per message as the run goes, so it can
+shrink a failing schedule towards the smallest one (fewest late or duplicated messages, the
+shortest delays). Every outcome is compared with the reference run, where every message
+arrives at once, in sending order, once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from blooml.errors import BloomlError, ConfluenceViolation
+from blooml.net.sim import Message, Simulation
+from blooml.testing._confluence import ConfluenceReport, _fmt_points
+
+__all__ = ["check_confluence", "points_of_order"]
+
+#: One timed input: ``(virtual time, node address, collection, rows)``.
+TimedInput = tuple[float, str, str, Iterable[Any]]
+_STEPS = 1000  # a delay is drawn as k/_STEPS of max_delay: hypothesis shrinks k towards 0
+
+
+def points_of_order(programs: Iterable[Any]) -> dict[str, list[str]]:
+    """The CALM points of order of each program class among ``programs``, as
+    ``blooml analyze`` prints them (``ProgramIR.nonmonotone_after_channels``)."""
+    out: dict[str, list[str]] = {}
+    for p in programs:
+        cls = type(p)
+        if cls.__qualname__ in out:
+            continue
+        lines = []
+        for rule, chans in cls.ir().nonmonotone_after_channels():
+            s = "s" if len(chans) > 1 else ""
+            lines.append(f"[{rule.where}] {rule}    (after channel{s} {', '.join(chans)})")
+        out[cls.__qualname__] = lines
+    return out
+
+
+def _timed(inputs: Any) -> list[tuple[float, str, str, list[Any]]]:
+    if isinstance(inputs, Mapping):
+        out = []
+        for addr, colls in inputs.items():
+            if not isinstance(colls, Mapping):
+                raise BloomlError(
+                    f"check_confluence: inputs[{addr!r}] must map collection names to rows, "
+                    f"got {colls!r}"
+                )
+            for coll, rows in colls.items():
+                out.append((0.0, addr, coll, list(rows)))
+        return out
+    out = []
+    for item in inputs:
+        if not (isinstance(item, tuple) and len(item) == 4):
+            raise BloomlError(
+                "check_confluence: inputs is {node: {collection: rows}} or a list of "
+                f"(time, node, collection, rows), got the item {item!r}"
+            )
+        t, addr, coll, rows = item
+        out.append((float(t), addr, coll, list(rows)))
+    return out
+
+
+def _nodes(made: Any) -> dict[str, Any]:
+    progs = list(made.values()) if isinstance(made, Mapping) else list(made)
+    if not progs:
+        raise BloomlError("check_confluence: the factory made no programs")
+    return {p.addr: p for p in progs}
+
+
+def _outputs_of(p: Any, outputs: Any) -> list[str]:
+    ir = type(p).ir()
+    if outputs is None:
+        outs = [
+            n
+            for n, c in ir.collections.items()
+            if c.kind == "interface" and c.direction == "output"
+        ]
+        if outs:
+            return outs
+        tables = [n for n, c in ir.collections.items() if c.kind == "table"]
+        return tables + list(ir.lattices)
+    names = outputs.get(p.addr, ()) if isinstance(outputs, Mapping) else outputs
+    known = set(ir.collections) | set(ir.lattices)
+    if isinstance(outputs, Mapping):
+        bad = [n for n in names if n not in known]
+        if bad:
+            raise BloomlError(
+                f"check_confluence: node {p.addr!r} ({type(p).__qualname__}) has no "
+                f"collection or lattice variable {bad}"
+            )
+        return list(names)
+    return [n for n in names if n in known]
+
+
+def _contents(p: Any, name: str) -> Any:
+    rt = p._rt
+    if name in rt.lats:
+        return rt.lats[name].value
+    return sorted((tuple(r) for r in rt.view(name)), key=repr)
+
+
+def _describe(msgs: list[Message]) -> list[str]:
+    out = []
+    for m in msgs:
+        chans = ", ".join(f"{c} x{n}" if n > 1 else c for c, n in m.channels)
+        if not m.delays:
+            fate = m.fate
+        elif len(m.delays) == 1:
+            fate = f"delay {m.delays[0]:.3f}"
+        else:
+            fate = "twice, delays " + ", ".join(f"{d:.3f}" for d in m.delays)
+        out.append(f"t={m.sent_at:.3f} {m.src} -> {m.dst} [{chans}] {fate}")
+    return out
+
+
+def check_confluence(
+    factory: Callable[[Simulation], Iterable[Any] | Mapping[str, Any]],
+    inputs: Mapping[str, Mapping[str, Iterable[Any]]] | Sequence[TimedInput],
+    *,
+    outputs: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
+    runs: int = 100,
+    seed: int = 0,
+    max_delay: float = 0.5,
+    duplicates: bool = True,
+    until: float | None = None,
+    max_events: int = 100_000,
+) -> ConfluenceReport:
+    """See :func:`blooml.testing.check_confluence`."""
+    if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
+        raise BloomlError(f"check_confluence: runs must be a positive int, got {runs!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise BloomlError(f"check_confluence: seed must be an int, got {seed!r}")
+    if not isinstance(max_delay, (int, float)) or not 0 < max_delay < math.inf:
+        raise BloomlError(f"check_confluence: max_delay must be > 0 seconds, got {max_delay!r}")
+    timed = _timed(inputs)
+
+    def run(schedule: Callable[[Message], Sequence[float]]) -> tuple[Any, list[str], Any]:
+        sim = Simulation(seed=0, schedule=schedule)
+        nodes = _nodes(factory(sim))
+        for t, addr, coll, rows in timed:
+            if addr not in nodes:
+                raise BloomlError(
+                    f"check_confluence: an input is for node {addr!r}, but the factory made "
+                    f"{sorted(nodes)}"
+                )
+
+            def put(s: Simulation, p: Any = nodes[addr], c: str = coll, r: Any = rows) -> None:
+                getattr(p, c).insert(r)
+
+            sim.at(t, put)
+        error = None
+        try:
+            if until is None:
+                if not sim.settle(max_events=max_events):
+                    raise BloomlError(
+                        "check_confluence: a run did not settle (messages or input kept coming "
+                        f"for an hour of virtual time, at {sim.now:g} s); for a program that "
+                        "never falls quiet (gossip on a periodic), pass until=<virtual seconds>"
+                    )
+            else:
+                sim.run_until(until, max_events=max_events)
+        except BloomlError as exc:
+            if "did not settle" in str(exc) or "still busy" in str(exc):
+                raise
+            error = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        outcome: dict[str, dict[str, Any]] = {}
+        for addr, p in nodes.items():
+            names = _outputs_of(p, outputs)
+            if names:
+                outcome[addr] = {n: _contents(p, n) for n in names}
+        if error is not None:
+            outcome["<error>"] = {"tick failed": error}
+        return outcome, _describe(sim.messages), nodes
+
+    ref_outcome, ref_sched, ref_nodes = run(lambda m: [0.0])
+    if not any(ref_outcome.get(a) for a in ref_nodes) and outputs is not None:
+        raise BloomlError(f"check_confluence: no node has any of the outputs {outputs!r}")
+    points = points_of_order(ref_nodes.values())
+    unit = max_delay / _STEPS
+    found: list[Any] = []
+    count = [1]
+
+    @hypothesis_seed(seed)
+    @settings(
+        max_examples=runs,
+        database=None,
+        deadline=None,
+        derandomize=False,
+        phases=(Phase.generate, Phase.shrink),
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        report_multiple_bugs=False,
+        print_blob=False,
+    )
+    @given(st.data())
+    def trial(data: Any) -> None:
+        def schedule(msg: Message) -> list[float]:
+            k = data.draw(st.integers(0, _STEPS), label=f"delay of message {msg.id}")
+            delays = [k * unit]
+            if duplicates and data.draw(st.booleans(), label=f"message {msg.id} twice"):
+                delays.append(data.draw(st.integers(0, _STEPS)) * unit)
+            return delays
+
+        count[0] += 1
+        outcome, sched, _ = run(schedule)
+        if outcome != ref_outcome:
+            found[:] = [outcome, sched]
+            raise AssertionError("outcome differs")
+
+    try:
+        trial()
+    except AssertionError:
+        if not found:
+            raise
+        outcome, sched = found
+        diff = sorted(
+            (a, n)
+            for a in sorted(set(ref_outcome) | set(outcome))
+            for n in sorted(set(ref_outcome.get(a, {})) | set(outcome.get(a, {})))
+            if ref_outcome.get(a, {}).get(n) != outcome.get(a, {}).get(n)
+        )
+        lines = [f"not confluent: two message schedules end differently on {diff}", ""]
+        lines.append("reference schedule (every message at once, in order):")
+        lines += ["  " + s for s in ref_sched] or ["  (no messages)"]
+        lines.append("failing schedule (shrunk by hypothesis):")
+        lines += ["  " + s for s in sched] or ["  (no messages)"]
+        for a, n in diff:
+            lines.append(f"{a}.{n}: reference {ref_outcome.get(a, {}).get(n, '<absent>')!r}")
+            lines.append(f"{' ' * len(a + n)}  failing   {outcome.get(a, {}).get(n, '<absent>')!r}")
+        lines.append("points of order (blooml analyze): non-monotone rules after a channel")
+        lines.append(_fmt_points(points))
+        raise ConfluenceViolation(
+            "\n".join(lines), (ref_sched, sched), (ref_outcome, outcome), diff, points
+        ) from None
+    return ConfluenceReport(
+        runs=count[0],
+        outcome=ref_outcome,
+        points_of_order=points,
+        messages=len(ref_sched),
+        seed=seed,
+        schedules=[ref_sched],
+    )
