@@ -11,6 +11,9 @@ RDDs of lattice values:
 * :func:`fold_by_key` — ``(key, item)`` → one lattice per key, folding ``Cls.from_item``.
 * :func:`fold` — an RDD of items → one lattice value (the seed's collection-to-lattice fold).
 
+Lattice aggregates as Column functions (:mod:`blooml.spark.functions`): ``lmerge(col, Cls)``
+and ``lfold(col, Cls)`` inside ``df.groupBy(...).agg(...)``, on classic and Connect sessions.
+
 DataFrames with a lattice column (column specs: a lattice class, :class:`MapOf`,
 :class:`Pickled`):
 
@@ -31,7 +34,8 @@ from blooml.spark._columns import (
     to_spark,
 )
 from blooml.spark._engine import SparkEngine, SparkResult
-from blooml.spark._formats import ColumnFormat, MapOf, Pickled, column_format
+from blooml.spark._errors import from_worker_error, worker_errors
+from blooml.spark._formats import ColumnFormat, MapOf, Pickled, Structured, column_format
 from blooml.spark._rdd import fold, fold_by_key, merge_by_key
 
 __all__ = [
@@ -40,14 +44,17 @@ __all__ = [
     "Pickled",
     "SparkEngine",
     "SparkResult",
+    "Structured",
     "column_format",
     "fold",
     "fold_by_key",
     "from_spark",
+    "from_worker_error",
     "merge_by_key",
     "merge_column",
     "spark_type",
     "to_dataframe",
     "to_rdd",
     "to_spark",
+    "worker_errors",
 ]
