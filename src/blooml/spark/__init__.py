@@ -2,7 +2,9 @@
 
 ``import blooml.spark`` does not import pyspark; each function that needs it raises an
 :class:`ImportError` naming the ``spark`` extra (``pip install 'blooml[spark]'``) when pyspark
-is missing. See ``docs/spark.md``.
+is missing. It sets ``PYSPARK_PYTHON`` to the running interpreter when unset (and not under
+``spark-submit``), so local Spark workers run this venv's Python and import this blooml. See
+``docs/spark.md``.
 
 RDDs of lattice values:
 
@@ -36,7 +38,10 @@ from blooml.spark._columns import (
 from blooml.spark._engine import SparkEngine, SparkResult
 from blooml.spark._errors import from_worker_error, worker_errors
 from blooml.spark._formats import ColumnFormat, MapOf, Pickled, Structured, column_format
+from blooml.spark._lazy import use_this_python as _use_this_python
 from blooml.spark._rdd import fold, fold_by_key, merge_by_key
+
+_use_this_python()
 
 __all__ = [
     "ColumnFormat",

@@ -17,7 +17,12 @@ from blooml.spark._formats import (
     plain_hashable,
     spec_of,
 )
-from blooml.spark._lazy import require_dataframe, require_pyspark, require_rdd
+from blooml.spark._lazy import (
+    check_worker_python,
+    require_dataframe,
+    require_pyspark,
+    require_rdd,
+)
 
 __all__ = [
     "from_spark",
@@ -255,6 +260,8 @@ def merge_column(
             f"{num_partitions!r}"
         )
     check_column_type("merge_column", fmt, column, df.schema[column].dataType)
+    if not fmt.native:
+        check_worker_python("merge_column", df.sparkSession)
     call = f"merge_column(df, {keys!r}, {column!r}, {_spec_name(spec)})"
     key = F.struct(*[F.col(_q(k)) for k in keys])
     src = df if num_partitions is None else df.repartition(num_partitions, *[_q(k) for k in keys])

@@ -38,13 +38,19 @@ class WorkerErrors:
     def __init__(self, call: str) -> None:
         self.call = call
 
-    def raise_for(self, exc: BaseException, key: Any = None, *, has_key: bool = True) -> None:
-        """Raise a :class:`WorkerError` for ``exc``, met while merging ``key``'s values."""
-        cls = type(exc)
-        name = cls.__name__ if _blooml_class(cls.__name__) is cls else "BloomlError"
-        where = f" for key {key!r}" if key is not None or not has_key else ""
-        text = f"{self.call}{where}: {cls.__qualname__}: {exc}"
-        raise WorkerError(f"{_MARK}<{name}> {text} {_MARK}_END") from exc
+    def raise_for(self, exc: BaseException | tuple[str, str, str], key: Any = None) -> None:
+        """Raise a :class:`WorkerError` for ``exc`` (or its :func:`failure_record`), met while
+        merging ``key``'s values (``None``: no key)."""
+        name, qualname, text = exc if isinstance(exc, tuple) else failure_record(exc)
+        where = f" for key {key!r}" if key is not None else ""
+        raise WorkerError(f"{_MARK}<{name}> {self.call}{where}: {qualname}: {text} {_MARK}_END")
+
+
+def failure_record(exc: BaseException) -> tuple[str, str, str]:
+    """``exc`` as picklable text: (blooml class name to re-raise as, its qualname, message)."""
+    cls = type(exc)
+    name = cls.__name__ if _blooml_class(cls.__name__) is cls else "BloomlError"
+    return name, cls.__qualname__, str(exc)
 
 
 def _blooml_class(name: str) -> type[BloomlError] | None:

@@ -7,10 +7,13 @@
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
+import sys
 from types import ModuleType
 from typing import Any
 
-__all__ = ["require_pyspark"]
+__all__ = ["check_worker_python", "require_pyspark", "use_this_python"]
 
 _INSTALL_HINT = "install it with: pip install 'blooml[spark]' (Spark also needs Java 17 or later)"
 
@@ -56,3 +59,58 @@ def _is_dataframe(obj: Any) -> bool:
     except ImportError:  # pragma: no cover - callers checked pyspark first
         return False
     return isinstance(obj, DataFrame)
+
+
+def use_this_python() -> None:
+    """Make local Spark workers run this interpreter (so they import this blooml).
+
+    PySpark starts its Python workers as ``$PYSPARK_PYTHON``, by default ``python3`` from
+    ``PATH``, which in a venv is not the venv's Python: the workers then fail with
+    ``ModuleNotFoundError: No module named 'blooml'``. Called on ``import blooml.spark``: sets
+    ``PYSPARK_PYTHON`` to ``sys.executable`` unless it is set already, a SparkContext already
+    runs, or the driver runs under ``spark-submit`` (which passes ``spark.pyspark.python``).
+    """
+    if "PYSPARK_PYTHON" in os.environ or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    context = sys.modules.get("pyspark.core.context") or sys.modules.get("pyspark.context")
+    active = getattr(getattr(context, "SparkContext", None), "_active_spark_context", None)
+    if active is None:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+
+
+_checked: dict[str, bool] = {}
+
+
+def check_worker_python(feature: str, session_or_context: Any) -> None:
+    """Fail at once, with the fix, when a local session's workers cannot import blooml.
+
+    Only classic sessions with a ``local`` master are checked (the workers run on this
+    machine); the check runs the worker interpreter once per interpreter path.
+    """
+    sc = getattr(session_or_context, "sparkContext", session_or_context)
+    try:
+        master = sc.master
+        exe = sc.pythonExec
+    except Exception:  # a Connect session has no SparkContext: its server decides
+        return
+    if not str(master).startswith("local") or exe == sys.executable:
+        return
+    ok = _checked.get(exe)
+    if ok is None:
+        try:
+            ok = (
+                subprocess.run(
+                    [exe, "-c", "import blooml"], capture_output=True, timeout=60, check=False
+                ).returncode
+                == 0
+            )
+        except (OSError, subprocess.SubprocessError):
+            ok = False
+        _checked[exe] = ok
+    if not ok:
+        raise ImportError(
+            f"blooml.spark.{feature}: this local Spark session's Python workers run {exe!r}, "
+            "which cannot import blooml. Set PYSPARK_PYTHON to this interpreter "
+            f"({sys.executable}) before creating the session (import blooml.spark first does "
+            "it for you), or install blooml into that interpreter"
+        )

@@ -183,11 +183,15 @@ def merge_cells(fmt: ColumnFormat, arr: Any) -> Any:
             return merge_cells(fmt.fields[0][1], arr)
         return F.struct(
             *[
-                merge_cells(sub, F.transform(present, lambda s, n=name: s[n])).alias(name)
+                merge_cells(sub, F.transform(present, _field(name))).alias(name)
                 for name, sub in fmt.fields
             ]
         )
     raise TypeError(f"no SQL merge for {fmt!r}")  # pragma: no cover - pickled goes to Python
+
+
+def _field(name: str) -> Any:
+    return lambda s: s[name]
 
 
 def fold_aggregate(fmt: ColumnFormat, cols: list[Any], call: str, key: Any = None) -> Any:
@@ -282,6 +286,13 @@ def _python_merge(fmt: ColumnFormat, lists: Any, call: str, key: Any, *, fold: b
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType
 
+    from pyspark.sql import SparkSession
+
+    from blooml.spark._lazy import check_worker_python
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        check_worker_python(call, active)
     cls = fmt.lattice
     from_cell, to_cell = fmt.from_cell, fmt.to_cell
 
