@@ -283,10 +283,9 @@ def _all_present(cols: list[Any]) -> Any:
 
 def _python_merge(fmt: ColumnFormat, lists: Any, call: str, key: Any, *, fold: bool) -> Any:
     """Merge each group's list of cells (or items) in a vectorized Arrow UDF."""
+    from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
     from pyspark.sql.types import BinaryType
-
-    from pyspark.sql import SparkSession
 
     from blooml.spark._lazy import check_worker_python
 
