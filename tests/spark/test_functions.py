@@ -46,7 +46,7 @@ def test_several_lattice_aggregates_in_one_agg(spark: Any) -> None:
     rows = [("a", 1, 10), ("a", 2, 30), ("b", 3, None), ("a", None, 20), ("c", None, None)]
     df = spark.createDataFrame(rows, "k string, v bigint, ts bigint")
     out = df.groupBy("k").agg(lfold("v", lset), lfold("ts", lmax), F.count("*").alias("n"))
-    assert out.columns == ["k", "lfold(v)", "lfold(ts)", "n"]
+    assert out.columns == ["k", "lfold(v, lset)", "lfold(ts, lmax)", "n"]
     got = {r.k: (from_spark(r[1], lset), from_spark(r[2], lmax), r.n) for r in out.collect()}
     assert got == {
         "a": (lset({1, 2}), lmax(30), 3),
@@ -55,7 +55,9 @@ def test_several_lattice_aggregates_in_one_agg(spark: Any) -> None:
     }
     assert not _python_in(_plan(out))  # builtins: Spark SQL only
     # and merging the lattice cells again (lmerge) in one more aggregation
-    again = out.groupBy(F.lit(1)).agg(lmerge("lfold(v)", lset), lmerge("lfold(ts)", lmax))
+    again = out.groupBy(F.lit(1)).agg(
+        lmerge("lfold(v, lset)", lset), lmerge("lfold(ts, lmax)", lmax)
+    )
     (row,) = again.collect()
     assert (from_spark(row[1], lset), from_spark(row[2], lmax)) == (lset({1, 2, 3}), lmax(30))
     assert not _python_in(_plan(again))

@@ -19,6 +19,8 @@ from blooml.spark._formats import (
 )
 from blooml.spark._lazy import (
     check_worker_python,
+    is_connect,
+    no_rdds_on_connect,
     require_dataframe,
     require_pyspark,
     require_rdd,
@@ -120,8 +122,10 @@ def to_rdd(df: Any, key_cols: str | Sequence[str], column: str, spec: Any) -> An
     Raises:
         ValueError: a named column is missing or the lattice column is also a key column.
         TypeError: ``df`` is not a DataFrame or ``spec`` is not a column spec.
+        NotSupportedOnSpark: ``df`` is a Spark Connect DataFrame (Connect has no RDDs; the
+            message names the DataFrame functions to use instead).
     """
-    require_dataframe("to_rdd", df)
+    require_dataframe("to_rdd", df, needs_rdd=True)
     keys = _key_list("to_rdd", df, key_cols, column)
     fmt = column_format(spec)
     return _to_rdd(df, keys, column, fmt)
@@ -162,8 +166,11 @@ def to_dataframe(
 
     Raises:
         TypeError: ``rdd`` is not an RDD or ``spec`` is missing for ``lmap``.
+        NotSupportedOnSpark: ``spark`` is a Spark Connect session (Connect has no RDDs).
         ValueError: the key tuple's length differs from ``key_cols`` (inside the job).
     """
+    if spark is not None and is_connect(spark):
+        raise no_rdds_on_connect("to_dataframe")
     require_rdd("to_dataframe", rdd)
     keys = [key_cols] if isinstance(key_cols, str) else list(key_cols)
     if not keys:

@@ -44,7 +44,7 @@ from blooml.ir.nodes import AGG_NAMES
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
 from blooml.spark._formats import Pickled, spec_of
-from blooml.spark._lazy import require_pyspark
+from blooml.spark._lazy import check_worker_python, is_connect, require_pyspark
 from blooml.spark._rdd import fold
 
 __all__ = ["SparkEngine", "SparkResult"]
@@ -482,11 +482,19 @@ class SparkEngine:
         max_rounds: int = 10_000,
     ) -> None:
         require_pyspark("SparkEngine")
+        if is_connect(spark):
+            raise NotSupportedOnSpark(
+                "SparkEngine on a Spark Connect session",
+                "SparkEngine evaluates programs over RDDs, which Spark Connect does not have; "
+                "run it with a classic SparkSession (SparkSession.builder.master(...)), or "
+                "merge lattice columns on Connect with blooml.spark.functions (lmerge, lfold)",
+            )
         if not hasattr(spark, "sparkContext"):
             raise TypeError(f"SparkEngine expects a SparkSession, got {spark!r}")
         for name, v in (("checkpoint_every", checkpoint_every), ("max_rounds", max_rounds)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"SparkEngine: {name} must be a positive int, got {v!r}")
+        check_worker_python("SparkEngine", spark)
         self.spark = spark
         self.checkpoint_every = checkpoint_every
         self.num_partitions = num_partitions or spark.sparkContext.defaultParallelism

@@ -32,9 +32,37 @@ def require_pyspark(feature: str) -> ModuleType:
         ) from exc
 
 
+_INSTEAD = (
+    "on Spark Connect use the DataFrame forms: df.groupBy(keys).agg(lmerge(col, Cls)) or "
+    "lfold(col, Cls) (blooml.spark.functions), or merge_column(df, keys, col, Cls)"
+)
+
+
+def is_connect(obj: Any) -> bool:
+    """Whether ``obj`` (a session or a DataFrame) belongs to Spark Connect."""
+    return type(obj).__module__.startswith("pyspark.sql.connect")
+
+
+def no_rdds_on_connect(feature: str) -> Exception:
+    """The error of an RDD-only function called with Spark Connect objects."""
+    from blooml.errors import NotSupportedOnSpark
+
+    return NotSupportedOnSpark(
+        f"blooml.spark.{feature} on a Spark Connect session",
+        f"Spark Connect has no RDDs, and {feature} works on RDDs; {_INSTEAD}",
+    )
+
+
 def require_rdd(feature: str, rdd: Any, what: str = "rdd") -> None:
-    """Check that ``rdd`` is a pyspark RDD (after checking pyspark is installed)."""
+    """Check that ``rdd`` is a pyspark RDD (after checking pyspark is installed).
+
+    Raises:
+        NotSupportedOnSpark: ``rdd`` is a Spark Connect DataFrame (Connect has no RDDs).
+        TypeError: anything else that is not an RDD.
+    """
     pyspark = require_pyspark(feature)
+    if is_connect(rdd):
+        raise no_rdds_on_connect(feature)
     if not isinstance(rdd, pyspark.RDD):
         raise TypeError(
             f"blooml.spark.{feature} expects a pyspark RDD as {what}, got "
@@ -43,9 +71,12 @@ def require_rdd(feature: str, rdd: Any, what: str = "rdd") -> None:
         )
 
 
-def require_dataframe(feature: str, df: Any, what: str = "df") -> None:
-    """Check that ``df`` is a pyspark DataFrame (after checking pyspark is installed)."""
+def require_dataframe(feature: str, df: Any, what: str = "df", *, needs_rdd: bool = False) -> None:
+    """Check that ``df`` is a pyspark DataFrame (after checking pyspark is installed);
+    ``needs_rdd``: the caller uses ``df.rdd``, which Spark Connect DataFrames lack."""
     require_pyspark(feature)
+    if needs_rdd and is_connect(df):
+        raise no_rdds_on_connect(feature)
     if not _is_dataframe(df):
         raise TypeError(
             f"blooml.spark.{feature} expects a pyspark DataFrame as {what}, got "
@@ -87,8 +118,10 @@ def check_worker_python(feature: str, session_or_context: Any) -> None:
     Only classic sessions with a ``local`` master are checked (the workers run on this
     machine); the check runs the worker interpreter once per interpreter path.
     """
-    sc = getattr(session_or_context, "sparkContext", session_or_context)
+    if is_connect(session_or_context):
+        return  # a Connect server starts its own workers
     try:
+        sc = getattr(session_or_context, "sparkContext", session_or_context)
         master = sc.master
         exe = sc.pythonExec
     except Exception:  # a Connect session has no SparkContext: its server decides

@@ -63,8 +63,8 @@ def lmerge(col: ColumnOrName, spec: Any) -> Any:
             ``Structured(lorset)``, a user lattice class or ``Pickled(cls)`` (pickled cells).
 
     Returns:
-        An aggregate ``Column`` named ``lmerge(v)`` (as ``F.max("v")`` is named ``max(v)``;
-        ``.alias`` renames it), of the same Spark type as ``col``.
+        An aggregate ``Column`` named ``lmerge(v, lset)`` (as ``F.max("v")`` is named
+        ``max(v)``; ``.alias`` renames it), of the same Spark type as ``col``.
 
     Raises:
         TypeError: ``spec`` is not a column spec.
@@ -78,7 +78,7 @@ def lmerge(col: ColumnOrName, spec: Any) -> Any:
     fmt = column_format(spec)
     c, name = _column(col, "lmerge")
     call = f"lmerge({name!r}, {_spec_name(spec)})"
-    return merge_aggregate(fmt, c, call).alias(f"lmerge({name})")
+    return merge_aggregate(fmt, c, call).alias(f"lmerge({name}, {_spec_name(spec)})")
 
 
 def lfold(col: ColumnOrName | Sequence[ColumnOrName], spec: Any) -> Any:
@@ -95,8 +95,8 @@ def lfold(col: ColumnOrName | Sequence[ColumnOrName], spec: Any) -> Any:
         spec: the lattice to fold into (a column spec, as for :func:`lmerge`).
 
     Returns:
-        An aggregate ``Column`` of ``spec``'s cells, named ``lfold(v)`` (``lfold(a, b)`` for
-        two columns; ``.alias`` renames it).
+        An aggregate ``Column`` of ``spec``'s cells, named ``lfold(v, lset)``
+        (``lfold(a, b, MapOf(lmax))`` for two columns; ``.alias`` renames it).
 
     Raises:
         TypeError: ``spec`` is not a column spec.
@@ -112,7 +112,7 @@ def lfold(col: ColumnOrName | Sequence[ColumnOrName], spec: Any) -> Any:
     names = [n for _, n in pairs]
     call = f"lfold({names[0] if len(names) == 1 else names!r}, {_spec_name(spec)})"
     out = fold_aggregate(fmt, [c for c, _ in pairs], call)
-    return out.alias(f"lfold({', '.join(names)})")
+    return out.alias(f"lfold({', '.join(names)}, {_spec_name(spec)})")
 
 
 # -- building the expressions -------------------------------------------------------------------
