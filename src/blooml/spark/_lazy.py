@@ -115,8 +115,9 @@ _checked: dict[str, bool] = {}
 def check_worker_python(feature: str, session_or_context: Any) -> None:
     """Fail at once, with the fix, when a local session's workers cannot import blooml.
 
-    Only classic sessions with a ``local`` master are checked (the workers run on this
-    machine); the check runs the worker interpreter once per interpreter path.
+    Only classic sessions with a ``local``/``local[n]`` master are checked (the workers run on
+    this machine with this environment; ``local-cluster`` executors may get blooml shipped);
+    the check runs the worker interpreter once per interpreter path.
     """
     if is_connect(session_or_context):
         return  # a Connect server starts its own workers
@@ -126,7 +127,8 @@ def check_worker_python(feature: str, session_or_context: Any) -> None:
         exe = sc.pythonExec
     except Exception:  # a Connect session has no SparkContext: its server decides
         return
-    if not str(master).startswith("local") or exe == sys.executable:
+    local = str(master) == "local" or str(master).startswith("local[")  # not local-cluster
+    if not local or exe == sys.executable:
         return
     ok = _checked.get(exe)
     if ok is None:
