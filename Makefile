@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 DEMO   ?= examples/shortest_paths.py
 
-.PHONY: demo test test-fast lint typecheck bench clean
+.PHONY: demo test test-fast test-py312 test-py313 lint typecheck bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,16 @@ test: $(VENV)/.stamp-test
 
 test-fast: $(VENV)/.stamp-test
 	$(BIN)/python -m pytest -m "not spark and not slow" $(PYTEST_ARGS)
+
+# The non-Spark suite on another supported CPython: `make test-py313`, `make test-py312`.
+# The interpreter comes from pyenv (.ci/find-python says what it tried when it is missing);
+# its venv is .venv313 / .venv312 (not in git).
+test-py%:
+	@py="$$(.ci/find-python $(patsubst 3%,3.%,$*))" || exit 1; \
+	if [ ! -x .venv$*/bin/python ]; then "$$py" -m venv .venv$* || exit 1; fi; \
+	echo "== $$(.venv$*/bin/python -c 'import sys; print(sys.version.split()[0])') ($$py)"; \
+	.venv$*/bin/python -m pip install -q -e ".[test]" || exit 1; \
+	.venv$*/bin/python -m pytest -m "not spark" $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp-dev
 	$(BIN)/ruff check src tests examples benchmarks

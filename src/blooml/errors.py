@@ -16,15 +16,22 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "BloomError",
     "BloomlError",
     "ColumnTypeError",
     "KeyConstraintError",
     "LatticeTypeError",
     "LatticeValueError",
     "NotSupportedOnSpark",
-    "UnstratifiableError",
+    "ProgramError",
+    "StratificationError",
 ]
+
+# Deprecated names (one release): each is the very same class as its replacement, so
+# ``except BloomError`` keeps catching; reading the name warns (see ``__getattr__`` below).
+_DEPRECATED = {
+    "BloomError": "ProgramError",
+    "UnstratifiableError": "StratificationError",
+}
 
 
 class BloomlError(Exception):
@@ -65,11 +72,14 @@ class LatticeTypeError(BloomlError, TypeError):
         )
 
 
-class BloomError(BloomlError):
-    """A Bloom^L program is malformed (reported when the program is defined or run)."""
+class ProgramError(BloomlError):
+    """A Bloom^L program is malformed or misused (reported when it is defined or run).
+
+    Formerly ``BloomError`` (still importable, deprecated: it is this same class).
+    """
 
 
-class KeyConstraintError(BloomError):
+class KeyConstraintError(ProgramError):
     """Two tuples with the same key disagree on a non-lattice column.
 
     Attributes:
@@ -90,26 +100,44 @@ class KeyConstraintError(BloomError):
         )
 
 
-class UnstratifiableError(BloomError):
-    """A cycle runs through a non-monotone dependency within one timestep.
+class StratificationError(ProgramError, ValueError):
+    """A program cannot be stratified: a cycle passes through a non-monotone dependency.
+
+    In a Bloom^L program the cycle runs within one tick through a non-monotone edge (``notin``,
+    ``group``, a non-monotone lattice method); in a :mod:`blooml.dataflow` Datalog program a
+    relation depends on its own negation through recursion. Both raise this class (the Datalog
+    one is also a :class:`blooml.dataflow.DatalogError`). Formerly ``UnstratifiableError``
+    (still importable, deprecated: it is this same class).
 
     Attributes:
-        cycle: the collection names on the cycle, in order.
-        rules: human-readable descriptions (with source lines) of the rules on it.
+        cycle: the collection (or relation) names on the cycle, in order.
+        rules: human-readable descriptions (with source lines) of the rules on it (empty for
+            Datalog programs).
+        negated: for Datalog programs, ``(negated relation, dependent relation)``; else ``None``.
     """
 
-    def __init__(self, cycle: list[str], rules: list[str], detail: str = "") -> None:
+    def __init__(
+        self,
+        cycle: list[str],
+        rules: list[str] | tuple[str, ...] = (),
+        detail: str = "",
+        *,
+        negated: tuple[str, str] | None = None,
+        message: str | None = None,
+    ) -> None:
         self.cycle = list(cycle)
         self.rules = list(rules)
-        lines = "; ".join(rules)
-        msg = (
-            f"program cannot be stratified: cycle {' -> '.join(cycle)} passes through a "
-            f"non-monotone dependency within one tick ({lines}). Break it with <+ (next tick), "
-            "or make the operation monotone."
-        )
-        if detail:
-            msg += " " + detail
-        super().__init__(msg)
+        self.negated = negated
+        if message is None:
+            lines = "; ".join(self.rules)
+            message = (
+                f"program cannot be stratified: cycle {' -> '.join(self.cycle)} passes through "
+                f"a non-monotone dependency within one tick ({lines}). Break it with <+ (next "
+                "tick), or make the operation monotone."
+            )
+            if detail:
+                message += " " + detail
+        super().__init__(message)
 
 
 class NotSupportedOnSpark(BloomlError, NotImplementedError):
@@ -144,3 +172,18 @@ class ColumnTypeError(BloomlError, TypeError):
 def _cls_name(cls: type) -> str:
     name = getattr(cls, "wrapper_name", None)
     return f"{name} ({cls.__qualname__})" if name and name != cls.__qualname__ else cls.__qualname__
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve a deprecated error name to its replacement, with a ``DeprecationWarning``."""
+    new = _DEPRECATED.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import warnings
+
+    warnings.warn(
+        f"blooml.errors.{name} is deprecated; use {new} (the same class)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[new]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from blooml import (
-    BloomError,
     KeyConstraintError,
     Program,
+    ProgramError,
     accum,
     avg,
     bloom,
@@ -423,10 +423,10 @@ def test_lattice_key_columns_are_rejected_at_insert():
             self.u <= self.t.map(lambda r: (r.v,))
 
     p = P()
-    with pytest.raises(BloomError, match="cannot be key columns"):
+    with pytest.raises(ProgramError, match="cannot be key columns"):
         p.t.insert([(lmax(1), 2)])
     p.t.insert([("a", lmax(2))])
-    with pytest.raises(BloomError, match="cannot be key columns") as ei:
+    with pytest.raises(ProgramError, match="cannot be key columns") as ei:
         p.tick()
     assert any("rule 0" in n for n in ei.value.__notes__)
 
@@ -436,9 +436,9 @@ def test_arity_errors_name_the_collection():
         t = table(["k"], ["v"])
 
     p = P()
-    with pytest.raises(BloomError, match=r"'t' has 2 columns"):
+    with pytest.raises(ProgramError, match=r"'t' has 2 columns"):
         p.t.insert([("a",)])
-    with pytest.raises(BloomError, match="iterable of tuples"):
+    with pytest.raises(ProgramError, match="iterable of tuples"):
         p.t.insert("ab")
 
 
@@ -447,7 +447,7 @@ def test_lattice_insert_type_checked():
         m = lmax()
 
     p = P()
-    with pytest.raises(BloomError, match="expected a lmax value"):
+    with pytest.raises(ProgramError, match="expected a lmax value"):
         p.m.insert(3)
     p.m.insert(lmax(3))
     p.tick()
@@ -502,7 +502,7 @@ def test_collections_cannot_be_read_inside_rule_functions():
 
     p = P()
     p.t.insert([("a",)])
-    with pytest.raises(BloomError, match="rule functions cannot read collections"):
+    with pytest.raises(ProgramError, match="rule functions cannot read collections"):
         p.tick()
 
 
@@ -513,7 +513,7 @@ def test_tick_n_and_bad_n():
     p = P()
     p.tick(3)
     assert p.tick_count == 3
-    with pytest.raises(BloomError):
+    with pytest.raises(ProgramError):
         p.tick(-1)
 
 
@@ -539,7 +539,7 @@ def test_gc_is_paused_during_a_tick_and_restored_even_on_errors():
     assert gc.isenabled()
     p = P()
     p.t.insert([("a",)])
-    with pytest.raises(BloomError):  # a 2-tuple into a 1-column table
+    with pytest.raises(ProgramError):  # a 2-tuple into a 1-column table
         p.tick()
     assert gc.isenabled()
     q = Q()

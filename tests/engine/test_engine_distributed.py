@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from blooml import (
-    BloomError,
     LocalNetwork,
     Program,
+    ProgramError,
     bloom,
     channel,
     interface,
@@ -53,7 +53,7 @@ def test_loopback_delivers_at_the_next_tick_with_named_field():
 def test_loopback_to_another_address_without_network_is_an_error():
     p = Echo(addr="me")
     p.send.insert([("you", "hi")])
-    with pytest.raises(BloomError, match=r"channel 'chan'.*addressed to 'you'"):
+    with pytest.raises(ProgramError, match=r"channel 'chan'.*addressed to 'you'"):
         p.tick()
     assert p.tick_count == 0
 
@@ -69,7 +69,7 @@ def test_local_network_delivers_between_programs():
     net.tick()
     net.tick()
     assert tuples(a.got) == {("pong", 2)}
-    with pytest.raises(BloomError, match="already taken"):
+    with pytest.raises(ProgramError, match="already taken"):
         Echo(addr="a", network=net)
 
 
@@ -77,7 +77,7 @@ def test_network_rejects_unknown_addresses_atomically():
     net = LocalNetwork()
     a = Echo(addr="a", network=net)
     a.send.insert([("nowhere", "x")])
-    with pytest.raises(BloomError, match="not on this network"):
+    with pytest.raises(ProgramError, match="not on this network"):
         a.tick()
     assert a.tick_count == 0
 
@@ -280,7 +280,7 @@ def test_network_delay_holds_messages_and_reprs():
     assert net.quiescent() and {r.msg for r in b.got} == {f"m{i}" for i in range(6)}
     assert "round 6" in repr(net) and repr(a) == "<Echo at 'a', tick 6>"
     assert repr(a.got) == "<table got: 0 rows>"
-    with pytest.raises(BloomError):
+    with pytest.raises(ProgramError):
         LocalNetwork(max_delay=-1)
 
 
@@ -296,7 +296,7 @@ def test_lattice_view_has_no_truth_value_and_program_needs_init():
     class Q(Program):
         m = lmax()
 
-    with pytest.raises(BloomError, match=r"Program\.__init__ was not called"):
+    with pytest.raises(ProgramError, match=r"Program\.__init__ was not called"):
         P().m
     with pytest.raises(TypeError, match="test its value"):
         bool(Q().m)

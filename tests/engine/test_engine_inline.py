@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blooml import BloomError, KeyConstraintError, Program, bloom, lmax, lmin, scratch, table
+from blooml import KeyConstraintError, Program, ProgramError, bloom, lmax, lmin, scratch, table
 from blooml.engine._codegen import FusedMapEval
 
 small = st.integers(0, 5)
@@ -85,6 +85,51 @@ class Paths(Program):
         self.path <= self.path.join(self.link, self.path.dst == self.link.src).map(
             lambda p, lk: (p.src, lk.dst, p.c + lk.c)
         )
+
+
+class Calls(Program):
+    """Lattice constructors and @morph methods in rule functions (recovered as LatNew and
+    Method expressions: run by generated code)."""
+
+    link = table(["src", "dst", "c"])
+    path = table(["src", "dst"], ["c"])
+    wide = table(["src", "dst"], ["w"])
+    flag = table(["k", "d"], ["f"])
+
+    @bloom
+    def rules(self):
+        self.path <= self.link.map(lambda lk: (lk.src, lk.dst, lmin(lk.c)))
+        self.path <= self.path.join(self.link, self.path.dst == self.link.src).map(
+            lambda p, lk: (p.src, lk.dst, p.c + lk.c)
+        )
+        self.wide <= self.link.map(lambda lk: (lk.src, lk.dst, lmax(lk.c)))
+        self.wide <= self.wide.join(self.link, self.wide.dst == self.link.src).map(
+            lambda w, lk: (w.src, lk.dst, w.w.min_of(lk.c))
+        )
+        self.flag <= self.path.map(lambda p: (p.src, p.dst, p.c.lt(3)))
+
+
+class ThreeWay(Program):
+    """Three-way joins: a chain, a star, into all-key and keyed heads (and a cross product,
+    which is not generated)."""
+
+    a = table(["x", "y", "c"])
+    b = table(["y", "z", "c"])
+    e = table(["z", "w", "c"])
+    chain = table(["x", "w"])
+    cost = table(["x", "w"], ["c"])
+    star = table(["y", "x", "z"])
+    cross = table(["x", "w"])
+
+    @bloom
+    def rules(self):
+        a, b, e = self.a, self.b, self.e
+        self.chain <= a.join(b, a.y == b.y).join(e, b.z == e.z).map(lambda r, s, t: (r.x, t.w))
+        self.cost <= a.join(b, a.y == b.y).join(e, b.z == e.z).filter(
+            lambda r, s, t: r.x != t.w
+        ).map(lambda r, s, t: (r.x, t.w, lmin(r.c + s.c + t.c)))
+        self.star <= b.join(a, b.y == a.y).join(e, b.z == e.z).map(lambda s, r, t: (s.y, r.x, t.z))
+        self.cross <= a.join(b, a.y == b.y).join(e).map(lambda r, s, t: (r.x, t.w))
 
 
 class Project(Program):
@@ -217,8 +262,38 @@ def test_filters_and_one_value_results(batches):
     run_both(Filtered, batches)
 
 
+@settings(max_examples=60)
+@given(st.lists(rows_dist, min_size=1, max_size=3))
+def test_lattice_constructors_and_methods(batches):
+    run_both(Calls, [{"link": b} for b in batches])
+
+
+@settings(max_examples=60)
+@given(
+    st.lists(
+        st.fixed_dictionaries(
+            {
+                "a": st.lists(st.tuples(small, small, st.integers(0, 4)), max_size=6),
+                "b": st.lists(st.tuples(small, small, st.integers(0, 4)), max_size=6),
+                "e": st.lists(st.tuples(small, small, st.integers(0, 4)), max_size=6),
+            }
+        ),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_three_way_joins(batches):
+    run_both(ThreeWay, batches)
+
+
+def test_three_way_joins_are_generated_unless_a_cross_product():
+    p = ThreeWay()
+    assert [isinstance(r.body, FusedMapEval) for r in p._rt.rules] == [True, True, True, False]
+
+
 def test_the_fast_paths_are_taken():
-    cases = [(TC, 1), (Dist, 1), (Paths, 1), (Project, 0), (Project, 1)]
+    cases = [(TC, 1), (Dist, 1), (Paths, 0), (Paths, 1), (Project, 0), (Project, 1)]
+    cases += [(Calls, i) for i in range(5)]
     cases += [(Filtered, i) for i in range(5)]
     for cls, rule in cases:
         assert isinstance(cls()._rt.rules[rule].body, FusedMapEval), cls
@@ -328,7 +403,7 @@ def test_lattice_in_a_key_column_is_still_rejected():
     for inline in (True, False):
         p = P(inline=inline)
         p.a.insert([(1, lmin(3))])
-        with pytest.raises(BloomError, match="key column"):
+        with pytest.raises(ProgramError, match="key column"):
             p.tick()
 
 
@@ -389,7 +464,7 @@ def test_subclass_values_take_the_general_path():
 
 @pytest.mark.parametrize("opt", ["inline", "prioritize"])
 def test_options_are_checked(opt):
-    with pytest.raises(BloomError, match=opt):
+    with pytest.raises(ProgramError, match=opt):
         TC(**{opt: "yes"})
     assert getattr(TC(**{opt: False})._rt, opt) is False
 
@@ -419,3 +494,29 @@ def test_generated_code_is_shared_and_shown_in_tracebacks():
         p.tick()
     text = "".join(traceback.format_exception(ei.value))
     assert "blooml generated" in text and "for r0 in drows" in text
+
+
+def test_a_rebound_lattice_global_is_seen_when_a_program_is_created(monkeypatch):
+    class P(Program):
+        a = table(["k"], ["v"])
+        b = table(["k"], ["v"])
+
+        @bloom
+        def rules(self):
+            self.b <= self.a.map(lambda r: (r.k, lmin(r.v)))
+
+    def run() -> Any:
+        p = P()
+        p.a.insert([(1, 3), (2, 5)])
+        p.tick()
+        return p, {r.k: r.v for r in p.b}
+
+    p, got = run()
+    assert isinstance(p._rt.rules[0].body, FusedMapEval) and got == {1: lmin(3), 2: lmin(5)}
+    monkeypatch.setitem(globals(), "lmin", lmax)  # the function now builds lmax values
+    p, got = run()
+    assert isinstance(p._rt.rules[0].body, FusedMapEval) and got == {1: lmax(3), 2: lmax(5)}
+    monkeypatch.setitem(globals(), "lmin", lambda v: ("plain", v))  # not a lattice class
+    p, got = run()
+    assert not isinstance(p._rt.rules[0].body, FusedMapEval)
+    assert got == {1: ("plain", 3), 2: ("plain", 5)}

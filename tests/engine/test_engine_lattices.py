@@ -8,9 +8,9 @@ from typing import ClassVar
 import pytest
 
 from blooml import (
-    BloomError,
     Lattice,
     Program,
+    ProgramError,
     bloom,
     lbool,
     lmax,
@@ -204,7 +204,7 @@ def test_when_true_function_reads_lattices_and_program_attributes():
 
 
 def test_lattice_values_cannot_be_rows_of_a_collection_without_a_wrapper():
-    with pytest.raises(BloomError, match="when_true"):
+    with pytest.raises(ProgramError, match="when_true"):
 
         class P(Program):
             t = table(["v"])

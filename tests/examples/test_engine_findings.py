@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from blooml import BloomError, Program, bloom, table
+from blooml import Program, ProgramError, bloom, table
 
 
 @pytest.mark.parametrize("col", ["name", "node", "info", "group", "empty"])
@@ -32,7 +32,7 @@ def test_column_named_like_a_handle_attribute(col: str) -> None:
                 )
             # fmt: on
 
-    except BloomError as e:
+    except ProgramError as e:
         assert repr(col) in str(e) or f"`{col}`" in str(e), str(e)
         return
     p = P()

@@ -7,7 +7,7 @@ from _examples import FakeClock, load_example
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blooml import BloomError, LocalNetwork
+from blooml import LocalNetwork, ProgramError
 
 rd = load_example("reliable_delivery")
 
@@ -91,7 +91,7 @@ def test_flaky_override_replaces_send_packet_block() -> None:
 def test_sending_elsewhere_without_a_network_is_an_error() -> None:
     p = rd.Node(addr="alice", clock=FakeClock())
     p.pipe_in.insert([("bob", "alice", 1, "x")])
-    with pytest.raises(BloomError) as err:
+    with pytest.raises(ProgramError) as err:
         p.tick()
     msg = str(err.value)
     assert "data_chan" in msg and "bob" in msg

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blooml import BloomError
+from blooml import ProgramError
 from blooml.ir import AGG_NAMES, apply_aggregate
 
 
@@ -28,7 +28,7 @@ def test_empty_column_is_none(fn):
 
 
 def test_unknown_aggregate_names_the_known_ones():
-    with pytest.raises(BloomError, match=r"unknown aggregate 'median'.*bool_or"):
+    with pytest.raises(ProgramError, match=r"unknown aggregate 'median'.*bool_or"):
         apply_aggregate("median", [1], [(1,)])
 
 

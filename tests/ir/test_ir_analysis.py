@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from blooml import (
-    BloomError,
     Program,
-    UnstratifiableError,
+    ProgramError,
+    StratificationError,
     bloom,
     channel,
     count,
@@ -86,7 +86,7 @@ def test_negation_puts_the_reader_in_a_later_stratum():
 
 
 def test_cycle_through_negation_is_unstratifiable_naming_collections_and_lines():
-    with pytest.raises(UnstratifiableError) as ei:
+    with pytest.raises(StratificationError) as ei:
 
         class Win(Program):
             move = table(["x", "y"])
@@ -101,11 +101,11 @@ def test_cycle_through_negation_is_unstratifiable_naming_collections_and_lines()
     err = ei.value
     assert err.cycle == ["win", "win"]
     assert "test_ir_analysis.py:" in err.rules[0] and "non-monotone" in err.rules[0]
-    assert isinstance(err, BloomError)
+    assert isinstance(err, ProgramError)
 
 
 def test_mutual_cycle_through_aggregate_names_all_rules():
-    with pytest.raises(UnstratifiableError) as ei:
+    with pytest.raises(StratificationError) as ei:
 
         class P(Program):
             a = table(["k"])
@@ -122,7 +122,7 @@ def test_mutual_cycle_through_aggregate_names_all_rules():
 
 
 def test_nonmonotone_lattice_method_in_a_cycle_is_unstratifiable():
-    with pytest.raises(UnstratifiableError):
+    with pytest.raises(StratificationError):
 
         class P(Program):
             s = lset()

@@ -74,3 +74,18 @@ def test_analyze_errors(tmp_path, capsys):
     g.write_text(BAD)
     assert main(["analyze", f"{g}:Bad"]) == 1
     assert "stratified" in capsys.readouterr().err
+
+
+def test_prints_recovered_expressions_and_marks_python_rules(capsys):
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    assert main(["analyze", f"{examples / 'shortest_paths.py'}:Paths"]) == 0
+    out = capsys.readouterr().out
+    assert "map(link, lambda lk: (lk.src, lk.dst, 'direct', lmin(lk.c)))" in out
+    assert "lambda lk, p: (lk.src, p.dst, lk.dst, (p.c + lk.c))" in out
+    assert "<lambda>@" not in out and "runs Python" not in out
+    assert main(["analyze", f"{examples / 'kvs.py'}:KVS"]) == 0
+    out = capsys.readouterr().out
+    assert "map(kvput, lambda p: (p.key, lmax((p.version, p.value))))" in out
+    assert "# runs Python: <lambda>@kvs.py:" in out  # reads self.store: a closure

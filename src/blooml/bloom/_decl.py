@@ -11,7 +11,7 @@ import numbers
 from collections.abc import Sequence
 from typing import Any
 
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 from blooml.ir.program import CollectionInfo
 
 __all__ = ["CollectionDecl", "channel", "interface", "periodic", "scratch", "table"]
@@ -37,7 +37,7 @@ class CollectionDecl:
         self.values = _names(kind, "values", values)
         dup = {c for c in (*self.keys, *self.values) if (*self.keys, *self.values).count(c) > 1}
         if dup:
-            raise BloomError(f"{kind}: column names must be distinct, repeated: {sorted(dup)}")
+            raise ProgramError(f"{kind}: column names must be distinct, repeated: {sorted(dup)}")
         self.ttl = ttl
         self.period = period
         self.direction = direction
@@ -49,7 +49,7 @@ class CollectionDecl:
         if self.kind == "channel":
             at = [i for i, k in enumerate(keys) if k.startswith("@")]
             if len(at) != 1:
-                raise BloomError(
+                raise ProgramError(
                     f"channel {name!r}: exactly one key column must start with '@' (the "
                     f"location), got keys {list(keys)}"
                 )
@@ -58,19 +58,19 @@ class CollectionDecl:
         else:
             bad = [k for k in (*keys, *self.values) if k.startswith("@")]
             if bad:
-                raise BloomError(
+                raise ProgramError(
                     f"{self.kind} {name!r}: only channels have a location column ('@'), got {bad}"
                 )
         from blooml.bloom._exprs import RelExpr
 
         for col in (*keys, *self.values):
             if hasattr(RelExpr, col):
-                raise BloomError(
+                raise ProgramError(
                     f"{self.kind} {name!r}: column {col!r} has the name of a collection method "
                     f"(`{name}.{col}` must stay the method); rename the column"
                 )
             if not col.isidentifier() or col.startswith("_"):
-                raise BloomError(
+                raise ProgramError(
                     f"{self.kind} {name!r}: column {col!r} must be an identifier not starting "
                     "with '_' (tuples are named tuples)"
                 )
@@ -91,10 +91,10 @@ class CollectionDecl:
 
 def _names(kind: str, what: str, cols: Any) -> tuple[str, ...]:
     if isinstance(cols, str) or not isinstance(cols, Sequence):
-        raise BloomError(f"{kind}: {what} must be a list of column names, got {cols!r}")
+        raise ProgramError(f"{kind}: {what} must be a list of column names, got {cols!r}")
     for c in cols:
         if not isinstance(c, str) or not c:
-            raise BloomError(f"{kind}: {what} must be non-empty strings, got {c!r}")
+            raise ProgramError(f"{kind}: {what} must be non-empty strings, got {c!r}")
     return tuple(cols)
 
 
@@ -110,7 +110,7 @@ def table(keys: Sequence[str], values: Sequence[str] = (), *, ttl: float | None 
     if ttl is not None and (
         isinstance(ttl, bool) or not isinstance(ttl, numbers.Real) or not ttl > 0
     ):
-        raise BloomError(f"table: ttl must be a positive number of seconds, got {ttl!r}")
+        raise ProgramError(f"table: ttl must be a positive number of seconds, got {ttl!r}")
     return CollectionDecl("table", keys, values, ttl=ttl)
 
 
@@ -129,7 +129,7 @@ def periodic(seconds: float) -> Any:
     """Declare a periodic: a tuple ``(ident, time)`` appears about every ``seconds`` seconds
     of the program's clock (at the first tick at or after each deadline)."""
     if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real) or not seconds > 0:
-        raise BloomError(f"periodic: the period must be a positive number, got {seconds!r}")
+        raise ProgramError(f"periodic: the period must be a positive number, got {seconds!r}")
     return CollectionDecl("periodic", ["ident"], ["time"], period=float(seconds))
 
 

@@ -9,20 +9,24 @@ delete and async operators.
 
 from __future__ import annotations
 
+import keyword
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NoReturn
 
 from blooml.bloom._aggs import AggSpec
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
+from blooml.ir import exprs as X
 from blooml.ir import nodes as N
 from blooml.lattices._base import Lattice, kind_of, registered_lattices
 
 __all__ = [
+    "ColExpr",
     "ColumnRef",
     "LatExpr",
     "OpWrap",
     "PredExpr",
     "RelExpr",
+    "lift",
     "lift_rows",
     "rows",
 ]
@@ -37,7 +41,7 @@ def _no_bool(what: str) -> NoReturn:
 
 
 def _reversed(what: str) -> NoReturn:
-    raise BloomError(
+    raise ProgramError(
         f"{what}: a rule is written `head <= body` with the collection or lattice being "
         "defined on the left; `x >= head`, `x > head` and `value <= head` are not rules "
         "(Python turns `3 <= self.x` into `self.x >= 3`). Put the head on the left; to compare "
@@ -67,13 +71,13 @@ class _Expr:
         )
 
     def __le__(self, other: Any) -> Any:
-        raise BloomError(
+        raise ProgramError(
             f"the left side of `<=` must be a collection or lattice variable of the program, "
             f"not the expression {self!r}"
         )
 
     def __lt__(self, other: Any) -> Any:
-        raise BloomError(
+        raise ProgramError(
             f"the left side of a rule must be a collection or lattice variable of the program, "
             f"not the expression {self!r}"
         )
@@ -100,13 +104,13 @@ class OpWrap(_Expr):
     def __pos__(self) -> OpWrap:
         if self.op == "<-":
             return OpWrap("<+-", self.expr)
-        raise BloomError(f"`+{self.op[-1]}` is not a Bloom operator (in front of {self.expr!r})")
+        raise ProgramError(f"`+{self.op[-1]}` is not a Bloom operator (in front of {self.expr!r})")
 
     def __neg__(self) -> OpWrap:
-        raise BloomError(f"`--`/`-+` is not a Bloom operator (in front of {self.expr!r})")
+        raise ProgramError(f"`--`/`-+` is not a Bloom operator (in front of {self.expr!r})")
 
     def __invert__(self) -> OpWrap:
-        raise BloomError(f"`~{self.op[-1]}` is not a Bloom operator (in front of {self.expr!r})")
+        raise ProgramError(f"`~{self.op[-1]}` is not a Bloom operator (in front of {self.expr!r})")
 
     def _arith(self, name: str, other: Any, reflected: bool = False) -> OpWrap:
         # `self.cnt <+ self.cnt + 1` parses as `self.cnt < ((+self.cnt) + 1)`.
@@ -129,29 +133,179 @@ class OpWrap(_Expr):
 # -- column references and predicates ---------------------------------------------------------
 
 
-class ColumnRef(_Expr):
-    """``coll.col`` inside a rule: only for join/notin predicates (``a.x == b.y``)."""
+_BINARY = {
+    "add": "+",
+    "sub": "-",
+    "mul": "*",
+    "truediv": "/",
+    "floordiv": "//",
+    "mod": "%",
+    "pow": "**",
+    "and": "&",
+    "or": "|",
+    "xor": "^",
+    "lshift": "<<",
+    "rshift": ">>",
+}
+
+
+def _operand(v: Any) -> ColExpr | None:
+    """``v`` as a column expression: itself, or a constant (``None`` for anything else)."""
+    if isinstance(v, ColExpr):
+        return v
+    if isinstance(v, _Expr) or not X.const_ok(v):
+        return None
+    c = X.Const(v)
+    return ColExpr(lambda res: c)
+
+
+def _binary(name: str, op: str, reflected: bool) -> Callable[[ColExpr, Any], Any]:
+    def method(self: ColExpr, other: Any) -> Any:
+        o = _operand(other)
+        if o is None:
+            return NotImplemented
+        a, b = (o, self) if reflected else (self, o)
+        return ColExpr(lambda res: X.BinOp(op, a._build(res), b._build(res)))
+
+    method.__name__ = name
+    method.__doc__ = f"``{'other ' + op + ' self' if reflected else 'self ' + op + ' other'}``"
+    return method
+
+
+def _compare(op: str) -> Callable[[ColExpr, Any], Any]:
+    def method(self: ColExpr, other: Any) -> Any:
+        o = _operand(other)
+        if o is None:
+            return NotImplemented
+        return ColExpr(lambda res: X.Compare(op, self._build(res), o._build(res)), op, self, o)
+
+    method.__doc__ = f"``self {op} other`` (a predicate for ``filter``)"
+    return method
+
+
+class ColExpr(_Expr):
+    """A column expression: built from column references (``self.link.c``), constants,
+    arithmetic, comparisons, ``@morph``/``@monotone`` lattice methods (``self.p.c.min_of(3)``)
+    and lattice constructors (:func:`lift`). ``project``, ``filter``, ``map`` and ``notin``
+    accept them beside functions, and record the same IR as the equivalent ``lambda``.
+
+    Nothing is evaluated: ``bool()`` raises; ``==`` builds a comparison (a join predicate
+    when both sides are columns); ``__hash__`` is identity; an operand that is neither a column
+    expression nor a plain constant gives ``NotImplemented``; a reflected operand keeps its
+    meaning (``1 + c`` is ``1 + c``; ``3 < c`` is recorded as ``c > 3``).
+    """
+
+    __slots__ = ("_build", "_op", "_sides")
+
+    def __init__(
+        self,
+        build: Callable[[Callable[[ColumnRef], X.Expr]], X.Expr],
+        op: str | None = None,
+        *sides: ColExpr,
+    ) -> None:
+        self._build = build  # resolver of column references -> expression
+        self._op = op  # the comparison at the top, if any (for join-predicate errors)
+        self._sides = sides
+
+    __hash__ = object.__hash__
+    __eq__ = _EQ = _compare("==")  # type: ignore[assignment]
+    __ne__ = _compare("!=")  # type: ignore[assignment]
+    __lt__ = _compare("<")
+    __le__ = _compare("<=")
+    __gt__ = _compare(">")
+    __ge__ = _compare(">=")
+
+    def __neg__(self) -> ColExpr:  # type: ignore[override]
+        return ColExpr(lambda res: X.Unary("-", self._build(res)))
+
+    def __pos__(self) -> ColExpr:  # type: ignore[override]
+        return ColExpr(lambda res: X.Unary("+", self._build(res)))
+
+    def __invert__(self) -> ColExpr:  # type: ignore[override]
+        return ColExpr(lambda res: X.Unary("~", self._build(res)))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        kind = X.method_kind(name)
+        if kind is None:
+            raise ProgramError(
+                f"{self!r}.{name}: column expressions call lattice methods marked @morph or "
+                f"@monotone on every lattice defining them; {name!r} is not one (write the "
+                "rule with a lambda to call it as Python)"
+            )
+
+        def call(*args: Any) -> ColExpr:
+            ops = [_operand(a) for a in args]
+            bad = [a for a, o in zip(args, ops, strict=True) if o is None]
+            if bad:
+                raise ProgramError(
+                    f"{self!r}.{name}(...): arguments are column expressions or plain "
+                    f"constants, got {bad[0]!r}"
+                )
+            return ColExpr(
+                lambda res: X.Method(
+                    self._build(res),
+                    name,
+                    tuple(o._build(res) for o in ops),  # type: ignore[union-attr]
+                    kind,
+                )
+            )
+
+        return call
+
+    def __repr__(self) -> str:
+        try:
+            return X.to_source(self._build(_by_name))
+        except Exception:  # pragma: no cover - a repr never raises
+            return "<column expression>"
+
+
+for _name, _op in _BINARY.items():
+    setattr(ColExpr, f"__{_name}__", _binary(f"__{_name}__", _op, False))
+    setattr(ColExpr, f"__r{_name}__", _binary(f"__r{_name}__", _op, True))
+
+
+def _by_name(ref: ColumnRef) -> X.Expr:
+    return X.Attr(X.Arg(0, ref.source._name), ref.col)
+
+
+def lift(cls: type, *args: Any) -> ColExpr:
+    """``cls(*args)`` in a column expression: ``lift(lmin, self.link.c)`` is what
+    ``lmin(lk.c)`` is in ``lambda lk: (..., lmin(lk.c))`` (same IR), for a lattice class
+    ``cls``; the arguments are column expressions or plain constants."""
+    if not (isinstance(cls, type) and issubclass(cls, Lattice)):
+        raise ProgramError(f"lift: expected a lattice class such as lmin, got {cls!r}")
+    if not cls.__name__.isidentifier():  # pragma: no cover - class names are identifiers
+        raise ProgramError(f"lift: {cls!r} has no usable name")
+    ops = [_operand(a) for a in args]
+    bad = [a for a, o in zip(args, ops, strict=True) if o is None]
+    if bad:
+        raise ProgramError(
+            f"lift({cls.__name__}, ...): arguments are column expressions or plain constants, "
+            f"got {bad[0]!r}"
+        )
+    return ColExpr(
+        lambda res: X.LatNew(cls, tuple(o._build(res) for o in ops), cls.__name__)  # type: ignore[union-attr]
+    )
+
+
+class ColumnRef(ColExpr):
+    """``coll.col`` inside a rule: a column of a collection, for join predicates
+    (``a.x == b.y``) and column expressions (``self.p.c + self.l.c``, see :class:`ColExpr`)."""
 
     __slots__ = ("col", "index", "source")
 
     def __init__(self, source: Any, col: str, index: int) -> None:
+        super().__init__(lambda res: res(self))
         self.source = source
         self.col = col
         self.index = index
 
-    def __eq__(self, other: object) -> PredExpr:  # type: ignore[override]
-        if not isinstance(other, ColumnRef):
-            raise BloomError(
-                f"join predicates compare two columns (`a.x == b.y`); got {self!r} == {other!r}. "
-                "To compare with a constant use .filter(lambda t: t.x == value)"
-            )
-        return PredExpr(self, other)
-
-    def __ne__(self, other: object) -> NoReturn:  # type: ignore[override]
-        raise BloomError(
-            f"`{self!r} != ...`: only equality predicates are supported in joins; use "
-            ".filter(...) after the join or notin(...)"
-        )
+    def __eq__(self, other: object) -> Any:  # type: ignore[override]
+        if isinstance(other, ColumnRef):
+            return PredExpr(self, other)
+        return ColExpr._EQ(self, other)
 
     __hash__ = object.__hash__
 
@@ -159,17 +313,98 @@ class ColumnRef(_Expr):
         return f"{self.source._name}.{self.col}"
 
 
-class PredExpr(_Expr):
-    """An equality predicate between two column references."""
+class PredExpr(ColExpr):
+    """``a.x == b.y``: a join predicate between two column references (in ``filter``, the
+    comparison)."""
 
     __slots__ = ("left", "right")
 
     def __init__(self, left: ColumnRef, right: ColumnRef) -> None:
+        super().__init__(
+            lambda res: X.Compare("==", left._build(res), right._build(res)), "==", left, right
+        )
         self.left = left
         self.right = right
 
+    __hash__ = object.__hash__
+
     def __repr__(self) -> str:
         return f"{self.left!r} == {self.right!r}"
+
+
+def _arg_sources(node: N.Rel) -> list[str | None] | None:
+    """The collection each argument of a row function over ``node`` is a row of (``None``
+    for an input that is not a collection), or ``None`` when rows are not collection rows."""
+    if isinstance(node, N.Scan):
+        return [node.name]
+    if isinstance(node, N.Filter):
+        return _arg_sources(node.input)
+    if isinstance(node, N.Join):
+        return [i.name if isinstance(i, N.Scan) else None for i in node.inputs]
+    return None
+
+
+def _arg_names(sources: list[str | None], taken: set[str]) -> list[str]:
+    names: list[str] = []
+    for i, s in enumerate(sources):
+        ok = (
+            s is not None
+            and s.isidentifier()
+            and not keyword.iskeyword(s)
+            and s not in taken
+            and sources.count(s) == 1
+        )
+        names.append(s if ok and s is not None else f"r{i}")
+    return names
+
+
+def _col_function(
+    sources: list[str | None], items: Sequence[Any], as_tuple: bool, what: str
+) -> Callable[..., Any]:
+    """The function whose recovered expression is ``items`` (a tuple when ``as_tuple``) over
+    rows of ``sources``: compiled from the expression's source and checked by
+    :func:`blooml.ir.exprs.decompile` like any rule function."""
+    cols = []
+    for c in items:
+        o = _operand(c)
+        if o is None:
+            raise ProgramError(
+                f"{what}: expected column expressions (`self.link.src`, `self.p.c + 1`) or "
+                f"constants, got {c!r}"
+            )
+        cols.append(o)
+    names: list[str] = []
+
+    def resolve(ref: ColumnRef) -> X.Expr:
+        name = ref.source._name
+        hits = [i for i, s in enumerate(sources) if s == name]
+        if not hits:
+            shown = [s for s in sources if s is not None]
+            raise ProgramError(
+                f"{what}: {ref!r} is a column of {name!r}, which is not an input here "
+                f"(inputs: {shown})"
+            )
+        if len(hits) > 1:
+            raise ProgramError(
+                f"{what}: {name!r} is joined more than once, so {ref!r} is ambiguous; write "
+                "this rule with a lambda (one argument per joined row)"
+            )
+        return X.Attr(X.Arg(hits[0], names[hits[0]] if names else name), ref.col)
+
+    # names of the called lattice classes must stay free for the arguments
+    trial = [c._build(resolve) for c in cols]
+    taken: set[str] = set()
+    for e in trial:
+        taken |= set(X.called_classes(e))
+    names.extend(_arg_names(sources, taken))
+    exprs = tuple(c._build(resolve) for c in cols)
+    expr: X.Expr = X.TupleExpr(exprs) if as_tuple else exprs[0]
+    src = f"lambda {', '.join(names)}: {X.to_source(expr)}"
+    env: dict[str, Any] = {"__builtins__": {}, **X.called_classes(expr)}
+    fn = eval(compile(src, "<blooml column expression>", "eval"), env)
+    if X.decompile(fn) != expr:  # pragma: no cover - the source is printed from expr
+        raise ProgramError(f"{what}: the column expression {src} cannot be recorded")
+    return fn  # type: ignore[no-any-return]
 
 
 # -- relational expressions ---------------------------------------------------------------------
@@ -177,26 +412,26 @@ class PredExpr(_Expr):
 
 def _check_fn(what: str, fn: Any) -> None:
     if not callable(fn):
-        raise BloomError(f"{what} expects a function, got {fn!r}")
+        raise ProgramError(f"{what} expects a function, got {fn!r}")
 
 
 def _resolve_col(node: N.Rel, col: str | int, what: str) -> int:
     cols = node.columns
     if isinstance(col, bool):
-        raise BloomError(f"{what}: column {col!r} must be a name or a position")
+        raise ProgramError(f"{what}: column {col!r} must be a name or a position")
     if isinstance(col, int):
         if cols is not None and not 0 <= col < len(cols):
-            raise BloomError(f"{what}: column position {col} out of range for {list(cols)}")
+            raise ProgramError(f"{what}: column position {col} out of range for {list(cols)}")
         return col
     if not isinstance(col, str):
-        raise BloomError(f"{what}: column {col!r} must be a name or a position")
+        raise ProgramError(f"{what}: column {col!r} must be a name or a position")
     if cols is None:
-        raise BloomError(
+        raise ProgramError(
             f"{what}: column {col!r} is named but the rows of {node!r} have no known column "
             "names (after a map); use a position such as 0"
         )
     if col not in cols:
-        raise BloomError(f"{what}: no column {col!r} in {node!r} (columns: {list(cols)})")
+        raise ProgramError(f"{what}: no column {col!r} in {node!r} (columns: {list(cols)})")
     return cols.index(col)
 
 
@@ -212,16 +447,45 @@ class RelExpr(_Expr):
         return repr(self._node)
 
     # row functions
-    def map(self, fn: Callable[..., Any]) -> RelExpr:
+    def _sources(self, what: str) -> list[str | None]:
+        sources = _arg_sources(self._node)
+        if sources is None:
+            raise ProgramError(
+                f"{what}: column expressions apply to a collection, a join of collections or a "
+                f"filter of one, not to {self._node!r} (its rows have no known collection); "
+                "use a lambda"
+            )
+        return sources
+
+    def map(self, fn: Callable[..., Any] | ColExpr) -> RelExpr:
         """Apply ``fn`` to each row (each tuple of rows after a join); a tuple result is a row,
-        any other value a one-column row, ``None`` drops the row."""
+        any other value a one-column row, ``None`` drops the row. ``fn`` may be a column
+        expression (``self.link.c + 1``): one-column rows of its value."""
+        if isinstance(fn, ColExpr):
+            fn = _col_function(self._sources("map"), (fn,), False, "map")
         _check_fn("map", fn)
         return RelExpr(N.Map(self._node, fn))
 
     pro = map
 
-    def filter(self, fn: Callable[..., Any]) -> RelExpr:
-        """Keep the rows for which ``fn(row)`` is true."""
+    def project(self, *cols: Any) -> RelExpr:
+        """The row of the column expressions ``cols`` for each row (each tuple of joined rows):
+        ``a.join(b, a.y == b.y).project(a.x, b.z, a.c + b.c)`` is
+        ``a.join(b, a.y == b.y).map(lambda r, s: (r.x, s.z, r.c + s.c))``, and records the
+        same IR. A column is ``self.<collection>.<column>``; expressions combine columns and
+        constants with arithmetic and comparisons, ``@morph``/``@monotone`` lattice methods
+        (``self.p.c.min_of(3)``) and lattice constructors (``lift(lmin, self.l.c)``)."""
+        if not cols:
+            raise ProgramError("project: give at least one column expression")
+        return RelExpr(
+            N.Map(self._node, _col_function(self._sources("project"), cols, True, "project"))
+        )
+
+    def filter(self, fn: Callable[..., Any] | ColExpr) -> RelExpr:
+        """Keep the rows for which ``fn(row)`` is true; ``fn`` may be a column expression
+        (``self.link.c > 3``, ``self.a.x == self.b.y`` after a join)."""
+        if isinstance(fn, ColExpr):
+            fn = _col_function(self._sources("filter"), (fn,), False, "filter")
         _check_fn("filter", fn)
         return RelExpr(N.Filter(self._node, fn))
 
@@ -253,7 +517,7 @@ class RelExpr(_Expr):
         right = _as_rel(other, "natjoin")._node
         rcols = right.columns
         if rcols is None:
-            raise BloomError(f"natjoin: {right!r} has no known column names")
+            raise ProgramError(f"natjoin: {right!r} has no known column names")
         new: list[N.Pred] = []
         for col in rcols:
             for i, inp in enumerate(inputs):
@@ -276,7 +540,8 @@ class RelExpr(_Expr):
         """Rows with no match in ``other`` (anti-join; non-monotone in ``other``).
 
         Without predicates, a row matches an equal row. Predicates are column equalities
-        ``a.x == b.y``; a function ``fn(a_row, b_row)`` is an extra match test.
+        ``a.x == b.y``; a function ``fn(a_row, b_row)`` or a column expression over both
+        collections (``self.a.t < self.b.t``) is an extra match test.
         """
         right = _as_rel(other, "notin")._node
         inputs = [self._node, right]
@@ -285,12 +550,20 @@ class RelExpr(_Expr):
         for p in preds:
             if isinstance(p, PredExpr):
                 ps.append(_resolve_pred(p, inputs, "notin"))
-            elif callable(p) and not isinstance(p, _Expr):
+            elif (callable(p) and not isinstance(p, _Expr)) or isinstance(p, ColExpr):
                 if fn is not None:
-                    raise BloomError("notin: give at most one match function")
+                    raise ProgramError("notin: give at most one match test")
+                if isinstance(p, ColExpr):
+                    left_src, right_src = _arg_sources(self._node), _arg_sources(right)
+                    if left_src is None or right_src is None or len(left_src + right_src) != 2:
+                        raise ProgramError(
+                            f"notin: a column-expression match test {p!r} needs a collection on "
+                            "each side; use a function fn(left_row, right_row)"
+                        )
+                    p = _col_function(left_src + right_src, (p,), False, "notin")
                 fn = p
             else:
-                raise BloomError(
+                raise ProgramError(
                     f"notin: expected `a.x == b.y` predicates or a function, got {p!r}"
                 )
         return RelExpr(N.NotIn(self._node, right, tuple(ps), fn))
@@ -313,12 +586,12 @@ class RelExpr(_Expr):
         specs = []
         for a in aggs:
             if not isinstance(a, AggSpec):
-                raise BloomError(
+                raise ProgramError(
                     f"group: expected aggregates such as count() or sum_('c'), got {a!r}"
                 )
             col = None if a.col is None else _resolve_col(self._node, a.col, f"group {a!r}")
             if col is None and a.fn != "count":
-                raise BloomError(f"group: {a.fn} needs a column")
+                raise ProgramError(f"group: {a.fn} needs a column")
             name = a.fn if a.col is None else f"{a.fn}_{a.col}"
             specs.append(N.Agg(a.fn, col, name))
         return RelExpr(N.Group(self._node, idx, tuple(specs), names))
@@ -326,7 +599,7 @@ class RelExpr(_Expr):
     def argagg(self, how: str, keys: Sequence[str | int] | None, col: str | int) -> RelExpr:
         """Rows whose ``col`` is the ``how`` (``"min"`` or ``"max"``) of their ``keys`` group."""
         if how not in ("min", "max"):
-            raise BloomError(f"argagg: how must be 'min' or 'max', got {how!r}")
+            raise ProgramError(f"argagg: how must be 'min' or 'max', got {how!r}")
         idx, _ = self._keys(keys, f"arg{how}")
         c = _resolve_col(self._node, col, f"arg{how}")
         return RelExpr(N.ArgAgg(self._node, how, idx, c))
@@ -350,7 +623,7 @@ class RelExpr(_Expr):
         ``seed``."""
         idx, _ = self._keys(key_cols, "choose")
         if isinstance(seed, bool) or not isinstance(seed, int):
-            raise BloomError(f"choose: seed must be an int, got {seed!r}")
+            raise ProgramError(f"choose: seed must be an int, got {seed!r}")
         return RelExpr(N.Choose(self._node, idx, seed))
 
     # tests
@@ -371,15 +644,26 @@ def _lbool() -> type:
 
 
 def _resolve_pred(p: Any, inputs: list[N.Rel], what: str) -> N.Pred:
+    if isinstance(p, ColExpr) and not isinstance(p, PredExpr):
+        if p._op == "==":
+            raise ProgramError(
+                f"{what}: join predicates compare two columns (`a.x == b.y`); got {p!r}. "
+                f"To compare with a constant use .filter({p!r}) after the {what}"
+            )
+        if p._op is not None:
+            raise ProgramError(
+                f"{what}: `{p!r}`: only equality predicates are supported in joins; use "
+                ".filter(...) after the join or notin(...)"
+            )
     if not isinstance(p, PredExpr):
-        raise BloomError(f"{what}: predicates are written `a.x == b.y`, got {p!r}")
+        raise ProgramError(f"{what}: predicates are written `a.x == b.y`, got {p!r}")
     sides = []
     used: set[int] = set()
     for ref in (p.left, p.right):
         name = ref.source._name
         hits = [i for i, inp in enumerate(inputs) if isinstance(inp, N.Scan) and inp.name == name]
         if not hits:
-            raise BloomError(
+            raise ProgramError(
                 f"{what}: predicate {p!r} refers to {name!r}, which is not one of the joined "
                 "collections"
             )
@@ -389,7 +673,7 @@ def _resolve_pred(p: Any, inputs: list[N.Rel], what: str) -> N.Pred:
         sides.append((i, ref.index))
     (a, ac), (b, bc) = sides
     if a == b:
-        raise BloomError(f"{what}: predicate {p!r} compares two columns of the same input")
+        raise ProgramError(f"{what}: predicate {p!r} compares two columns of the same input")
     if a > b:
         (a, ac), (b, bc) = (b, bc), (a, ac)
     return N.Pred(a, ac, b, bc)
@@ -405,7 +689,7 @@ def _classify(cls: type | None, name: str) -> tuple[str, type | None]:
         try:
             return kind_of(cls, name), cls
         except AttributeError:
-            raise BloomError(
+            raise ProgramError(
                 f"lattice {getattr(cls, 'wrapper_name', '') or cls.__qualname__} has no method "
                 f"{name!r}"
             ) from None
@@ -414,7 +698,7 @@ def _classify(cls: type | None, name: str) -> tuple[str, type | None]:
         if callable(getattr(lcls, name, None)):
             kinds.append(kind_of(lcls, name))
     if not kinds:
-        raise BloomError(f"no lattice class has a method {name!r}")
+        raise ProgramError(f"no lattice class has a method {name!r}")
     for k in ("nonmonotone", "monotone", "morph"):
         if k in kinds:
             return k, None
@@ -484,7 +768,7 @@ class LatExpr(_Expr):
             rel = RelExpr(N.LatRows(self._node))
             if args:
                 if len(args) != 1 or not callable(args[0]):
-                    raise BloomError("to_collection takes at most one function")
+                    raise ProgramError("to_collection takes at most one function")
                 return rel.map(args[0])
             return rel
         kind, cls = _classify(self._cls, name)
@@ -511,7 +795,7 @@ def _lift_arg(a: Any) -> Any:
     if isinstance(a, (LatExpr, RelExpr)):
         return a._node
     if isinstance(a, _Expr):
-        raise BloomError(f"{a!r} cannot be a lattice method argument")
+        raise ProgramError(f"{a!r} cannot be a lattice method argument")
     return a
 
 
@@ -527,7 +811,7 @@ class _Rows(RelExpr):
 def lift_rows(items: Iterable[Any], what: str = "rows") -> RelExpr:
     """Convert literal rows into an IR ``Literal``; lattice handles in cells read at run time."""
     if isinstance(items, (str, bytes)):
-        raise BloomError(f"{what}: expected an iterable of rows, got the string {items!r}")
+        raise ProgramError(f"{what}: expected an iterable of rows, got the string {items!r}")
     out = []
     for item in items:
         row = item if isinstance(item, tuple) else (item,)
@@ -536,7 +820,7 @@ def lift_rows(items: Iterable[Any], what: str = "rows") -> RelExpr:
             if isinstance(c, (LatExpr, RelExpr)):
                 cells.append(c._node)
             elif isinstance(c, _Expr):
-                raise BloomError(f"{what}: {c!r} cannot be a cell of a literal row")
+                raise ProgramError(f"{what}: {c!r} cannot be a cell of a literal row")
             else:
                 cells.append(c)
         out.append(tuple(cells))
@@ -552,7 +836,7 @@ def rows(iterable: Iterable[Any]) -> Any:
     try:
         items = list(iterable)
     except TypeError:
-        raise BloomError(f"rows(...) expects an iterable of tuples, got {iterable!r}") from None
+        raise ProgramError(f"rows(...) expects an iterable of tuples, got {iterable!r}") from None
     return lift_rows(items)
 
 
@@ -561,4 +845,4 @@ def _as_rel(x: Any, what: str) -> RelExpr:
         return x
     if isinstance(x, (list, tuple, set, frozenset)):
         return lift_rows(x, what)
-    raise BloomError(f"{what}: expected a collection or rows, got {x!r}")
+    raise ProgramError(f"{what}: expected a collection or rows, got {x!r}")

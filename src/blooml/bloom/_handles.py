@@ -6,13 +6,16 @@ compare anything. Rules are recorded into the block being run (see :class:`Recor
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
 
-from blooml.bloom._exprs import ColumnRef, LatExpr, OpWrap, RelExpr, _no_bool, lift_rows
-from blooml.errors import BloomError
+from blooml.bloom._exprs import ColExpr, ColumnRef, LatExpr, OpWrap, RelExpr, _no_bool, lift_rows
+from blooml.errors import ProgramError
 from blooml.ir import nodes as N
 from blooml.ir.program import CollectionInfo, LatticeInfo
 from blooml.lattices._base import Lattice
@@ -44,14 +47,35 @@ class RuleSpec:
         _no_bool(f"the rule `{self.head} {self.op} ...`")
 
 
-class Recorder:
-    """Collects the rules of the ``@bloom`` block being run (one per thread of definition)."""
+_active = threading.local()  # .recorder: the Recorder of the block this thread is running
 
-    current: Recorder | None = None
+
+class Recorder:
+    """Collects the rules of the ``@bloom`` block being run.
+
+    The recorder in use is per thread (:meth:`current`), so two threads defining programs at
+    once each record into their own block.
+    """
 
     def __init__(self, block: str) -> None:
         self.block = block
         self.specs: list[RuleSpec] = []
+
+    @staticmethod
+    def current() -> Recorder | None:
+        """The recorder of the ``@bloom`` block this thread is running, if any."""
+        rec: Recorder | None = getattr(_active, "recorder", None)
+        return rec
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[Recorder]:
+        """Make this the current thread's recorder for the ``with`` body (nesting restores)."""
+        prev = getattr(_active, "recorder", None)
+        _active.recorder = self
+        try:
+            yield self
+        finally:
+            _active.recorder = prev
 
 
 def _where() -> tuple[str, int]:
@@ -65,10 +89,10 @@ def _where() -> tuple[str, int]:
 
 def _record(head: str, kind: str, op: str, body: Any, lattice_cls: type | None) -> RuleSpec:
     file, line = _where()
-    rec = Recorder.current
+    rec = Recorder.current()
     where = f"{file.rsplit('/', 1)[-1]}:{line}"
     if rec is None:
-        raise BloomError(
+        raise ProgramError(
             f"rule `{head} {op} ...` at {where} is outside a @bloom block: rules are declared "
             "inside methods decorated with @bloom"
         )
@@ -76,7 +100,7 @@ def _record(head: str, kind: str, op: str, body: Any, lattice_cls: type | None) 
     if op not in _ALLOWED[kind]:
         allowed = ", ".join(sorted(_ALLOWED[kind])) or "no rules (it is filled by the runtime)"
         what = "lattice variable" if kind == "lattice" else kind
-        raise BloomError(f"{ctx}: a {what} accepts {allowed}, not {op}")
+        raise ProgramError(f"{ctx}: a {what} accepts {allowed}, not {op}")
     node = _body(body, ctx, lattice_cls)
     spec = RuleSpec(head, op, node, file, line)
     rec.specs.append(spec)
@@ -87,25 +111,28 @@ def _body(body: Any, ctx: str, lattice_cls: type | None) -> N.Node:
     if isinstance(body, (RelExpr, LatExpr)):
         node = body._node
     elif isinstance(body, OpWrap):
-        raise BloomError(f"{ctx}: malformed operator {body!r}")
+        raise ProgramError(f"{ctx}: malformed operator {body!r}")
     elif isinstance(body, Lattice):
         if lattice_cls is None:
-            raise BloomError(
+            raise ProgramError(
                 f"{ctx}: a lattice value on the right of a collection; put it in a "
                 "row: [(..., value)]"
             )
         node = N.LatConst(body)
     elif isinstance(body, (list, tuple, set, frozenset)):
         node = lift_rows(body, ctx)._node
-    elif isinstance(body, ColumnRef):
-        raise BloomError(f"{ctx}: a column reference {body!r} is not a right-hand side")
+    elif isinstance(body, ColExpr):
+        raise ProgramError(
+            f"{ctx}: a column expression {body!r} is not a right-hand side; use "
+            "coll.project(...) (or coll.map(...)) to make rows of it"
+        )
     else:
-        raise BloomError(
+        raise ProgramError(
             f"{ctx}: the right-hand side must be a collection expression, a lattice expression "
             f"or a list of rows, got {body!r}"
         )
     if lattice_cls is None and isinstance(node, N.Lat):
-        raise BloomError(
+        raise ProgramError(
             f"{ctx}: the right-hand side {node!r} is a lattice value but the head is a "
             "collection; use .to_collection(), .when_true(lambda: rows), or a literal row"
         )
@@ -114,7 +141,7 @@ def _body(body: Any, ctx: str, lattice_cls: type | None) -> N.Node:
         and isinstance(node, N.LatConst)
         and type(node.value) is not lattice_cls
     ):
-        raise BloomError(
+        raise ProgramError(
             f"{ctx}: cannot merge {node.value!r} into a "
             f"{getattr(lattice_cls, 'wrapper_name', lattice_cls.__name__)}"
         )
@@ -134,7 +161,7 @@ class _Head:
 
     def __lt__(self, body: Any) -> Any:
         if not isinstance(body, OpWrap):
-            raise BloomError(
+            raise ProgramError(
                 f"`{self._name} < ...` is not a rule: the operators are <=, <+, <-, <~ and <+- "
                 "(for literal rows with <+ <- <~ write rows([...]))"
             )

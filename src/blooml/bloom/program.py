@@ -9,16 +9,17 @@ stratifiability right away. Instances run the IR with the embedded engine.
 
 from __future__ import annotations
 
-import dis
 import inspect
 import time
 import types
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
+from blooml._factory import new_runtime
 from blooml.bloom._decl import CollectionDecl
 from blooml.bloom._handles import CollectionHandle, LatticeHandle, Recorder
-from blooml.errors import BloomError
+from blooml.bloom._reads import function_reads
+from blooml.errors import ProgramError
 from blooml.ir import nodes as N
 from blooml.ir.graph import analyze
 from blooml.ir.program import CollectionInfo, LatticeInfo, ProgramIR, Rule
@@ -38,7 +39,7 @@ def bloom(fn: F) -> F:
     with the same name replaces the block.
     """
     if not callable(fn):
-        raise BloomError(f"@bloom decorates a method, got {fn!r}")
+        raise ProgramError(f"@bloom decorates a method, got {fn!r}")
     setattr(fn, _BLOCK_ATTR, True)
     return fn
 
@@ -57,7 +58,7 @@ class _StateAttr:
             return self.decl
         rt = inst.__dict__.get("_rt")
         if rt is None:
-            raise BloomError(
+            raise ProgramError(
                 f"{type(inst).__name__}.{self.name}: Program.__init__ was not called "
                 "(call super().__init__(**kwargs) in your __init__)"
             )
@@ -102,7 +103,7 @@ class _Self:
         if h is not None:
             return h
         if name == "tick_count":
-            raise BloomError(
+            raise ProgramError(
                 "self.tick_count can be read only inside rule functions (a map lambda, a "
                 "literal row function), where it is the current tick"
             )
@@ -124,38 +125,6 @@ class _Self:
 
     def __repr__(self) -> str:
         return f"<self of {self._cls.__name__}>"
-
-
-def _function_reads(fn: Any, names: set[str], cls: type | None = None) -> set[str]:
-    """Names ``self.<name>`` loaded by ``fn``, by functions nested in it and, through
-    ``self.<method>``, by the methods of ``cls`` it calls."""
-    code = getattr(fn, "__code__", None)
-    out: set[str] = set()
-    stack = [code] if code is not None else []
-    seen: set[Any] = set()
-    while stack:
-        c = stack.pop()
-        if c in seen:
-            continue
-        seen.add(c)
-        prev = None
-        for ins in dis.get_instructions(c):
-            if prev is not None and ins.opname in ("LOAD_ATTR", "LOAD_METHOD"):
-                if ins.argval in names:
-                    out.add(ins.argval)
-                elif cls is not None:
-                    attr = inspect.getattr_static(cls, ins.argval, None)
-                    attr = getattr(attr, "__func__", attr)
-                    if isinstance(attr, types.FunctionType):
-                        stack.append(attr.__code__)
-            is_self = (
-                ins.opname
-                in ("LOAD_DEREF", "LOAD_FAST", "LOAD_CLOSURE", "LOAD_GLOBAL", "LOAD_NAME")
-                and ins.argval == "self"
-            )
-            prev = ins if is_self else None
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    return out
 
 
 class Program:
@@ -215,7 +184,7 @@ class Program:
     def _get_ir(cls) -> ProgramIR:
         """Return the program's IR (compiling it on first use)."""
         if cls is Program:
-            raise BloomError("Program itself has no rules; subclass it")
+            raise ProgramError("Program itself has no rules; subclass it")
         if cls.__dict__.get("_blooml_ir") is None:
             cls._compile()
         ir = cls.__dict__["_blooml_ir"]
@@ -241,21 +210,29 @@ class Program:
         specs: list[tuple[str, Any]] = []
         for block_name, fn in _collect_blocks(cls):
             rec = Recorder(block_name)
-            prev, Recorder.current = Recorder.current, rec
-            try:
-                fn(proxy)
-            except BaseException as exc:
-                exc.add_note(f"while declaring @bloom block {cls.__qualname__}.{block_name}")
-                raise
-            finally:
-                Recorder.current = prev
+            with rec.recording():
+                try:
+                    fn(proxy)
+                except BaseException as exc:
+                    exc.add_note(f"while declaring @bloom block {cls.__qualname__}.{block_name}")
+                    raise
             specs.extend((block_name, s) for s in rec.specs)
-        read_names = set(lats) | {"tick_count"}
+        lat_classes = {name: info.cls for name, info in lats.items()}
         rules = []
         for i, (block_name, s) in enumerate(specs):
-            reads: set[str] = set()
+            reads: dict[str, bool] = {}  # name -> read non-monotonically
             for fn in N.functions(s.body):
-                reads |= _function_reads(fn, read_names, cls)
+                for name, nm in function_reads(fn, lat_classes, cls).items():
+                    reads[name] = reads.get(name, False) or nm
+            unknown = sorted(set(reads) - set(lats) - {"tick_count"})
+            if unknown:
+                known = ", ".join(sorted(lats)) or "none"
+                raise ProgramError(
+                    f"rule at {s.file.rsplit('/', 1)[-1]}:{s.line} (block {block_name}): "
+                    f"reads(...) declares {', '.join(map(repr, unknown))}: not a lattice "
+                    f"variable of {cls.__qualname__} (its lattice variables: {known})"
+                )
+            lat_reads = {n: nm for n, nm in reads.items() if n != "tick_count"}
             rule = Rule(
                 index=i,
                 head=s.head,
@@ -264,8 +241,9 @@ class Program:
                 block=block_name,
                 file=s.file,
                 line=s.line,
-                reads=frozenset(reads - {"tick_count"}),
+                reads=frozenset(lat_reads),
                 reads_tick="tick_count" in reads or _uses_tick(s.body),
+                nonmonotone_reads=frozenset(n for n, nm in lat_reads.items() if nm),
             )
             _check_rule_types(rule, lats)
             rules.append(rule)
@@ -281,20 +259,18 @@ class Program:
         prioritize: bool | None = None,
         inline: bool | None = None,
     ) -> None:
-        from blooml.engine.runtime import Runtime
-
         cls = type(self)
         if cls is Program:
-            raise BloomError("Program itself has no rules; subclass it")
+            raise ProgramError("Program itself has no rules; subclass it")
         if cls._blooml_abstract and "_blooml_ir" in cls.__dict__ and cls._blooml_ir is None:
             cls._compile()
         ir = cls._get_ir()
         if not isinstance(addr, str):
-            raise BloomError(f"addr must be a string, got {addr!r}")
+            raise ProgramError(f"addr must be a string, got {addr!r}")
         for opt, val in (("prioritize", prioritize), ("inline", inline)):
             if val is not None and not isinstance(val, bool):
-                raise BloomError(f"{opt} must be True, False or None (the default), got {val!r}")
-        self.__dict__["_rt"] = Runtime(
+                raise ProgramError(f"{opt} must be True, False or None (the default), got {val!r}")
+        self.__dict__["_rt"] = new_runtime(
             ir,
             self,
             cls._blooml_self,
@@ -315,12 +291,12 @@ class Program:
     def tick_count(self) -> int:
         """The number of completed ticks (the seed's budtime). Inside rule functions,
         ``self.tick_count`` is the number of the tick being run, counted from 0."""
-        return int(self._rt.tick_count)
+        return int(self._rt.read_attr("tick_count"))
 
     def tick(self, n: int = 1) -> None:
         """Run ``n`` timesteps (each atomic: on an error the state is as before that tick)."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise BloomError(f"tick(n): n must be a non-negative int, got {n!r}")
+            raise ProgramError(f"tick(n): n must be a non-negative int, got {n!r}")
         for _ in range(n):
             self._rt.tick()
 
@@ -351,7 +327,7 @@ def _collect_state(cls: type) -> dict[str, Any]:
         decl = attr.decl if isinstance(attr, _StateAttr) else attr
         if isinstance(decl, (CollectionDecl, Lattice)):
             if name in _RESERVED or name.startswith("_"):
-                raise BloomError(
+                raise ProgramError(
                     f"{cls.__qualname__}.{name}: this name is reserved by Program (or private); "
                     "rename the collection or lattice variable"
                 )
@@ -401,7 +377,7 @@ def _check_rule_types(rule: Rule, lats: dict[str, LatticeInfo]) -> None:
 
         got = _result_class(body.cls, body.name, body.args)
     if got is not None and got is not want:
-        raise BloomError(
+        raise ProgramError(
             f"{rule.describe()}: the right side is a {getattr(got, 'wrapper_name', got)} but "
             f"{rule.head!r} is a {getattr(want, 'wrapper_name', want)}; both sides of a lattice "
             "rule must be the same lattice"

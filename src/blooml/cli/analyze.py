@@ -46,23 +46,23 @@ def points_of_order(ir: Any) -> list[str]:
 def run(ns: argparse.Namespace) -> int:
     """Run the subcommand; return the exit status."""
     from blooml.bloom.program import Program
-    from blooml.errors import UnstratifiableError
+    from blooml.errors import StratificationError
 
     try:
         obj = load_target(ns.target)
-    except UnstratifiableError as exc:
+    except StratificationError as exc:
         print(f"blooml {NAME}: {exc}", file=sys.stderr)
         return 1
     except UsageError as exc:
         print(f"blooml {NAME}: error: {exc}", file=sys.stderr)
         # the class statement itself raised: the program cannot be stratified
-        return 1 if isinstance(exc.cause, UnstratifiableError) else 2
+        return 1 if isinstance(exc.cause, StratificationError) else 2
     if not (isinstance(obj, type) and issubclass(obj, Program) and obj is not Program):
         print(f"blooml {NAME}: error: {ns.target} is not a Program subclass", file=sys.stderr)
         return 2
     try:
         ir = obj.ir()
-    except UnstratifiableError as exc:
+    except StratificationError as exc:
         print(f"blooml {NAME}: {exc}", file=sys.stderr)
         return 1
     print(ir.format())

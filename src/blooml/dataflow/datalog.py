@@ -26,7 +26,11 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from blooml.dataflow.errors import DatalogError, StratificationError, UnhashableElementError
+from blooml.dataflow.errors import (
+    DatalogError,
+    UnhashableElementError,
+    _DatalogStratificationError,
+)
 
 if TYPE_CHECKING:
     from blooml.dataflow.datalog_view import DatalogView
@@ -293,7 +297,8 @@ class Datalog:
         comp = {n: i for i, scc in enumerate(sccs) for n in scc}
         for src, dst in sorted(negative):
             if comp[src] == comp[dst]:
-                raise StratificationError(_path(edges, dst, src, sccs[comp[src]]), (src, dst))
+                cycle = _path(edges, dst, src, sccs[comp[src]])
+                raise _DatalogStratificationError(cycle, (src, dst))
         return [sorted(s) for s in sccs]
 
     def _recursive(self, stratum: list[str]) -> bool:

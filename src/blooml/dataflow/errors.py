@@ -1,6 +1,8 @@
 """Errors raised by :mod:`blooml.dataflow` (PomoFlow).
 
-Every class derives from :class:`DataflowError`, itself a :class:`blooml.errors.BloomlError`,
+Every class derives from :class:`DataflowError` (except :class:`~blooml.errors.StratificationError`,
+re-exported here: the one name for "cannot be stratified" across blooml; the Datalog compiler
+raises it as a :class:`DatalogError` too), itself a :class:`blooml.errors.BloomlError`,
 and also from the builtin exception whose meaning it shares (a non-integer weight is a
 :class:`TypeError`, a bad timestamp a :class:`ValueError`), so code written against the
 builtins keeps working. Each exception carries the offending value and where it came from as
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from blooml.errors import BloomlError
+from blooml.errors import BloomlError, StratificationError
 
 __all__ = [
     "CircuitError",
@@ -206,18 +208,21 @@ class DatalogError(DataflowError, ValueError):
         super().__init__(f"{message} (in rule {rule})" if rule else message)
 
 
-class StratificationError(DatalogError):
-    """A relation depends negatively on itself through recursion.
+class _DatalogStratificationError(StratificationError, DatalogError):
+    """:class:`~blooml.errors.StratificationError` raised by a Datalog program.
 
-    Attributes:
-        cycle: the relation names on the offending cycle.
+    Private: catch :class:`~blooml.errors.StratificationError` (the one public name, also
+    exported here) or :class:`DatalogError`; this class is both.
     """
 
     def __init__(self, cycle: Sequence[str], negated: tuple[str, str]) -> None:
-        self.cycle = list(cycle)
-        self.negated = negated
+        cyc = list(cycle)
         super().__init__(
-            f"program cannot be stratified: {negated[1]!r} depends on 'not {negated[0]}' "
-            f"inside the recursive cycle {' -> '.join(self.cycle)}; negation must only "
-            "refer to relations computed in an earlier stratum"
+            cyc,
+            negated=negated,
+            message=(
+                f"program cannot be stratified: {negated[1]!r} depends on 'not {negated[0]}' "
+                f"inside the recursive cycle {' -> '.join(cyc)}; negation must only "
+                "refer to relations computed in an earlier stratum"
+            ),
         )

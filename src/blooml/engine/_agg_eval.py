@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._rel_eval import Eval, norm_rows
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 from blooml.ir.aggregates import apply_aggregate
 
 __all__ = ["ArgAggEval", "ChooseEval", "GroupEval", "ReduceEval"]
@@ -76,7 +76,7 @@ class GroupEval(_NonMono):
                     else:
                         vals.append(apply_aggregate(a.fn, [r[a.col] for r in rows], rows))
                 except IndexError:
-                    raise BloomError(
+                    raise ProgramError(
                         f"group: aggregate {a!r} refers to column {a.col}, but a row has only "
                         f"{len(rows[0])} columns: {rows[0]!r}"
                     ) from None

@@ -23,10 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._rel_eval import Eval, ScanEval
-from blooml.engine.relation import FreshRows, Relation
+from blooml.engine.relation import ORDER, FreshRows, Relation
 from blooml.ir import exprs as X
 from blooml.ir import nodes as N
-from blooml.lattices.ordered import lmax, lmin
 
 __all__ = ["fused_map"]
 
@@ -71,6 +70,18 @@ class _Gen:
             u: Any = e
             inner = self.src(u.operand)
             return None if inner is None else f"({u.op}{inner})"
+        if t is X.LatNew or t is X.Method:
+            c: Any = e
+            args = [self.src(a) for a in c.args]
+            if any(a is None for a in args):
+                return None
+            if t is X.LatNew:
+                self.consts.append(c.cls)
+                return f"K[{len(self.consts) - 1}]({', '.join(args)})"  # type: ignore[arg-type]
+            obj = self.src(c.obj)
+            if obj is None:
+                return None
+            return f"{obj}.{c.name}({', '.join(args)})"  # type: ignore[arg-type]
         return None
 
 
@@ -103,7 +114,7 @@ def _compile(src: str, name: str, consts: tuple[Any, ...]) -> Callable[..., Any]
         filename = f"<blooml generated {next(_serial)}: {name}>"
         code = compile(src, filename, "exec")
         linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
-        ns: dict[str, Any] = {"K": consts, "E": _E, "LMIN": lmin, "LMAX": lmax}
+        ns: dict[str, Any] = {"K": consts, "E": _E, "ORD": ORDER}
         exec(code, ns)
         fn = _FUNCS[key] = ns["run"]
     return fn
@@ -119,13 +130,13 @@ class FusedMapEval(Eval):
         self,
         inputs: list[ScanEval],
         runs: list[Callable[..., Any]],
-        cols: list[tuple[int, ...]],
+        cols: list[list[tuple[int, tuple[int, ...]]]],
         fresh: bool,
         head: Relation | None,
     ) -> None:
         self.inputs = inputs
-        self.runs = runs  # per driving input: run(drows, [index get,] head store get) -> rows
-        self.cols = cols  # per driving input: the other input's index columns
+        self.runs = runs  # per driving input: run(drows, *index gets, head store) -> rows
+        self.cols = cols  # per driving input: [(other input, its index columns)] in join order
         self.fresh = fresh  # results are FreshRows for the head
         self.head = head
         # the inputs whose rows reach results whole (``lambda r: (r, 1)``): they stay named
@@ -133,17 +144,21 @@ class FusedMapEval(Eval):
 
     def _drive(self, d: int, rows: Any) -> list[Any]:
         hstore = self.head.store if self.head is not None else None
-        if len(self.inputs) == 1:
+        ins = self.inputs
+        if len(ins) == 1:
             return self.runs[0](rows, hstore)  # type: ignore[no-any-return]
-        other = self.inputs[1 - d].rel
-        return self.runs[d](rows, other.index(self.cols[d]).get, hstore)  # type: ignore[no-any-return]
+        if len(ins) == 2:
+            j, cols = self.cols[d][0]
+            return self.runs[d](rows, ins[j].rel.index(cols).get, hstore)  # type: ignore[no-any-return]
+        gets = [ins[j].rel.index(cols).get for j, cols in self.cols[d]]
+        return self.runs[d](rows, *gets, hstore)  # type: ignore[no-any-return]
 
     def _out(self, rows: list[Any]) -> list[Any]:
         return FreshRows(rows) if self.fresh else rows
 
     def full(self) -> list[Any]:
         ins = self.inputs
-        d = 0 if len(ins) == 1 or ins[0].size() <= ins[1].size() else 1
+        d = min(range(len(ins)), key=lambda i: ins[i].size())  # the smallest drives
         return self._out(self._drive(d, ins[d].full()))
 
     def delta(self) -> list[Any]:
@@ -167,19 +182,12 @@ class FusedMapEval(Eval):
 
 def _deps(e: X.Expr) -> set[int]:
     """The arguments (join inputs) ``e`` reads."""
-    t = type(e)
-    if t is X.Arg:
+    if type(e) is X.Arg:
         return {e.index}  # type: ignore[attr-defined]
-    if t is X.Const:
-        return set()
-    if t is X.Attr:
-        return _deps(e.obj)  # type: ignore[attr-defined]
-    if t is X.Item:
-        return _deps(e.obj) | _deps(e.key)  # type: ignore[attr-defined]
-    if t is X.Unary:
-        return _deps(e.operand)  # type: ignore[attr-defined]
-    b: Any = e
-    return _deps(b.left) | _deps(b.right)
+    out: set[int] = set()
+    for c in X.children(e):
+        out |= _deps(c)
+    return out
 
 
 def _bare(e: X.Expr, out: set[int]) -> set[int]:
@@ -187,21 +195,11 @@ def _bare(e: X.Expr, out: set[int]) -> set[int]:
     t = type(e)
     if t is X.Arg:
         out.add(e.index)  # type: ignore[attr-defined]
-    elif t is X.Attr or t is X.Item:
-        a: Any = e
-        if type(a.obj) is not X.Arg:
-            _bare(a.obj, out)
-        if t is X.Item:
-            _bare(a.key, out)
-    elif t is X.Unary:
-        _bare(e.operand, out)  # type: ignore[attr-defined]
-    elif t is X.TupleExpr:
-        for i in e.items:  # type: ignore[attr-defined]
-            _bare(i, out)
-    elif t is not X.Const:
-        b: Any = e
-        _bare(b.left, out)
-        _bare(b.right, out)
+        return out
+    for i, c in enumerate(X.children(e)):
+        if i == 0 and (t is X.Attr or t is X.Item) and type(c) is X.Arg:
+            continue  # a column read
+        _bare(c, out)
     return out
 
 
@@ -225,7 +223,8 @@ def _prefilter(head: Relation | None, op: str) -> bool:
     it, being ones ``Relation.add_many`` would skip: for a same-tick rule into a collection
     without soft state (whose contents only grow within a tick) with every column a key, the
     rows stored already; keyed with one value column, a candidate whose ``lmin``/``lmax``
-    value is not better than the stored one."""
+    value (any class with a raw order, ``relation.ORDER``) is not better than the stored
+    one."""
     return (
         head is not None
         and op == "<="
@@ -237,7 +236,7 @@ def _prefilter(head: Relation | None, op: str) -> bool:
 def _loop_src(
     d: int,
     nin: int,
-    probe: str,
+    steps: list[tuple[int, str]],
     items: list[str],
     exprs: tuple[X.Expr, ...],
     gen: _Gen,
@@ -249,9 +248,11 @@ def _loop_src(
     """The generated ``run`` for driving input ``d`` (see ``fused_map``): rows of the inputs
     for which every source in ``conds`` (the ``filter`` predicates, in order) is true, mapped
     to ``items`` (a tuple display, or ``items[0]`` alone when not ``is_tuple``). ``nkeys`` is
-    given when candidates are prefiltered against the head's store."""
-    o = 1 - d
-    head_line = "def run(drows, get, hstore):" if nin == 2 else "def run(drows, hstore):"
+    given when candidates are prefiltered against the head's store (two inputs at most).
+    ``steps`` are the other inputs in join order, each with the source of its probe value:
+    input ``steps[k][0]`` is probed with ``g<k>(probe, E)``."""
+    gets = "".join(f"g{k}, " for k in range(len(steps)))
+    head_line = f"def run(drows, {gets}hstore):"
     if nkeys is None or nkeys == len(exprs):
         # no filter, or (every column a key) the rows not stored yet
         if not is_tuple:
@@ -259,12 +260,13 @@ def _loop_src(
         else:
             row = f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
         loops = f"for r{d} in drows"
-        if nin == 2:
-            loops += f" for r{o} in get({probe}, E)"
+        loops += "".join(f" for r{j} in g{k}({probe}, E)" for k, (j, probe) in enumerate(steps))
         loops += "".join(f" if {c}" for c in conds)
         if nkeys is None:
             return f"{head_line}\n    return [{row} {loops}]\n"
         return f"{head_line}\n    return [t {loops} if (t := {row}) not in hstore]\n"
+    assert nin <= 2, "prefiltered loops join two inputs at most"
+    o, probe = steps[0] if steps else (d, "")
     # Prefiltered, into a keyed head (keys..., value): a candidate is dropped when the value
     # stored under its key is an lmin (lmax) at least as good. ``c<i>`` holds item i.
     v = len(exprs) - 1
@@ -289,7 +291,7 @@ def _loop_src(
     def inner(ind: str, body: list[str]) -> list[str]:
         lines = []
         if nin == 2:
-            lines.append(f"{ind}for r{o} in get({probe}, E):")
+            lines.append(f"{ind}for r{o} in g0({probe}, E):")
             ind += "    "
         for c in conds:
             lines += [f"{ind}if not {c}:", f"{ind}    continue"]
@@ -306,9 +308,10 @@ def _loop_src(
         f"    if a is c{v}:",
         "        continue",
         "    ta = type(a)",
-        f"    if (ta is LMIN or ta is LMAX) and type(c{v}) is ta:",
+        "    o = ORD[ta]",
+        f"    if o and type(c{v}) is ta:",
         "        try:",
-        f"            if (a._v <= c{v}._v) if ta is LMIN else (a._v >= c{v}._v):",
+        f"            if (a._v <= c{v}._v) if o < 0 else (a._v >= c{v}._v):",
         "                continue",
         "        except TypeError:",
         "            pass",
@@ -321,12 +324,13 @@ def _loop_src(
         out += [
             f"        x = {gen.src(vexpr.left)}",
             "        tx = type(x)",
-            "        xr = x._v if (tx is LMIN or tx is LMAX) and type(x._v) is int else None",
+            "        ox = ORD[tx]",
+            "        xr = x._v if ox and type(x._v) is int else None",
             "        if xr is None:",
         ]
         out += inner("            ", generic)
-        for cls, cmp in (("LMIN", "<="), ("LMAX", ">=")):
-            out.append(f"        elif tx is {cls}:")
+        for test, cmp in (("ox < 0", "<="), ("ox > 0", ">=")):
+            out.append(f"        elif {test}:")
             out += inner(
                 "            ",
                 [
@@ -335,7 +339,7 @@ def _loop_src(
                     f"    old = hget({key})",
                     "    if old is not None:",
                     "        a = old[-1]",
-                    f"        if type(a) is {cls}:",
+                    "        if type(a) is tx:",
                     "            try:",
                     f"                if a._v {cmp} xr {op} y:",
                     "                    continue",
@@ -348,11 +352,41 @@ def _loop_src(
     return "\n".join(out) + "\n"
 
 
+def _plan(
+    d: int, preds: tuple[N.Pred, ...], n: int
+) -> list[tuple[int, list[tuple[int, int]], tuple[int, ...]]] | None:
+    """The join order from driving input ``d``, as ``JoinEval`` plans it: each step is (input
+    ``j``, [(bound input, its column)], ``j``'s columns), probing ``j``'s index on every
+    predicate that links it to an input bound before it; ``None`` when some input has no such
+    predicate (a cross product)."""
+    order = [d]
+    steps = []
+    remaining = [j for j in range(n) if j != d]
+    while remaining:
+        for j in remaining:
+            probes, cols = [], []
+            for p in preds:
+                if p.left == j and p.right in order:
+                    probes.append((p.right, p.rcol))
+                    cols.append(p.lcol)
+                elif p.right == j and p.left in order:
+                    probes.append((p.left, p.lcol))
+                    cols.append(p.rcol)
+            if probes:
+                steps.append((j, probes, tuple(cols)))
+                order.append(j)
+                remaining.remove(j)
+                break
+        else:
+            return None
+    return steps
+
+
 def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> FusedMapEval | None:
     """A generated evaluator for ``node`` (a rule body ``head op node``), or ``None`` when it
     does not have a supported shape: ``map`` of a known expression over a scan, or over an
-    inner join of two scans with at least one equality predicate, with any number of
-    ``filter``s of known predicates in between."""
+    inner join of scans (two or more) where every input is linked to the others by equality
+    predicates, with any number of ``filter``s of known predicates in between."""
     if type(node) is not N.Map:
         return None
     expr = node.expr
@@ -373,15 +407,16 @@ def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> F
     elif (
         type(inp) is N.Join
         and inp.how == "inner"
-        and len(inp.inputs) == 2
         and all(type(i) is N.Scan for i in inp.inputs)
         and inp.preds
-        and all(p.left == 0 and p.right == 1 for p in inp.preds)
     ):
         scans = list(inp.inputs)  # type: ignore[arg-type]
         preds = inp.preds
     else:
         return None
+    plans = [_plan(d, preds, len(scans)) for d in range(len(scans))]
+    if any(plan is None for plan in plans):
+        return None  # a cross product between some inputs: not generated
     rels = [rt.rels[s.name] for s in scans]  # type: ignore[attr-defined]
     gen = _Gen(rels)
     is_tuple = type(expr) is X.TupleExpr
@@ -393,18 +428,18 @@ def fused_map(node: N.Node, rt: Any, head: Relation | None, op: str = "<=") -> F
     conds, items = found[: len(filters)], found[len(filters) :]
     fits = is_tuple and head is not None and len(items) == head.arity
     nkeys = head.nkeys if fits and _prefilter(head, op) else None  # type: ignore[union-attr]
+    if len(scans) > 2 and nkeys != len(items):
+        nkeys = None  # the value prefilter is generated for two inputs at most
     name = f"{node!r}"
     runs, cols = [], []
-    for d in range(len(scans)):
-        mine = [p.lcol if d == 0 else p.rcol for p in preds]
-        theirs = tuple(p.rcol if d == 0 else p.lcol for p in preds)
-        if len(mine) == 1:
-            probe = f"r{d}[{mine[0]}]"
-        else:
-            probe = "(" + ", ".join(f"r{d}[{c}]" for c in mine) + ")"
-        src = _loop_src(d, len(scans), probe, items, exprs, gen, nkeys, rels, conds, is_tuple)
+    for d, plan in enumerate(plans):
+        steps = []
+        for j, probes, _ in plan:  # type: ignore[union-attr]
+            bound = [f"r{i}[{c}]" for i, c in probes]
+            steps.append((j, bound[0] if len(bound) == 1 else f"({', '.join(bound)})"))
+        src = _loop_src(d, len(scans), steps, items, exprs, gen, nkeys, rels, conds, is_tuple)
         runs.append(_compile(src, name, tuple(gen.consts)))
-        cols.append(theirs)
+        cols.append([(j, theirs) for j, _, theirs in plan])  # type: ignore[union-attr]
     fresh = nkeys == len(items) and all(_key_safe(e, rels) for e in exprs)
     ev = FusedMapEval([ScanEval(r) for r in rels], runs, cols, fresh, head)
     bare: set[int] = set()

@@ -23,10 +23,9 @@ import heapq
 from collections.abc import Iterable
 from typing import Any
 
-from blooml.engine.relation import Relation
+from blooml.engine.relation import ORDER, Relation
 from blooml.ir import nodes as N
 from blooml.ir.program import Rule
-from blooml.lattices.ordered import lmax, lmin
 
 __all__ = ["Frontier", "eligible_heads"]
 
@@ -142,16 +141,17 @@ class Frontier:
         buckets = self.buckets
         bget = buckets.get
         fresh: list[Any] = []  # values new to the queue
+        order = ORDER
         for row in rows:
             v = row[-1]
-            tv = type(v)
-            if tv is lmin or tv is lmax:
+            o = order[type(v)]
+            if o:  # lmin (-1: smallest first), lmax (1: largest first) or a subclass
                 x = v._v
                 if x is not None:
                     b = bget(x)
                     if b is None:
                         buckets[x] = [row]
-                        fresh.append(x if tv is lmin else _Rev(x))
+                        fresh.append(x if o < 0 else _Rev(x))
                     else:
                         b.append(row)
                     continue

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from blooml.engine.relation import CheckedRows
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 
 __all__ = ["LatVarState", "Pending"]
 
@@ -32,7 +32,7 @@ class LatVarState:
         """Merge ``v`` into the value; return whether it grew."""
         if type(v) is not self.cls:
             wn = getattr(self.cls, "wrapper_name", "") or self.cls.__qualname__
-            raise BloomError(
+            raise ProgramError(
                 f"{where}: cannot merge {v!r} ({type(v).__qualname__}) into lattice variable "
                 f"{self.name!r} of type {wn}"
             )

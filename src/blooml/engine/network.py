@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 
 __all__ = ["LocalNetwork"]
 
@@ -26,7 +26,7 @@ class LocalNetwork:
 
     def __init__(self, seed: int | None = None, *, max_delay: int = 0, dup_prob: float = 0.0):
         if max_delay < 0 or not 0.0 <= dup_prob <= 1.0:
-            raise BloomError("LocalNetwork: max_delay must be >= 0 and dup_prob in [0, 1]")
+            raise ProgramError("LocalNetwork: max_delay must be >= 0 and dup_prob in [0, 1]")
         self.nodes: dict[str, Any] = {}
         self.max_delay = max_delay
         self.dup_prob = dup_prob
@@ -39,7 +39,7 @@ class LocalNetwork:
         """Add ``program`` under its address (done by ``Program(network=...)``)."""
         addr = program.addr
         if addr in self.nodes:
-            raise BloomError(f"LocalNetwork: address {addr!r} is already taken")
+            raise ProgramError(f"LocalNetwork: address {addr!r} is already taken")
         self.nodes[addr] = program
         program._rt.network = self
 
@@ -47,17 +47,17 @@ class LocalNetwork:
         """Validate a message before its tick commits."""
         target = self.nodes.get(addr)
         if target is None:
-            raise BloomError(
+            raise ProgramError(
                 f"channel {chan!r}: message {tuple(row)!r} is addressed to {addr!r}, which is "
                 f"not on this network (nodes: {sorted(self.nodes)})"
             )
         rel = target._rt.rels.get(chan)
         if rel is None or rel.info.kind != "channel":
-            raise BloomError(
+            raise ProgramError(
                 f"channel {chan!r}: the program at {addr!r} has no channel of that name"
             )
         if rel.arity != len(row):
-            raise BloomError(
+            raise ProgramError(
                 f"channel {chan!r}: the program at {addr!r} declares {rel.arity} columns, the "
                 f"message has {len(row)}: {tuple(row)!r}"
             )

@@ -20,12 +20,12 @@ from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
-from blooml.errors import BloomError, KeyConstraintError
+from blooml.errors import KeyConstraintError, ProgramError
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
-from blooml.lattices.ordered import lmax, lmin
+from blooml.lattices.ordered import order_sign
 
-__all__ = ["MISSING", "CheckedRows", "FreshRows", "Relation"]
+__all__ = ["MISSING", "ORDER", "CheckedRows", "FreshRows", "Relation"]
 
 MISSING: Any = object()
 _EMPTY: dict[Any, Any] = {}
@@ -89,21 +89,40 @@ def _raw_merge(cls: Any) -> Any:
 _SAME: Any = object()
 
 
+class _Order(dict):  # type: ignore[type-arg]
+    """``type -> order_sign(type)``, filled on first look-up: ``-1`` for a class whose values
+    merge to the smaller raw value (``lmin`` and subclasses that keep its order), ``1`` the
+    larger (``lmax``), ``0`` for anything else. The order is declared once, on the lattice
+    class (``raw_order``); every hot path (this module, the generated ``map`` loops, the
+    prioritized frontier) reads it from here."""
+
+    __slots__ = ()
+
+    def __missing__(self, t: Any) -> int:
+        o = self[t] = order_sign(t)
+        return o
+
+
+ORDER: dict[Any, int] = _Order()
+
+
 def _join_one(a: Any, b: Any) -> Any:
     """The value of a one-value-column row after ``b`` arrives where ``a`` is stored: ``_SAME``
     when ``a`` already holds ``b``, ``None`` when the two are not values of one lattice class
     (equal plain values or a key conflict: ``Relation._merge`` decides), else their merge.
-    ``lmin``/``lmax`` are compared on their raw values first (shortest and widest paths)."""
+    Values of a class with a raw order (``lmin``/``lmax``, see ``ORDER``) are compared on their
+    raw values first (shortest and widest paths)."""
     if a is b:
         return _SAME
     ta = type(a)
     if ta is not type(b) or not issubclass(ta, Lattice):
         return None
-    if ta is lmin or ta is lmax:
+    o = ORDER[ta]
+    if o:
         try:
-            if (a._v <= b._v) if ta is lmin else (a._v >= b._v):
+            if (a._v <= b._v) if o < 0 else (a._v >= b._v):
                 return _SAME
-            if (b._v < a._v) if ta is lmin else (b._v > a._v):
+            if (b._v < a._v) if o < 0 else (b._v > a._v):
                 return b
         except TypeError:  # ⊥ on a side, or incomparable values: the lattice decides
             pass
@@ -200,12 +219,12 @@ class Relation:
             if self.arity == 1:
                 r = (r,)
             else:
-                raise BloomError(
+                raise ProgramError(
                     f"{where}: {self.info.kind} {self.name!r} has columns {list(self.columns)}; "
                     f"got the non-tuple {r!r}"
                 )
         if len(r) != self.arity:
-            raise BloomError(
+            raise ProgramError(
                 f"{where}: {self.info.kind} {self.name!r} has {self.arity} columns "
                 f"{list(self.columns)}; got {len(r)} values {tuple(r)!r}"
             )
@@ -237,7 +256,7 @@ class Relation:
     def _bad_key(self, row: Any) -> None:
         for i in range(self.nkeys):
             if isinstance(row[i], Lattice):
-                raise BloomError(
+                raise ProgramError(
                     f"{self.info.kind} {self.name!r}: key column {self.columns[i]!r} holds the "
                     f"lattice value {row[i]!r} in {tuple(row)!r}; lattice values cannot be key "
                     "columns (declare the column among the values)"
@@ -375,8 +394,8 @@ class Relation:
 
     def _add_many_kv(self, rows: list[Any], where: str) -> None:
         """``_add_many_keyed`` for the commonest shape, one key column and one value column
-        (``dist(v, d)``), with ``lmin``/``lmax`` values compared raw: a candidate that does
-        not improve the stored value costs a lookup and one comparison."""
+        (``dist(v, d)``), with ``lmin``/``lmax`` values compared raw (``ORDER``): a candidate
+        that does not improve the stored value costs a lookup and one comparison."""
         store = self.store
         get = store.get
         rt = self.row_type
@@ -384,6 +403,7 @@ class Relation:
         undo_add = self.undo.append
         new_add = self.tick_new.append
         log = self._log if self.indexes else None
+        order = ORDER
         changed = 0
         for row in rows:
             tr = type(row)
@@ -416,36 +436,21 @@ class Relation:
                 continue
             m: Any
             ta = type(a)
-            if ta is lmin:
-                if type(b) is lmin:
+            o = order[ta]
+            if o:  # lmin, lmax (or a subclass keeping their order): compare raw values
+                if type(b) is ta:
                     # most candidates do not improve the stored value: one comparison for
                     # them; ⊥ (None) on either side raises TypeError and is sorted out below
                     try:
-                        if a._v <= b._v:
+                        if (a._v <= b._v) if o < 0 else (a._v >= b._v):
                             continue
-                        better = b._v < a._v
+                        better = (b._v < a._v) if o < 0 else (b._v > a._v)
                     except TypeError:
                         better = None
                     if better:
                         m = b
                     else:
                         m = _raw_merge(ta)(a, b)  # ⊥ or incomparable: the lattice decides
-                        if m is a:
-                            continue
-                else:
-                    m = None
-            elif ta is lmax:
-                if type(b) is lmax:
-                    try:
-                        if a._v >= b._v:
-                            continue
-                        better = b._v > a._v
-                    except TypeError:
-                        better = None
-                    if better:
-                        m = b
-                    else:
-                        m = _raw_merge(ta)(a, b)
                         if m is a:
                             continue
                 else:

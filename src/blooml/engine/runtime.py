@@ -25,12 +25,13 @@ from typing import Any
 from blooml.engine._codegen import FusedMapEval, fused_map
 from blooml.engine._lat_eval import LatEval
 from blooml.engine._priority import Frontier, eligible_heads
+from blooml.engine._reads import MonotoneRead, allowed_methods, undeclared_read
 from blooml.engine._rel_eval import Eval, MapEval, ScanEval
 from blooml.engine._state import LatVarState, Pending
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.engine.views import CollectionView, LatticeView
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 from blooml.ir.graph import sources
 from blooml.ir.program import ProgramIR, Rule
 
@@ -57,11 +58,13 @@ class CompiledRule:
     __slots__ = (
         "body",
         "fresh",
+        "guards",
         "head_lat",
         "head_rel",
         "is_lat_body",
         "op",
         "persistent",
+        "read_modes",
         "read_vars",
         "rule",
         "seen_removals",
@@ -83,6 +86,10 @@ class CompiledRule:
         self.body = body
         self.is_lat_body = isinstance(self.body, LatEval)
         self.read_vars = [rt.lats[v] for v in sorted(rule.reads)]
+        # name -> the function may use the value freely (a non-monotone read, stratified
+        # before this rule) or only through @morph/@monotone methods (a MonotoneRead guard)
+        self.read_modes = {v: v in rule.nonmonotone_reads for v in rule.reads}
+        self.guards: dict[str, MonotoneRead] = {}
         if self.head_rel is not None:
             # A message is an event: `<~` sends what the body derives anew (as for a table
             # head); a scratch head must hold every derivation, every tick.
@@ -104,6 +111,20 @@ class CompiledRule:
                 return True
             return any(v.incs for v in self.read_vars)
         return bool(self.read_vars) and any(v.hi > v.lo for v in self.read_vars)
+
+    def read(self, var: LatVarState) -> Any:
+        """``self.<var>`` read by one of this rule's functions (verified against the IR)."""
+        free = self.read_modes.get(var.name)
+        if free is None:
+            undeclared_read(self.where, var.name)
+        value = var.value
+        if free:
+            return value
+        g = self.guards.get(var.name)
+        if g is None or g._value is not value:
+            g = MonotoneRead(value, var.name, self.where, allowed_methods(var.cls))
+            self.guards[var.name] = g
+        return g
 
     def evaluate(self, full: bool) -> Any:
         """The body's rows (or lattice value) to apply to the head."""
@@ -184,6 +205,7 @@ class Runtime:
             if info.kind == "periodic"
         }
         self._views: dict[str, Any] = {}
+        self.firing: CompiledRule | None = None  # the rule being evaluated, during a tick
 
     def _plain_rows(self) -> None:
         """Store as plain tuples the rows of every collection that no user function receives:
@@ -211,18 +233,39 @@ class Runtime:
         return v
 
     def read_attr(self, name: str) -> Any:
-        """``self.<name>`` inside a rule function while a tick runs."""
+        """``self.<name>`` inside a rule function while a tick runs.
+
+        A lattice variable or ``tick_count`` that the rule being evaluated does not declare
+        (``Rule.reads``, ``Rule.reads_tick``) raises :class:`~blooml.errors.ProgramError`;
+        see :mod:`blooml.engine._reads`.
+        """
         var = self.lats.get(name)
         if var is not None:
-            return var.value
+            cr = self.firing
+            return var.value if cr is None else cr.read(var)
         if name == "tick_count":
+            cr = self.firing
+            if cr is not None and not cr.rule.reads_tick:
+                undeclared_read(cr.where, name)
             return self.tick_count
         if name in self.rels:
-            raise BloomError(
-                f"self.{name} is a collection: rule functions cannot read collections (it "
-                "would hide a dependency); join with it, or use notin/include"
-            )
+            self.refuse_collection_read(name)
         return getattr(self.program, name)
+
+    def lat_value(self, name: str) -> Any:
+        """A lattice variable's value for its view (``p.best.value``): verified as
+        :meth:`read_attr` while a rule is evaluated (a helper method of the program)."""
+        var = self.lats[name]
+        cr = self.firing
+        return var.value if cr is None else cr.read(var)
+
+    def refuse_collection_read(self, name: str) -> None:
+        """Raise for a rule function reading collection ``name`` (directly or via a view)."""
+        where = f"{self.firing.where}: " if self.firing is not None else ""
+        raise ProgramError(
+            f"{where}self.{name} is a collection: rule functions cannot read collections (it "
+            "would hide a dependency); join with it, or use notin/include"
+        )
 
     # -- the tick -------------------------------------------------------------------------------
 
@@ -273,6 +316,7 @@ class Runtime:
             raise
         finally:
             self.proxy._rt = prev_rt
+            self.firing = None
         for r in self.rels.values():
             r.commit()
         self.tick_count += 1
@@ -367,6 +411,7 @@ class Runtime:
             self._fire(cr, True)
 
     def _fire(self, cr: CompiledRule, first: bool) -> None:
+        self.firing = cr
         full = cr.full_mode(first)
         try:
             out = cr.evaluate(full)
@@ -462,7 +507,7 @@ class Runtime:
         if self.network is not None:
             self.network.check(self, addr, chan, row)
         elif addr != self.addr:
-            raise BloomError(
+            raise ProgramError(
                 f"channel {chan!r}: message {tuple(row)!r} is addressed to {addr!r}, but this "
                 f"program ({self.addr!r}) has no network; only its own address is delivered "
                 "(loopback). Pass network=LocalNetwork() to connect programs"

@@ -6,7 +6,7 @@ import gc
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 from blooml.lattices._base import Lattice
 
 __all__ = ["CollectionView", "LatticeView"]
@@ -51,7 +51,7 @@ class CollectionView:
 
     def _rows(self, rows: Iterable[Any], what: str) -> list[Any]:
         if isinstance(rows, (str, bytes)) or not isinstance(rows, Iterable):
-            raise BloomError(
+            raise ProgramError(
                 f"{self._name}.{what}(rows): expected an iterable of tuples, got {rows!r}"
             )
         rel = self._rt.rels[self._name]
@@ -62,7 +62,7 @@ class CollectionView:
         """Queue ``rows`` for insertion: visible at the next tick.
 
         Raises:
-            BloomError: a row has the wrong number of columns, or a lattice in a key column
+            ProgramError: a row has the wrong number of columns, or a lattice in a key column
                 (nothing is queued then).
         """
         out = self._rows(rows, "insert")
@@ -71,20 +71,26 @@ class CollectionView:
     def delete(self, rows: Iterable[Any]) -> None:
         """Queue ``rows`` for deletion at the start of the next tick."""
         if not self._rt.rels[self._name].persistent:
-            raise BloomError(f"{self._name}.delete: only tables hold rows across ticks")
+            raise ProgramError(f"{self._name}.delete: only tables hold rows across ticks")
         out = self._rows(rows, "delete")
         self._rt.pending.add("deletes", self._name, out)
 
     def __iter__(self) -> Iterator[Any]:
+        if self._rt.firing is not None:
+            self._rt.refuse_collection_read(self._name)
         rel = self._rt.rels[self._name]
         if rel.row_type is rel.named:
             return iter(rel.named_rows())  # a copy of the stored rows
         return iter(_without_gc(self._rt, rel.named_rows))  # naming plain rows allocates
 
     def __len__(self) -> int:
+        if self._rt.firing is not None:
+            self._rt.refuse_collection_read(self._name)
         return len(self._rt.rels[self._name].store)
 
     def __contains__(self, row: object) -> bool:
+        if self._rt.firing is not None:
+            self._rt.refuse_collection_read(self._name)
         rel = self._rt.rels[self._name]
         return isinstance(row, tuple) and len(row) == rel.arity and row in rel
 
@@ -104,20 +110,21 @@ class LatticeView:
 
     @property
     def value(self) -> Any:
-        """The current lattice value."""
-        return self._rt.lats[self._name].value
+        """The current lattice value (inside a rule function: verified like ``self.<name>``,
+        see ``Runtime.read_attr``)."""
+        return self._rt.lat_value(self._name)
 
     def insert(self, value: Any) -> None:
         """Queue ``value`` to be merged in at the next tick.
 
         Raises:
-            BloomError: ``value`` is not a value of this variable's lattice class.
+            ProgramError: ``value`` is not a value of this variable's lattice class.
         """
         cls = self._rt.lats[self._name].cls
         if type(value) is not cls:
             wn = getattr(cls, "wrapper_name", "") or cls.__qualname__
             hint = "" if isinstance(value, Lattice) else f" (wrap it: {wn}(...))"
-            raise BloomError(f"{self._name}.insert: expected a {wn} value, got {value!r}{hint}")
+            raise ProgramError(f"{self._name}.insert: expected a {wn} value, got {value!r}{hint}")
         self._rt.pending.add("lats", self._name, [value])
 
     def __bool__(self) -> bool:

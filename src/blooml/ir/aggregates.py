@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from blooml.errors import BloomError
+from blooml.errors import ProgramError
 from blooml.ir.nodes import AGG_NAMES
 
 __all__ = ["apply_aggregate"]
@@ -27,12 +27,12 @@ def apply_aggregate(fn: str, vals: list[Any], rows: list[Any]) -> Any:
     ``None``; ``accum`` collects the values into a ``frozenset``.
 
     Raises:
-        BloomError: ``fn`` is not an aggregate name.
+        ProgramError: ``fn`` is not an aggregate name.
     """
     if fn == "count":
         return len(set(vals)) if vals is not rows else len(rows)
     if fn not in AGG_NAMES:
-        raise BloomError(f"unknown aggregate {fn!r} (known: {', '.join(AGG_NAMES)})")
+        raise ProgramError(f"unknown aggregate {fn!r} (known: {', '.join(AGG_NAMES)})")
     if not vals:
         return None
     if fn == "sum":

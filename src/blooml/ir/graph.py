@@ -4,17 +4,18 @@ A rule ``head op body`` adds an edge from every collection or lattice variable i
 to ``head``. The edge is *temporal* for ``<+ <- <~ <+-`` (it crosses a tick), *non-monotone*
 when the source is read through a non-monotone position (the right of ``notin``, the input of
 ``group``/``argmin``/``reduce``/``choose``/``empty``, the right of a left join, the target of an
-unmarked lattice method), and *monotone* otherwise. Strata are the strongly connected
+unmarked lattice method, a lattice variable a rule function uses non-monotonically:
+``Rule.nonmonotone_reads``), and *monotone* otherwise. Strata are the strongly connected
 components of the same-tick graph ordered so that a non-monotone edge always goes to a later
 stratum; a cycle through a non-monotone edge cannot be ordered and raises
-:class:`~blooml.errors.UnstratifiableError`.
+:class:`~blooml.errors.StratificationError`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from blooml.errors import UnstratifiableError
+from blooml.errors import StratificationError
 from blooml.ir.nodes import (
     ArgAgg,
     Choose,
@@ -84,7 +85,7 @@ def analyze(
     """Build the dependency graph and strata of a program.
 
     Raises:
-        UnstratifiableError: a same-tick cycle passes through a non-monotone edge; the error
+        StratificationError: a same-tick cycle passes through a non-monotone edge; the error
             names the cycle's collections and the rules (with source lines) on it.
     """
     edges: list[Edge] = []
@@ -93,7 +94,7 @@ def analyze(
         for src, nm in sources(r.body):
             seen[src] = seen.get(src, False) or nm
         for var in sorted(r.reads):
-            seen.setdefault(var, False)
+            seen[var] = seen.get(var, False) or var in r.nonmonotone_reads
         for src, nm in seen.items():
             kind = "temporal" if r.temporal else ("nonmonotone" if nm else "monotone")
             edges.append(Edge(src, r.head, kind, r.index))
@@ -222,7 +223,7 @@ def _topo(nodes: set[int], arcs: set[tuple[int, int]]) -> list[int]:
 
 def _cycle_error(
     bad: Edge, edges: list[Edge], comp: dict[str, int], rules: tuple[Rule, ...]
-) -> UnstratifiableError:
+) -> StratificationError:
     """Find the shortest same-component path ``bad.dst -> bad.src`` and report the cycle."""
     c = comp[bad.src]
     succ: dict[str, list[Edge]] = {}
@@ -258,4 +259,4 @@ def _cycle_error(
         ("non-monotone " if rules[i].index == bad.rule else "") + rules[i].describe()
         for i in rule_ids
     ]
-    return UnstratifiableError(cycle, descr)
+    return StratificationError(cycle, descr)

@@ -17,7 +17,7 @@ from typing import Literal as _Lit
 
 import attrs
 
-from blooml.ir.exprs import Expr, decompile
+from blooml.ir.exprs import Expr, decompile, to_source
 
 __all__ = [
     "AGG_NAMES",
@@ -46,6 +46,7 @@ __all__ = [
     "TickCount",
     "children",
     "functions",
+    "python_functions",
 ]
 
 Kind = _Lit["morph", "monotone", "nonmonotone"]
@@ -83,6 +84,23 @@ def _fn_name(fn: Any) -> str:
     return f"{name}@{code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
 
 
+def _fn_text(fn: Any) -> str:
+    """``lambda lk: (lk.src, lmin(lk.c))`` for a function recovered as an expression, else its
+    name and place (``<lambda>@paths.py:12``)."""
+    expr = decompile(fn)
+    if expr is None:
+        return _fn_name(fn)
+    code = fn.__code__
+    return f"lambda {', '.join(code.co_varnames[: code.co_argcount])}: {to_source(expr)}"
+
+
+def _fn_key(fn: Any) -> Any:
+    """How a node's function compares: by its recovered expression when it has one (two
+    spellings of one rule give equal nodes), else by identity."""
+    expr = decompile(fn) if fn is not None else None
+    return fn if expr is None else expr
+
+
 @attrs.frozen(repr=False)
 class Scan(Rel):
     """Every row of the collection ``name``."""
@@ -114,7 +132,7 @@ class Map(Rel):
     a one-column row, ``None`` drops the row."""
 
     input: Rel
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] = attrs.field(eq=_fn_key)
 
     @property
     def expr(self) -> Expr | None:
@@ -124,7 +142,7 @@ class Map(Rel):
         return decompile(self.fn)
 
     def __repr__(self) -> str:
-        return f"map({self.input!r}, {_fn_name(self.fn)})"
+        return f"map({self.input!r}, {_fn_text(self.fn)})"
 
 
 @attrs.frozen(repr=False)
@@ -143,7 +161,7 @@ class Filter(Rel):
     """The input rows for which ``fn(row)`` is true."""
 
     input: Rel
-    fn: Callable[..., Any]
+    fn: Callable[..., Any] = attrs.field(eq=_fn_key)
 
     @property
     def columns(self) -> tuple[str, ...] | None:
@@ -155,7 +173,7 @@ class Filter(Rel):
         return decompile(self.fn)
 
     def __repr__(self) -> str:
-        return f"filter({self.input!r}, {_fn_name(self.fn)})"
+        return f"filter({self.input!r}, {_fn_text(self.fn)})"
 
 
 @attrs.frozen
@@ -208,15 +226,28 @@ class NotIn(Rel):
     left: Rel
     right: Rel
     preds: tuple[Pred, ...] = ()
-    fn: Callable[..., Any] | None = None
+    fn: Callable[..., Any] | None = attrs.field(default=None, eq=_fn_key)
 
     @property
     def columns(self) -> tuple[str, ...] | None:
         return self.left.columns
 
+    @property
+    def expr(self) -> Expr | None:
+        """The match test ``fn(l, r)`` as an expression when it is simple (see ``Map.expr``);
+        ``None`` without a function or when it is not simple."""
+        return None if self.fn is None else decompile(self.fn)
+
     def __repr__(self) -> str:
-        extra = f", {len(self.preds)} preds" if self.preds else ""
-        extra += f", {_fn_name(self.fn)}" if self.fn is not None else ""
+        conds = []
+        for p in self.preds:
+            side = (self.left, self.right)
+            conds.append(
+                f"{side[p.left]!r}.{_col(side[p.left], p.lcol)} == "
+                f"{side[p.right]!r}.{_col(side[p.right], p.rcol)}"
+            )
+        extra = f", {' and '.join(conds)}" if conds else ""
+        extra += f", {_fn_text(self.fn)}" if self.fn is not None else ""
         return f"notin({self.left!r}, {self.right!r}{extra})"
 
 
@@ -400,6 +431,23 @@ def children(node: Any) -> tuple[Any, ...]:
     if isinstance(node, Literal):
         return tuple(c for row in node.rows for c in row if isinstance(c, Node))
     return ()
+
+
+def python_functions(node: Any) -> list[Callable[..., Any]]:
+    """The user functions below (and including) ``node`` that run as Python: every function
+    of :func:`functions` except the ``Map``, ``Filter`` and ``NotIn`` functions recovered as
+    expressions (their ``expr`` is not ``None``)."""
+    out: list[Callable[..., Any]] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        fn = getattr(n, "fn", None)
+        if callable(fn) and not (isinstance(n, (Map, Filter, NotIn)) and n.expr is not None):
+            out.append(fn)
+        if isinstance(n, LatMethod):
+            out.extend(a for a in n.args if callable(a) and not isinstance(a, (Node, type)))
+        stack.extend(children(n))
+    return out
 
 
 def functions(node: Any) -> list[Callable[..., Any]]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from blooml.ir.nodes import Lat, Node
+from blooml.ir.nodes import Lat, Node, _fn_name, python_functions
 
 __all__ = ["TEMPORAL_OPS", "CollectionInfo", "Edge", "LatticeInfo", "ProgramIR", "Rule"]
 
@@ -87,7 +87,13 @@ class Rule:
         body: the right-hand side (a :class:`~blooml.ir.nodes.Rel` or
             :class:`~blooml.ir.nodes.Lat` node).
         block: the ``@bloom`` method it was written in; ``file``/``line``: where.
-        reads: lattice variables read inside the rule's functions (re-evaluated on growth).
+        reads: lattice variables read inside the rule's functions (re-evaluated on growth):
+            found by reading the functions' bytecode, plus those declared with
+            :func:`blooml.reads`. The engine verifies at run time that a function reads no
+            other (see ``docs/bloom.md``).
+        nonmonotone_reads: the subset of ``reads`` used non-monotonically (``reveal()``, any
+            method not marked ``@morph``/``@monotone``, the bare value): a non-monotone edge,
+            so the variable is final (an earlier stratum) before the rule runs.
         reads_tick: whether a function reads ``self.tick_count``.
     """
 
@@ -100,6 +106,7 @@ class Rule:
     line: int
     reads: frozenset[str] = frozenset()
     reads_tick: bool = False
+    nonmonotone_reads: frozenset[str] = frozenset()
 
     @property
     def temporal(self) -> bool:
@@ -110,6 +117,12 @@ class Rule:
     def where(self) -> str:
         """``file:line`` of the rule."""
         return f"{self.file.rsplit('/', 1)[-1]}:{self.line}"
+
+    @property
+    def python_functions(self) -> list[Any]:
+        """The functions of the body that run as Python (not recovered as expressions; see
+        :func:`blooml.ir.nodes.python_functions`): empty when the rule is all expressions."""
+        return python_functions(self.body)
 
     def describe(self) -> str:
         """``rule 3 (paths.py:14, block rules): path <= map(link, ...)``."""
@@ -202,11 +215,11 @@ class ProgramIR:
         for i, stratum in enumerate(self.strata):
             lines.append("")
             lines.append(f"stratum {i}:")
-            lines.extend(f"  [{self.rules[r].where}] {self.rules[r]}" for r in stratum)
+            lines.extend(_rule_line(self.rules[r]) for r in stratum)
         if self.temporal:
             lines.append("")
             lines.append("end of tick (<+ <- <~ <+-):")
-            lines.extend(f"  [{self.rules[r].where}] {self.rules[r]}" for r in self.temporal)
+            lines.extend(_rule_line(self.rules[r]) for r in self.temporal)
         lines.append("")
         lines.append("dependencies:")
         seen: set[tuple[str, str, str]] = set()
@@ -225,6 +238,16 @@ class ProgramIR:
             f"<ProgramIR {self.name}: {len(self.collections)} collections, "
             f"{len(self.lattices)} lattices, {len(self.rules)} rules, {len(self.strata)} strata>"
         )
+
+
+def _rule_line(rule: Rule) -> str:
+    """A rule in ``ProgramIR.format``: where, the rule (recovered functions printed as
+    ``lambda`` expressions), and the functions that run as Python, if any."""
+    line = f"  [{rule.where}] {rule}"
+    py = rule.python_functions
+    if py:
+        line += f"    # runs Python: {', '.join(_fn_name(f) for f in py)}"
+    return line
 
 
 def _nonmono_body(node: Node) -> bool:

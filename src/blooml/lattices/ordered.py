@@ -11,12 +11,12 @@ import math
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from numbers import Number
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from blooml.errors import LatticeValueError
 from blooml.lattices._base import Lattice, _set_h, _set_v, morph
 
-__all__ = ["lbool", "lmax", "lmin"]
+__all__ = ["lbool", "lmax", "lmin", "order_sign"]
 
 T = TypeVar("T")
 _NOARG: Any = object()
@@ -91,6 +91,22 @@ class _Ordered(Lattice):
 
     __slots__ = ()
 
+    #: The one definition of the order that engines' hot paths use instead of calling methods:
+    #: ``"min"`` when ``merge`` keeps the value with the smaller raw value ``_v`` (``lmin``),
+    #: ``"max"`` the larger (``lmax``), ``None`` when only ``merge`` decides. ⊥ has ``_v is
+    #: None``. Declaring it also promises that ``+``/``-`` with a number shift ``_v`` (path
+    #: costs). Subclasses inherit it unless they override ``merge``, ``__add__``, ``__radd__``
+    #: or ``__sub__`` without declaring it again (see :func:`order_sign`).
+    raw_order: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = cls.__dict__
+        if "raw_order" not in own and any(
+            n in own for n in ("merge", "__add__", "__radd__", "__sub__")
+        ):
+            cls.raw_order = None
+
     def __init__(self, value: Any = _NOARG) -> None:
         if value is _NOARG:
             value = None
@@ -133,6 +149,7 @@ class lmax(_Ordered):
 
     __slots__ = ()
     wrapper_name = "lmax"
+    raw_order = "max"
 
     def merge(self, other: lmax) -> lmax:
         """Return the larger of the two (⊥ is the identity)."""
@@ -165,7 +182,7 @@ class lmax(_Ordered):
         """The maximum capped at ``n`` (Bud's ``min_of``, used for widest paths); ⊥ stays ⊥."""
         if self._v is None:
             return self
-        return self if self._v <= n else lmax(n)
+        return self if self._v <= n else type(self)(n)
 
     @morph
     def __add__(self, n: Any) -> lmax:
@@ -204,6 +221,7 @@ class lmin(_Ordered):
 
     __slots__ = ()
     wrapper_name = "lmin"
+    raw_order = "min"
 
     def merge(self, other: lmin) -> lmin:
         """Return the smaller of the two (⊥ is the identity)."""
@@ -236,7 +254,7 @@ class lmin(_Ordered):
         """The minimum floored at ``n`` (the dual of ``lmax.min_of``); ⊥ stays ⊥."""
         if self._v is None:
             return self
-        return self if self._v >= n else lmin(n)
+        return self if self._v >= n else type(self)(n)
 
     @morph
     def __add__(self, n: Any) -> lmin:
@@ -262,6 +280,15 @@ class lmin(_Ordered):
         if type(n) is int and type(v) is int and type(self) is lmin:
             return _interned(lmin, v - n)
         return self._shifted(n, "-")
+
+
+def order_sign(cls: Any) -> int:
+    """``-1`` when values of ``cls`` merge to the smaller raw value (``lmin`` and its
+    subclasses), ``1`` the larger (``lmax``), ``0`` otherwise (any other class or type): the
+    class's ``raw_order`` as a number, for hot loops that compare raw values."""
+    if not (isinstance(cls, type) and issubclass(cls, _Ordered)):
+        return 0
+    return {"min": -1, "max": 1}.get(cls.raw_order or "", 0)
 
 
 _INTERNED_LMAX: dict[int, lmax] = _INTERNED.setdefault(lmax, {})

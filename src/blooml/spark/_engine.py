@@ -20,7 +20,7 @@ from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from blooml.errors import BloomError, KeyConstraintError, NotSupportedOnSpark
+from blooml.errors import KeyConstraintError, NotSupportedOnSpark, ProgramError
 from blooml.ir import (
     Filter,
     FlatMap,
@@ -118,7 +118,7 @@ def _group_row(keys_aggs: Any) -> Callable[[Any], tuple[Any, ...]]:
             try:
                 column = [r[a.col] for r in rows]
             except IndexError:
-                raise BloomError(
+                raise ProgramError(
                     f"group: aggregate {a!r} refers to column {a.col}, but a row has only "
                     f"{len(rows[0])} columns: {rows[0]!r}"
                 ) from None
@@ -198,20 +198,20 @@ class _Head:
     def row(self, r: Any, where: str) -> tuple[Any, ...]:
         if not isinstance(r, tuple):
             if self.arity != 1:
-                raise BloomError(
+                raise ProgramError(
                     f"{where}: {self.kind} {self.name!r} has columns {list(self.columns)}; got "
                     f"the non-tuple {r!r}"
                 )
             r = (r,)
         if len(r) != self.arity:
-            raise BloomError(
+            raise ProgramError(
                 f"{where}: {self.kind} {self.name!r} has {self.arity} columns "
                 f"{list(self.columns)}; got {len(r)} values {tuple(r)!r}"
             )
         r = tuple(r)
         for i in range(self.nkeys):
             if isinstance(r[i], Lattice):
-                raise BloomError(
+                raise ProgramError(
                     f"{self.kind} {self.name!r}: key column {self.columns[i]!r} holds the "
                     f"lattice value {r[i]!r} in {r!r}; lattice values cannot be key columns "
                     "(declare the column among the values)"
@@ -528,7 +528,7 @@ class SparkEngine:
         Raises:
             NotSupportedOnSpark: a rule cannot run on Spark (checked before any job runs).
             KeyError: an input names no collection of the program.
-            BloomError, KeyConstraintError: as the local engine raises them (from the Spark
+            ProgramError, KeyConstraintError: as the local engine raises them (from the Spark
                 job, inside a ``PythonException``).
         """
         ir = self.check(program)
@@ -615,7 +615,7 @@ class SparkEngine:
         while True:
             rounds += 1
             if rounds > self.max_rounds:
-                raise BloomError(
+                raise ProgramError(
                     f"{ir.name}: the stratum of rules {[r.index for r in rules]} did not reach a "
                     f"fixpoint in {self.max_rounds} rounds (raise max_rounds if it should)"
                 )
