@@ -72,11 +72,27 @@ _SCRIPT = textwrap.dedent(
             merge_column(cells, "k", "v", lsum).collect()
     except LatticeValueError as exc:
         out["worker_error"] = [type(exc).__name__, exc.key, exc.call]
+    from blooml import Program, bloom, table
+
+    class Closure(Program):
+        edge = table(["a", "b"])
+        path = table(["a", "b"])
+
+        @bloom
+        def rules(self):
+            self.path <= self.edge
+            self.path <= self.path.join(self.edge, self.path.b == self.edge.a).map(
+                lambda p, e: (p.a, e.b)
+            )
+
+    result = SparkEngine(spark).run(Closure, {"edge": [(1, 2), (2, 3), (3, 4)]})
+    out["closure"] = sorted(result.rows("path"))
+    out["touched"] = result.touched
     errors = []
     for call in (
         lambda: to_rdd(df, "k", "v", lmax),
         lambda: fold_by_key(df, lset),
-        lambda: SparkEngine(spark),
+        lambda: SparkEngine(spark, path="rdd"),
     ):
         try:
             call()
@@ -121,3 +137,6 @@ def test_functions_on_a_local_connect_server(tmp_path: Path) -> None:
     for msg in out["errors"]:
         assert "Spark Connect" in msg
     assert "lmerge" in out["errors"][0] and "lfold" in out["errors"][1]
+    # SparkEngine on Connect: the program as DataFrame plans
+    assert out["closure"] == [[1, 2], [1, 3], [1, 4], [2, 3], [2, 4], [3, 4]]
+    assert out["touched"][-1][-1] == 0

@@ -43,11 +43,12 @@ from blooml.ir.aggregates import apply_aggregate
 from blooml.ir.nodes import AGG_NAMES
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
-from blooml.spark._formats import Pickled, spec_of
+from blooml.spark._dfengine import DataFramePlan, run_plan
+from blooml.spark._formats import Pickled, column_format, spec_of
 from blooml.spark._lazy import check_worker_python, is_connect, require_pyspark
 from blooml.spark._rdd import fold
 
-__all__ = ["SparkEngine", "SparkResult"]
+__all__ = ["DataFrameResult", "SparkEngine", "SparkResult"]
 
 
 def _program_ir(program: Any) -> ProgramIR:
@@ -466,6 +467,11 @@ class SparkEngine:
             parallelism).
         max_rounds: give up a stratum after this many rounds (a safeguard against a program
             whose lattice grows forever, such as a counter incremented in a cycle).
+        path: ``"dataframe"``: run the program as DataFrame plans (Spark SQL; every rule must
+            lower, else ``NotSupportedOnSpark`` names the rule before any job runs);
+            ``"rdd"``: the RDD path (classic sessions; Python runs the rule functions);
+            ``"auto"`` (default): ``"dataframe"`` on Spark Connect, ``"rdd"`` on a classic
+            session (its columns may hold values of mixed types, as in Python).
 
     Example::
 
@@ -480,24 +486,30 @@ class SparkEngine:
         checkpoint_every: int = 8,
         num_partitions: int | None = None,
         max_rounds: int = 10_000,
+        path: str = "auto",
     ) -> None:
         require_pyspark("SparkEngine")
-        if is_connect(spark):
-            raise NotSupportedOnSpark(
-                "SparkEngine on a Spark Connect session",
-                "SparkEngine evaluates programs over RDDs, which Spark Connect does not have; "
-                "run it with a classic SparkSession (SparkSession.builder.master(...)), or "
-                "merge lattice columns on Connect with blooml.spark.functions (lmerge, lfold)",
-            )
-        if not hasattr(spark, "sparkContext"):
+        self.connect = is_connect(spark)
+        if not self.connect and not hasattr(spark, "sparkContext"):
             raise TypeError(f"SparkEngine expects a SparkSession, got {spark!r}")
         for name, v in (("checkpoint_every", checkpoint_every), ("max_rounds", max_rounds)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"SparkEngine: {name} must be a positive int, got {v!r}")
-        check_worker_python("SparkEngine", spark)
+        if path not in ("auto", "dataframe", "rdd"):
+            raise ValueError(
+                f"SparkEngine: path must be 'auto', 'dataframe' or 'rdd', got {path!r}"
+            )
+        if path == "rdd" and self.connect:
+            raise NotSupportedOnSpark(
+                "SparkEngine(path='rdd') on a Spark Connect session",
+                "Spark Connect has no RDDs; use path='auto' (DataFrame plans)",
+            )
         self.spark = spark
+        self.path = path
         self.checkpoint_every = checkpoint_every
-        self.num_partitions = num_partitions or spark.sparkContext.defaultParallelism
+        self.num_partitions = num_partitions or (
+            0 if self.connect else spark.sparkContext.defaultParallelism
+        )
         self.max_rounds = max_rounds
 
     def check(self, program: Any) -> ProgramIR:
@@ -531,6 +543,27 @@ class SparkEngine:
             ProgramError, KeyConstraintError: as the local engine raises them (from the Spark
                 job, inside a ``PythonException``).
         """
+        ir0 = _program_ir(program)
+        for name in inputs or {}:
+            if name not in ir0.collections:
+                known = ", ".join(sorted(ir0.collections))
+                raise KeyError(f"input {name!r} is not a collection of {ir0.name} (known: {known})")
+        if self.path == "dataframe" or (self.path == "auto" and self.connect):
+            plan, why = DataFramePlan.try_build(ir0)
+            if plan is not None:
+                return self._run_dataframe(plan, dict(inputs or {}))
+            if self.path == "dataframe" or self.connect:
+                raise NotSupportedOnSpark(
+                    why,
+                    "no Spark SQL translation"
+                    + (
+                        " (Spark Connect runs only programs that lower to DataFrame plans: "
+                        "use a classic session for the RDD path)"
+                        if self.connect
+                        else ""
+                    ),
+                )
+        check_worker_python("SparkEngine", self.spark)
         ir = self.check(program)
         run = _Run(self, ir)
         inputs = dict(inputs or {})
@@ -551,6 +584,22 @@ class SparkEngine:
         return SparkResult(self.spark, ir, run.state, run.lattices, tuple(run.rounds))
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _run_dataframe(self, plan: DataFramePlan, inputs: dict[str, Any]) -> SparkResult:
+        frames = {}
+        for name, data in inputs.items():
+            if data is not None and hasattr(data, "toDF") and not hasattr(data, "schema"):
+                cols = plan.ir.collections[name].columns
+                data = data.map(_cells).toDF(list(cols))  # an RDD (classic sessions)
+            frames[name] = data
+        state, lattices, rounds, touched = run_plan(
+            self.spark,
+            plan,
+            frames,
+            checkpoint_every=self.checkpoint_every,
+            max_rounds=self.max_rounds,
+        )
+        return DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
 
     def _input_rdd(self, run: _Run, name: str, data: Any) -> Any:
         head = run.heads[name]
@@ -819,3 +868,66 @@ def _cells(row: Iterable[Any]) -> tuple[Any, ...]:
         else:
             out.append(c)
     return tuple(out)
+
+
+class DataFrameResult(SparkResult):
+    """The state after a run as DataFrame plans: collections are DataFrames whose lattice
+    columns hold native cells (``lmin`` as its value); same interface as :class:`SparkResult`.
+
+    Attributes:
+        touched: rows touched (new or grown) per semi-naive round, per stratum.
+    """
+
+    def __init__(
+        self,
+        spark: Any,
+        plan: DataFramePlan,
+        state: dict[str, Any],
+        lattices: dict[str, Lattice],
+        rounds: tuple[int, ...],
+        touched: list[list[int]],
+    ) -> None:
+        super().__init__(spark, plan.ir, state, lattices, rounds)
+        self.plan = plan
+        self.touched = touched
+
+    def dataframe(self, name: str, schema: Any = None) -> Any:
+        """Collection ``name`` as a DataFrame with the collection's column names."""
+        info = self.ir.collections.get(name)
+        if info is None:
+            self._collection(name)  # raises KeyError naming the known collections
+        assert info is not None
+        df = self._state.get(name)
+        if df is None:
+            from pyspark.sql.types import NullType, StructField, StructType
+
+            return self._spark.createDataFrame(
+                [],
+                schema or StructType([StructField(c, NullType(), True) for c in info.columns]),
+            )
+        return df.toDF(*info.columns)
+
+    def rows(self, name: str) -> list[tuple[Any, ...]]:
+        """The rows of collection ``name``, collected, lattice cells as lattice values."""
+        lat = self.plan.lattice_cols[name]
+        fmts = {i: column_format(cls) for i, cls in lat.items()}
+        out = []
+        for r in self.dataframe(name).collect():
+            out.append(tuple(fmts[i].from_cell(c) if i in fmts else c for i, c in enumerate(r)))
+        return out
+
+    def rdd(self, name: str) -> Any:
+        """The rows of collection ``name`` as an RDD of tuples (classic sessions only)."""
+        return self._spark.sparkContext.parallelize(self.rows(name))
+
+    def _collection(self, name: str) -> Any:
+        if name in self.ir.collections:
+            return self._state.get(name)
+        known = ", ".join(sorted([*self.ir.collections, *self.lattices]))
+        raise KeyError(f"{self.ir.name} has no collection {name!r} (known: {known})")
+
+    def __repr__(self) -> str:
+        return (
+            f"<DataFrameResult of {self.ir.name}: rounds per stratum {list(self.rounds)}, "
+            f"rows touched per round {self.touched}>"
+        )
