@@ -463,6 +463,17 @@ class _Run:
         lat = self.plan.lattice_cols[name]
         plain = [c for i, c in enumerate(values, start=nk) if lat.get(i) is None]
         rows = rows.select(*[F.col(c) for c in cols])
+        old = self.state.get(name)
+        if not values:  # set semantics: the delta is the rows not stored yet
+            delta = rows.distinct()
+            if old is not None:
+                delta = delta.join(old, cols, "left_anti")
+            delta = delta.localCheckpoint()
+            n = delta.count()
+            if n == 0:
+                return None, 0
+            self._store(name, delta if old is None else old.unionByName(delta))
+            return delta, n
         # one row per touched key: lattice columns merged, other values must agree
         aggs = []
         for i, c in enumerate(values, start=nk):
@@ -472,8 +483,7 @@ class _Run:
             else:
                 aggs.append(F.first(c, ignorenulls=True).alias(c))
                 aggs.append((F.count_distinct(c) > 1).alias(f"x{c}"))
-        touched = rows.groupBy(*keys).agg(*aggs) if aggs else rows.distinct()
-        old = self.state.get(name)
+        touched = rows.groupBy(*keys).agg(*aggs)
         if old is None:
             merged = touched.select(
                 *cols,
@@ -503,29 +513,34 @@ class _Run:
                 _any(conflict).alias("_conflict"),
             )
         delta = merged.where(F.col("_changed") | F.col("_conflict")).localCheckpoint()
-        stats = delta.agg(
-            F.count(F.lit(1)).alias("n"), F.max(F.col("_conflict").cast("int")).alias("bad")
-        ).first()
-        if stats is not None and stats["bad"]:
-            bad = delta.where(F.col("_conflict")).first()
-            key = tuple(bad[k] for k in keys)
-            raise KeyConstraintError(
-                name, key if len(key) != 1 else key[0], "a stored row", tuple(bad[: len(cols)])
-            )
-        n = 0 if stats is None else int(stats["n"])
+        if plain:  # values that must agree: one job counts the delta and finds conflicts
+            stats = delta.agg(
+                F.count(F.lit(1)).alias("n"), F.max(F.col("_conflict").cast("int")).alias("bad")
+            ).first()
+            n = 0 if stats is None else int(stats["n"])
+            if stats is not None and stats["bad"]:
+                bad = delta.where(F.col("_conflict")).first()
+                key = tuple(bad[k] for k in keys)
+                raise KeyConstraintError(
+                    name, key if len(key) != 1 else key[0], "a stored row", tuple(bad[: len(cols)])
+                )
+        else:
+            n = delta.count()
         if n == 0:
             return None, 0
         delta = delta.select(*cols)
         if old is None:
-            new_state = delta
+            self._store(name, delta)
         else:
-            kept = old.join(delta.select(*keys), keys, "left_anti")
-            new_state = kept.unionByName(delta)
+            self._store(name, old.join(delta.select(*keys), keys, "left_anti").unionByName(delta))
+        return delta, n
+
+    def _store(self, name: str, state: Any) -> None:
+        """The new state of ``name``; checkpointed every ``checkpoint_every`` versions."""
         self.versions[name] = self.versions.get(name, 0) + 1
         if self.versions[name] % self.checkpoint_every == 0:
-            new_state = new_state.localCheckpoint()
-        self.state[name] = new_state
-        return delta, n
+            state = state.localCheckpoint()
+        self.state[name] = state
 
 
 def _any(conds: list[Any]) -> Any:
