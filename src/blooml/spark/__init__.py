@@ -24,7 +24,10 @@ DataFrames with a lattice column (column specs: a lattice class, :class:`MapOf`,
   column's Spark type; :func:`to_dataframe` / :func:`to_rdd` — pair RDD ↔ DataFrame.
 
 Bloom^L programs: :class:`SparkEngine` evaluates a program's tick from its IR (monotone strata,
-semi-naive, checkpointed); constructs it cannot run raise ``NotSupportedOnSpark``.
+semi-naive, checkpointed) as DataFrame plans (``path="dataframe"``, the default on Connect) or
+on RDDs; ``engine.tick(inputs)`` runs tick after tick, and :func:`tick_stream` runs one tick
+per Structured Streaming micro-batch, its state recovered after a restart. Constructs it
+cannot run raise ``NotSupportedOnSpark``.
 """
 
 from blooml.spark._columns import (
@@ -40,6 +43,7 @@ from blooml.spark._errors import from_worker_error, worker_errors
 from blooml.spark._formats import ColumnFormat, MapOf, Pickled, Structured, column_format
 from blooml.spark._lazy import use_this_python as _use_this_python
 from blooml.spark._rdd import fold, fold_by_key, merge_by_key
+from blooml.spark._stream import tick_stream
 
 _use_this_python()
 
@@ -58,6 +62,7 @@ __all__ = [
     "merge_by_key",
     "merge_column",
     "spark_type",
+    "tick_stream",
     "to_dataframe",
     "to_rdd",
     "to_spark",

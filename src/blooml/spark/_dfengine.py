@@ -97,8 +97,10 @@ class DataFramePlan:
 
     def _check(self, rule: Rule) -> None:
         where = rule.describe()
-        if rule.op != "<=":
-            raise _Unlowerable(f"{where}: {rule.op} (takes effect at a later tick)")
+        if rule.op not in ("<=", "<+", "<-", "<+-"):
+            raise _Unlowerable(f"{where}: {rule.op} (sends to another node)")
+        if rule.op != "<=" and rule.head not in self.ir.collections:
+            raise _Unlowerable(f"{where}: {rule.op} into a lattice variable")
         if rule.reads or rule.reads_tick:
             raise _Unlowerable(f"{where}: its functions read program state")
         ir = self.ir
@@ -451,9 +453,9 @@ class _Run:
 
     # merging derived rows into the state: only the touched keys --------------------------------
 
-    def merge(self, name: str, rows: Any) -> tuple[Any, int]:
+    def merge(self, name: str, rows: Any, *, count: bool = True) -> tuple[Any, int]:
         """Merge ``rows`` into ``name``'s state, touching only their keys; returns (the delta
-        — rows new or grown — or None, its size)."""
+        — rows new or grown — or None, its size; -1 when not ``count``ed)."""
         from pyspark.sql import functions as F
 
         info = self.ir.collections[name]
@@ -469,7 +471,7 @@ class _Run:
             if old is not None:
                 delta = delta.join(old, cols, "left_anti")
             delta = delta.localCheckpoint()
-            n = delta.count()
+            n = delta.count() if count else -1
             if n == 0:
                 return None, 0
             self._store(name, delta if old is None else old.unionByName(delta))
@@ -577,13 +579,40 @@ def run_plan(
     max_rounds: int,
     state: Mapping[str, Any] | None = None,
     lattices: Mapping[str, Lattice] | None = None,
-) -> tuple[dict[str, Any], dict[str, Lattice], tuple[int, ...], list[list[int]]]:
+    pending: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[
+    dict[str, Any],
+    dict[str, Lattice],
+    tuple[int, ...],
+    list[list[int]],
+    dict[str, dict[str, Any]],
+]:
     """Evaluate one tick; returns (state DataFrames, lattice values, rounds per stratum, rows
-    touched per round per stratum)."""
+    touched per round per stratum, the facts for the next tick by op and collection).
+
+    ``state``, ``lattices`` and ``pending`` carry a previous tick's results: tables persist,
+    scratches start empty, and the previous tick's ``<+-`` (replace by key), ``<-`` (delete,
+    matched on the non-lattice columns) and ``<+`` (insert) facts apply first."""
     ir = plan.ir
     run = _Run(spark, plan, checkpoint_every)
-    run.state.update(state or {})
+    run.state.update({n: df for n, df in (state or {}).items() if ir.collections[n].persistent})
     run.lattices.update(lattices or {})
+    pend = pending or {}
+    for name, rows in pend.get("<+-", {}).items():
+        old = run.state.get(name)
+        info = ir.collections[name]
+        nk = len(info.keys) if info.values else len(info.columns)
+        keys = run.cols(name)[:nk]
+        if old is not None:
+            run.state[name] = old.join(rows.select(*keys).distinct(), keys, "left_anti")
+        run.merge(name, rows)
+    for name, rows in pend.get("<-", {}).items():
+        old = run.state.get(name)
+        if old is not None:
+            match = [c for i, c in enumerate(run.cols(name)) if i not in plan.lattice_cols[name]]
+            run.state[name] = old.join(rows.select(*match).distinct(), match, "left_anti")
+    for name, rows in pend.get("<+", {}).items():
+        run.merge(name, rows)
     for name, df in inputs.items():
         if df is None:
             continue
@@ -596,12 +625,27 @@ def run_plan(
                 f"input {name!r}: {ir.collections[name].kind} {name!r} has columns "
                 f"{list(ir.collections[name].columns)}; the DataFrame has {df.columns}"
             )
-        run.merge(name, df.toDF(*cols))
+        run.merge(name, df.toDF(*cols), count=False)
     rounds: list[int] = []
     for stratum in ir.strata:
         rules = [ir.rules[i] for i in stratum]
         rounds.append(_stratum(run, rules, max_rounds))
-    return run.state, run.lattices, tuple(rounds), run.touched
+    # end of tick: the temporal rules over the final state; their facts wait for the next tick
+    run.recursive = set()
+    nxt: dict[str, dict[str, Any]] = {}
+    for i in ir.temporal:
+        rule = ir.rules[i]
+        rows = run.eval(rule.body, None, [0])
+        if rows is None:
+            continue
+        rows = rows.select(*[rows[c].alias(f"c{j}") for j, c in enumerate(rows.columns)])
+        by_head = nxt.setdefault(rule.op, {})
+        prev = by_head.get(rule.head)
+        by_head[rule.head] = rows if prev is None else prev.unionByName(rows)
+    for by_head in nxt.values():
+        for name in by_head:
+            by_head[name] = by_head[name].localCheckpoint()  # a snapshot of this tick's state
+    return run.state, run.lattices, tuple(rounds), run.touched, nxt
 
 
 def _as_frame(spark: Any, data: Any, columns: tuple[str, ...], lat: dict[int, type]) -> Any:
@@ -685,6 +729,8 @@ def _union(name: str, parts: list[Any], rules: list[Rule]) -> Any:
     """The union of rule outputs for one head; columns must have one Spark type."""
     from pyspark.sql.types import NullType, NumericType
 
+    if len(parts) == 1:
+        return parts[0]
     types = [[f.dataType for f in p.schema.fields] for p in parts]
     for j in range(len(types[0])):
         seen = {t[j] for t in types if not isinstance(t[j], NullType)}

@@ -472,6 +472,7 @@ class SparkEngine:
             ``"rdd"``: the RDD path (classic sessions; Python runs the rule functions);
             ``"auto"`` (default): ``"dataframe"`` on Spark Connect, ``"rdd"`` on a classic
             session (its columns may hold values of mixed types, as in Python).
+        program: the program :meth:`tick` runs (``engine.tick(inputs)``).
 
     Example::
 
@@ -487,6 +488,7 @@ class SparkEngine:
         num_partitions: int | None = None,
         max_rounds: int = 10_000,
         path: str = "auto",
+        program: Any = None,
     ) -> None:
         require_pyspark("SparkEngine")
         self.connect = is_connect(spark)
@@ -506,6 +508,8 @@ class SparkEngine:
             )
         self.spark = spark
         self.path = path
+        self._ticks: dict[str, _Carried] = {}
+        self.program = program
         self.checkpoint_every = checkpoint_every
         self.num_partitions = num_partitions or (
             0 if self.connect else spark.sparkContext.defaultParallelism
@@ -585,21 +589,102 @@ class SparkEngine:
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _run_dataframe(self, plan: DataFramePlan, inputs: dict[str, Any]) -> SparkResult:
+    def _run_dataframe(
+        self, plan: DataFramePlan, inputs: dict[str, Any], *, keep: bool = False
+    ) -> SparkResult:
         frames = {}
         for name, data in inputs.items():
             if data is not None and hasattr(data, "toDF") and not hasattr(data, "schema"):
                 cols = plan.ir.collections[name].columns
                 data = data.map(_cells).toDF(list(cols))  # an RDD (classic sessions)
             frames[name] = data
-        state, lattices, rounds, touched = run_plan(
+        carried = self._ticks.get(plan.ir.name) if keep else None
+        state, lattices, rounds, touched, pending = run_plan(
             self.spark,
             plan,
             frames,
             checkpoint_every=self.checkpoint_every,
             max_rounds=self.max_rounds,
+            state=carried.state if carried else None,
+            lattices=carried.lattices if carried else None,
+            pending=carried.pending if carried else None,
         )
-        return DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
+        result = DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
+        if keep:
+            tick = carried.tick + 1 if carried else 0
+            self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending)
+            result.tick = tick
+        return result
+
+    def tick(self, inputs: Mapping[str, Any] | None = None, *, program: Any = None) -> SparkResult:
+        """Run the next tick of the program, keeping its state for the one after.
+
+        ``engine = SparkEngine(spark, program=P); engine.tick({"link": df})``.
+
+        Tables persist across ticks (as DataFrames, localCheckpointed), scratches start each
+        tick empty, lattice variables keep their values, and the facts of the previous tick's
+        ``<+`` (insert), ``<-`` (delete) and ``<+-`` (replace by key) rules apply first, as in
+        the local engine. Runs as DataFrame plans (every rule must lower). ``result.tick``
+        counts the ticks from 0; :meth:`reset` forgets the program's state.
+
+        Raises:
+            NotSupportedOnSpark: a rule does not lower to DataFrame plans (before any job).
+            TypeError: no program (pass ``program=`` here or to the engine).
+        """
+        ir = self._bound(program)
+        for name in inputs or {}:
+            if name not in ir.collections:
+                known = ", ".join(sorted(ir.collections))
+                raise KeyError(f"input {name!r} is not a collection of {ir.name} (known: {known})")
+        plan, why = DataFramePlan.try_build(ir)
+        if plan is None:
+            raise NotSupportedOnSpark(why, "no Spark SQL translation (SparkEngine.tick)")
+        return self._run_dataframe(plan, dict(inputs or {}), keep=True)
+
+    def _bound(self, program: Any) -> ProgramIR:
+        program = program if program is not None else self.program
+        if program is None:
+            raise TypeError(
+                "SparkEngine.tick needs the program: SparkEngine(spark, program=P) or "
+                "tick(inputs, program=P)"
+            )
+        return _program_ir(program)
+
+    def state(self, program: Any = None) -> tuple[int, dict[str, Any], dict[str, Lattice], Any]:
+        """(last tick, collection → DataFrame with the collection's columns, lattice values,
+        pending facts op → collection → DataFrame) kept for the program (tick -1: none)."""
+        ir = self._bound(program)
+        carried = self._ticks.get(ir.name)
+        if carried is None:
+            return -1, {}, {}, {}
+        frames = {n: df.toDF(*ir.collections[n].columns) for n, df in carried.state.items()}
+        pend = {
+            op: {n: df.toDF(*ir.collections[n].columns) for n, df in by.items()}
+            for op, by in carried.pending.items()
+        }
+        return carried.tick, frames, dict(carried.lattices), pend
+
+    def restore(
+        self,
+        tick: int,
+        state: Mapping[str, Any],
+        lattices: Mapping[str, Lattice],
+        pending: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        program: Any = None,
+    ) -> None:
+        """Continue the program from a saved tick (as :meth:`state` returns it)."""
+        ir = self._bound(program)
+        frames = {n: df.toDF(*[f"c{i}" for i in range(len(df.columns))]) for n, df in state.items()}
+        pend = {
+            op: {n: df.toDF(*[f"c{i}" for i in range(len(df.columns))]) for n, df in by.items()}
+            for op, by in (pending or {}).items()
+        }
+        self._ticks[ir.name] = _Carried(tick, frames, dict(lattices), pend)
+
+    def reset(self, program: Any = None) -> None:
+        """Forget the state :meth:`tick` keeps for the program."""
+        self._ticks.pop(self._bound(program).name, None)
 
     def _input_rdd(self, run: _Run, name: str, data: Any) -> Any:
         head = run.heads[name]
@@ -870,6 +955,24 @@ def _cells(row: Iterable[Any]) -> tuple[Any, ...]:
     return tuple(out)
 
 
+class _Carried:
+    """What :meth:`SparkEngine.tick` keeps of a program between ticks."""
+
+    __slots__ = ("lattices", "pending", "state", "tick")
+
+    def __init__(
+        self,
+        tick: int,
+        state: dict[str, Any],
+        lattices: dict[str, Lattice],
+        pending: dict[str, dict[str, Any]],
+    ) -> None:
+        self.tick = tick
+        self.state = state
+        self.lattices = lattices
+        self.pending = pending
+
+
 class DataFrameResult(SparkResult):
     """The state after a run as DataFrame plans: collections are DataFrames whose lattice
     columns hold native cells (``lmin`` as its value); same interface as :class:`SparkResult`.
@@ -890,6 +993,7 @@ class DataFrameResult(SparkResult):
         super().__init__(spark, plan.ir, state, lattices, rounds)
         self.plan = plan
         self.touched = touched
+        self.tick: int | None = None
 
     def dataframe(self, name: str, schema: Any = None) -> Any:
         """Collection ``name`` as a DataFrame with the collection's column names."""
