@@ -250,11 +250,11 @@ def merge_column(
         df = spark.createDataFrame([("a", 1), ("a", 5), ("b", 2)], ["k", "best"])
         merge_column(df, "k", "best", lmax).collect()   # [Row(k='a', best=5), Row(k='b', best=2)]
     """
+    require_dataframe("merge_column", df)
     from pyspark.sql import functions as F
 
     from blooml.spark.functions import _spec_name, merge_aggregate
 
-    require_dataframe("merge_column", df)
     keys = _key_list("merge_column", df, key_cols, column)
     fmt = column_format(spec)
     if num_partitions is not None and (
