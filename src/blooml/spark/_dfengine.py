@@ -49,7 +49,7 @@ from blooml.spark._formats import column_format
 __all__ = ["DataFramePlan", "run_plan"]
 
 #: lattice classes whose cells are plain Spark values merged by one SQL aggregate
-_CELL = {lmax: "max", lmin: "min", lbool: "bool_or"}
+_CELL: dict[type, str] = {lmax: "max", lmin: "min", lbool: "bool_or"}
 #: lattice variables that can be folded in SQL from rows
 _FOLDABLE = (lmax, lmin, lbool, lset, lpset)
 _AGGS = {"count", "sum", "min", "max", "avg"}
@@ -111,7 +111,8 @@ class DataFramePlan:
                 return
             if cls not in _FOLDABLE:
                 raise _Unlowerable(f"{where}: folding rows into {cls.__qualname__} in SQL")
-            self._types(rule.body, where)
+            if len(self._types(rule.body, where)) != 1:
+                raise _Unlowerable(f"{where}: folding rows of several columns in SQL")
             return
         if isinstance(rule.body, Lat):
             raise _Unlowerable(f"{where}: rows from a lattice expression")
@@ -430,7 +431,7 @@ class _Run:
             return None
         named = []
         for i, (inp, p) in enumerate(zip(node.inputs, parts, strict=True)):
-            cols = self.ir.collections[inp.name].columns  # type: ignore[union-attr]
+            cols = self.ir.collections[inp.name].columns  # type: ignore[attr-defined]
             named.append(p.select(*[F.col(f"c{j}").alias(f"i{i}_{c}") for j, c in enumerate(cols)]))
         acc = named[0]
         for j in range(1, len(named)):
@@ -438,16 +439,16 @@ class _Run:
             for p in node.preds:
                 if p.right != j:
                     continue
-                lcols = self.ir.collections[node.inputs[p.left].name].columns  # type: ignore[union-attr]
-                rcols = self.ir.collections[node.inputs[j].name].columns  # type: ignore[union-attr]
+                lcols = self.ir.collections[node.inputs[p.left].name].columns  # type: ignore[attr-defined]
+                rcols = self.ir.collections[node.inputs[j].name].columns  # type: ignore[attr-defined]
                 cond.append(
                     F.col(f"i{p.left}_{lcols[p.lcol]}") == named[j][f"i{j}_{rcols[p.rcol]}"]
                 )
             acc = acc.join(named[j], cond, "inner") if cond else acc.crossJoin(named[j])
         # columns by position (i{input}_{position}), as the lowering names them
-        out = []
+        out: list[Any] = []
         for i, inp in enumerate(node.inputs):
-            cols = self.ir.collections[inp.name].columns  # type: ignore[union-attr]
+            cols = self.ir.collections[inp.name].columns  # type: ignore[attr-defined]
             out.extend(F.col(f"i{i}_{c}").alias(f"i{i}_{j}") for j, c in enumerate(cols))
         return acc.select(*out)
 

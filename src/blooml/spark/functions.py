@@ -326,13 +326,13 @@ def _python_merge(fmt: ColumnFormat, lists: Any, call: str, key: Any, *, fold: b
             return merge_groups(cells)
 
         one.__annotations__ = {"cells": pa.Array, "return": pa.Array}
-        return F.arrow_udf(one, BinaryType())(lists)
+        return F.arrow_udf(one, BinaryType())(lists)  # type: ignore[call-overload]
 
     def two(cells: Any, keys: Any) -> Any:
         return merge_groups(cells, keys)
 
     two.__annotations__ = {"cells": pa.Array, "keys": pa.Array, "return": pa.Array}
-    return F.arrow_udf(two, BinaryType())(lists, F.first(key))
+    return F.arrow_udf(two, BinaryType())(lists, F.first(key))  # type: ignore[call-overload]
 
 
 def _item(item: Any) -> Any:
