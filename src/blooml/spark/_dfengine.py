@@ -429,28 +429,20 @@ class _Run:
         parts = [self.eval(inp, delta_at, counter) for inp in node.inputs]
         if any(p is None for p in parts):
             return None
-        named = []
-        for i, (inp, p) in enumerate(zip(node.inputs, parts, strict=True)):
-            cols = self.ir.collections[inp.name].columns  # type: ignore[attr-defined]
-            named.append(p.select(*[F.col(f"c{j}").alias(f"i{i}_{c}") for j, c in enumerate(cols)]))
+        # columns by position (i{input}_{position}), as the lowering names them
+        named = [
+            p.select(*[F.col(c).alias(f"i{i}_{c[1:]}") for c in p.columns])
+            for i, p in enumerate(parts)
+        ]
         acc = named[0]
         for j in range(1, len(named)):
-            cond = []
-            for p in node.preds:
-                if p.right != j:
-                    continue
-                lcols = self.ir.collections[node.inputs[p.left].name].columns  # type: ignore[attr-defined]
-                rcols = self.ir.collections[node.inputs[j].name].columns  # type: ignore[attr-defined]
-                cond.append(
-                    F.col(f"i{p.left}_{lcols[p.lcol]}") == named[j][f"i{j}_{rcols[p.rcol]}"]
-                )
+            cond = [
+                F.col(f"i{p.left}_{p.lcol}") == named[j][f"i{j}_{p.rcol}"]
+                for p in node.preds
+                if p.right == j
+            ]
             acc = acc.join(named[j], cond, "inner") if cond else acc.crossJoin(named[j])
-        # columns by position (i{input}_{position}), as the lowering names them
-        out: list[Any] = []
-        for i, inp in enumerate(node.inputs):
-            cols = self.ir.collections[inp.name].columns  # type: ignore[attr-defined]
-            out.extend(F.col(f"i{i}_{c}").alias(f"i{i}_{j}") for j, c in enumerate(cols))
-        return acc.select(*out)
+        return acc
 
     # merging derived rows into the state: only the touched keys --------------------------------
 
@@ -465,7 +457,8 @@ class _Run:
         keys, values = cols[:nk], cols[nk:]
         lat = self.plan.lattice_cols[name]
         plain = [c for i, c in enumerate(values, start=nk) if lat.get(i) is None]
-        rows = rows.select(*[F.col(c) for c in cols])
+        if rows.columns != cols:
+            rows = rows.select(*[F.col(c) for c in cols])
         old = self.state.get(name)
         if not values:  # set semantics: the delta is the rows not stored yet
             delta = rows.distinct()
