@@ -15,8 +15,9 @@ Target: each builder path within 2x of the mutable-set baseline (the stricter co
 printed for information).
 
 Part 2 — ``merge_column`` on a cached DataFrame of the same size: the native column (SQL
-aggregates, no Python worker) against the same values pickled in a ``binary`` column (the RDD
-path, as for CRDTs and user lattices). Target: native at least 5x faster, for lmax and lset.
+aggregates, no Python worker) against the same values pickled in a ``binary`` column (merged by
+Python in an Arrow UDF, as for pickled CRDTs and user lattices). Target: native at least 5x
+faster, for lmax and lset.
 
 Exits 1 when a target is missed.
 """
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"     (fold_by_key lmax / plain max: {t_lmax / t_max:.2f}, for information: lmax")
     print("      validates each item and uses the generic, immutable builder)")
 
-    print("\nPart 2: merge_column, native SQL vs pickled RDD path (seconds)")
+    print("\nPart 2: merge_column, native SQL vs pickled Arrow UDF path (seconds)")
     base = spark.range(n).select((F.col("id") % k).alias("k"), F.col("id").alias("v"))
     cases = [
         ("lmax", lmax, base, Pickled(lmax), lambda v: lmax(v)),
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         run(pickled_df.limit(1000), pickled_spec)
         t_native, _ = best_of(rep, lambda df=native_df, s=spec: run(df, s))
         t_pickled, _ = best_of(rep, lambda df=pickled_df, s=pickled_spec: run(df, s))
-        print(f"  {name}: native {t_native:6.2f}   pickled RDD path {t_pickled:6.2f}")
+        print(f"  {name}: native {t_native:6.2f}   pickled Arrow UDF path {t_pickled:6.2f}")
         check(
             f"{name} pickled / native",
             t_pickled / t_native,

@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = [
     "BloomlError",
+    "ColumnTypeError",
     "ConfluenceViolation",
     "DataDirError",
     "DurableStateError",
@@ -164,6 +165,22 @@ class NotSupportedOnSpark(BloomlError, NotImplementedError):
         self.rule = rule
         self.reason = reason
         super().__init__(f"cannot run on Spark: {rule}: {reason}")
+
+
+class ColumnTypeError(BloomlError, TypeError):
+    """A Spark column's type cannot hold the lattice cells (or items) it was given as.
+
+    Attributes:
+        column: the user's column name.
+        spark_type: the column's Spark type (its ``simpleString()``).
+        spec: the column spec (``lset``, ``MapOf(lmax)``, ...).
+    """
+
+    def __init__(self, column: str, spark_type: str, spec: str, reason: str) -> None:
+        self.column = column
+        self.spark_type = spark_type
+        self.spec = spec
+        super().__init__(f"column {column!r} of type {spark_type} cannot hold {spec}: {reason}")
 
 
 def _cls_name(cls: type) -> str:

@@ -1,7 +1,7 @@
 """One local SparkSession shared by every Spark test (starting one costs 8-14 s).
 
-The session runs ``local[2]`` with the test interpreter on both sides (``PYSPARK_PYTHON`` and
-``PYSPARK_DRIVER_PYTHON`` are ``sys.executable``, so the workers import this checkout's blooml),
+The session runs ``local[2]``; its workers run the test interpreter because ``import
+blooml.spark`` sets ``PYSPARK_PYTHON`` (as it does for users running a script from a venv),
 binds to 127.0.0.1, uses few shuffle partitions and no UI. When Java or pyspark is missing the
 Spark tests are skipped with the reason; CI has both, so there they run.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,9 +34,14 @@ def spark() -> Iterator[Any]:
     reason = _missing_requirement()
     if reason is not None:
         pytest.skip(f"Spark tests need Java and pyspark: {reason}")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    import blooml.spark  # noqa: F401 - sets PYSPARK_PYTHON for local workers, as for users
+
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # workers import the tests' user lattice module (_user_lattice.py) from this folder
+    here = os.path.dirname(os.path.abspath(__file__))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH", "")) if p
+    )
     from pyspark.sql import SparkSession
 
     session = (

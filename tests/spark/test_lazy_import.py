@@ -13,6 +13,7 @@ def test_import_without_pyspark_and_clear_error_on_use() -> None:
         import sys
         sys.modules["pyspark"] = None  # makes `import pyspark` raise ImportError
         import blooml.spark as bs
+        from blooml.spark.functions import lfold, lmerge
         from blooml import lmax
         assert bs.to_spark(lmax(3)) == 3  # pure conversions need no Spark
         assert bs.from_spark((1, "x"), lmax) == lmax((1, "x"))
@@ -21,6 +22,9 @@ def test_import_without_pyspark_and_clear_error_on_use() -> None:
             lambda: bs.fold([], lmax),
             lambda: bs.merge_column(None, "k", "v", lmax),
             lambda: bs.spark_type(lmax),
+            lambda: lmerge("v", lmax),
+            lambda: lfold("v", lmax),
+            lambda: bs.SparkEngine(None),
         ):
             try:
                 call()

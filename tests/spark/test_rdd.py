@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blooml.errors import LatticeValueError
-from blooml.lattices import Lattice, lbool, lmax, lmin
-from blooml.spark import fold, fold_by_key, merge_by_key
+from blooml.lattices import Lattice, lbool, lmax, lmin, lset
+from blooml.spark import fold, fold_by_key, from_worker_error, merge_by_key, worker_errors
 
 pytestmark = pytest.mark.spark
 PythonException = pytest.importorskip(
@@ -132,11 +132,42 @@ def test_fold_of_empty_rdd_is_bottom(sc: Any) -> None:
     assert fold(sc.emptyRDD(), lmin) == lmin()
 
 
-def test_fold_bad_item_raises_its_lattice_error(sc: Any) -> None:
-    with pytest.raises(PythonException, match="LatticeValueError"):
-        fold(sc.parallelize([1, None, 3], 1), lmax)
+def test_fold_bad_item_raises_its_lattice_error_on_the_driver(sc: Any) -> None:
+    with pytest.raises(LatticeValueError, match=r"fold\(rdd, lbool\): .*lbool\(3\)") as info:
+        fold(sc.parallelize([True, 3, False], 1), lbool)
+    assert info.value.call == "fold(rdd, lbool)"  # type: ignore[attr-defined]
     with pytest.raises(LatticeValueError):
-        lmax.fold([None])  # the same error in-process
+        lbool.fold([3])  # the same error in-process
+
+
+def test_none_is_bottom_in_every_rdd_path(sc: Any) -> None:
+    """The null policy: a None item or value contributes nothing (as NULL cells in SQL)."""
+    assert fold(sc.parallelize([1, None, 3], 2), lmax) == lmax(3)
+    assert fold(sc.parallelize([None], 1), lset) == lset()
+    pairs = [("a", None), ("a", 2), ("b", None)]
+    assert dict(fold_by_key(sc.parallelize(pairs, 2), lmax).collect()) == {
+        "a": lmax(2),
+        "b": lmax(),
+    }
+    got = dict(fold_by_key(sc.parallelize(pairs, 2), lset).collect())
+    assert got == {"a": lset({2}), "b": lset()}  # no None element
+    values = [("a", None), ("a", lmax(2)), ("b", lmax(1)), ("b", None)]
+    assert dict(merge_by_key(sc.parallelize(values, 2)).collect()) == {
+        "a": lmax(2),
+        "b": lmax(1),
+    }
+
+
+def test_fold_by_key_bad_item_names_the_key_and_the_call(sc: Any) -> None:
+    rdd = sc.parallelize([("ok", True), ("bad", 3)], 2)
+    with pytest.raises(PythonException) as info:
+        fold_by_key(rdd, lbool).collect()
+    err = from_worker_error(info.value)
+    assert isinstance(err, LatticeValueError)
+    assert err.key == "'bad'" and err.call == "fold_by_key(rdd, lbool)"  # type: ignore[attr-defined]
+    bad = pytest.raises(LatticeValueError, match=r"fold_by_key\(rdd, lbool\) for key 'bad'")
+    with bad, worker_errors():
+        fold_by_key(rdd, lbool).collect()
 
 
 def test_fold_bad_arguments(sc: Any) -> None:

@@ -1,30 +1,30 @@
 """Lattice-valued DataFrame columns: conversions and ``merge_column``.
 
-``merge_column`` lowers the merge of a natively stored builtin lattice to Spark SQL aggregates
-(no Python worker runs); any other column goes through the RDD path (``merge_by_key``) with
-the values pickled in a ``binary`` column.
+``merge_column`` is ``groupBy(keys).agg(lmerge(column, spec))``: natively stored builtins and
+``Structured`` CRDTs merge in Spark SQL; pickled values (user lattices) in an Arrow UDF.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
 from blooml.lattices._base import Lattice
 from blooml.spark._formats import (
     ColumnFormat,
-    _ArrayFormat,
-    _BagFormat,
-    _BoolFormat,
-    _MapFormat,
-    _ValueFormat,
+    check_column_type,
     column_format,
     plain_hashable,
     spec_of,
 )
-from blooml.spark._lazy import require_dataframe, require_pyspark, require_rdd
-from blooml.spark._rdd import merge_by_key
+from blooml.spark._lazy import (
+    check_worker_python,
+    is_connect,
+    no_rdds_on_connect,
+    require_dataframe,
+    require_pyspark,
+    require_rdd,
+)
 
 __all__ = [
     "from_spark",
@@ -122,8 +122,10 @@ def to_rdd(df: Any, key_cols: str | Sequence[str], column: str, spec: Any) -> An
     Raises:
         ValueError: a named column is missing or the lattice column is also a key column.
         TypeError: ``df`` is not a DataFrame or ``spec`` is not a column spec.
+        NotSupportedOnSpark: ``df`` is a Spark Connect DataFrame (Connect has no RDDs; the
+            message names the DataFrame functions to use instead).
     """
-    require_dataframe("to_rdd", df)
+    require_dataframe("to_rdd", df, needs_rdd=True)
     keys = _key_list("to_rdd", df, key_cols, column)
     fmt = column_format(spec)
     return _to_rdd(df, keys, column, fmt)
@@ -164,8 +166,11 @@ def to_dataframe(
 
     Raises:
         TypeError: ``rdd`` is not an RDD or ``spec`` is missing for ``lmap``.
+        NotSupportedOnSpark: ``spark`` is a Spark Connect session (Connect has no RDDs).
         ValueError: the key tuple's length differs from ``key_cols`` (inside the job).
     """
+    if spark is not None and is_connect(spark):
+        raise no_rdds_on_connect("to_dataframe")
     require_rdd("to_dataframe", rdd)
     keys = [key_cols] if isinstance(key_cols, str) else list(key_cols)
     if not keys:
@@ -220,23 +225,25 @@ def merge_column(
     The result has the key columns and the merged lattice column (other columns are dropped),
     with the input's column types. A row whose cell is NULL contributes ⊥.
 
-    Natively stored builtins merge with Spark SQL aggregates alone, so no Python worker runs:
-    ``lmax``/``lmin`` → ``max``/``min``, ``lbool`` → ``bool_or``, ``lset``/``lpset`` → explode +
-    ``collect_set``, ``lbag`` and ``MapOf(V)`` → explode, V's merge per (key, map key), and
-    ``map_from_entries``. Any other spec (CRDTs, user lattices, ``Pickled``) reads the pickled
-    cells into Python and merges with :func:`merge_by_key`.
+    The same as ``df.groupBy(*key_cols).agg(lmerge(column, spec))``
+    (:func:`blooml.spark.functions.lmerge`): natively stored builtins and ``Structured``
+    CRDTs merge with Spark SQL alone (``lmax``/``lmin`` → ``max``/``min``, ``lbool`` →
+    ``bool_or``, ``lset``/``lpset`` → ``collect_set`` + ``flatten``, maps → their entries'
+    merge per map key); any other spec (a user lattice, a pickled CRDT, ``Pickled``) merges each
+    key's cells in a vectorized Arrow UDF. Works on classic and Spark Connect sessions.
 
     Args:
         df: the DataFrame.
         key_cols: the key column name or names.
         column: the lattice column's name.
         spec: what the column holds (``lmax``, ``lset``, ``MapOf(lmax)``, a CRDT class, ...).
-        num_partitions: partitions of the Python path's shuffle (the SQL path uses
-            ``spark.sql.shuffle.partitions``).
+        num_partitions: partitions of the result (default: ``spark.sql.shuffle.partitions``).
 
     Raises:
         ValueError: a named column is missing, or the lattice column is a key column.
         TypeError: ``df`` is not a DataFrame, or ``spec`` is not a column spec.
+        ColumnTypeError: the column's Spark type cannot hold ``spec``'s cells (checked before
+            any job runs).
 
     Example::
 
@@ -244,64 +251,31 @@ def merge_column(
         merge_column(df, "k", "best", lmax).collect()   # [Row(k='a', best=5), Row(k='b', best=2)]
     """
     require_dataframe("merge_column", df)
-    keys = _key_list("merge_column", df, key_cols, column)
-    fmt = column_format(spec)
-    if fmt.native:
-        return _merge_native(df, keys, column, fmt)
-    return _merge_python(df, keys, column, fmt, num_partitions)
-
-
-def _merge_python(
-    df: Any, keys: list[str], column: str, fmt: ColumnFormat, num_partitions: int | None
-) -> Any:
-    schema = df.select(*keys, column).schema
-    merged = merge_by_key(_to_rdd(df, keys, column, fmt), num_partitions, lattice=fmt.lattice)
-    rows = merged.map(_row_maker(keys, fmt))
-    return df.sparkSession.createDataFrame(rows, schema)
-
-
-_fresh = itertools.count()
-
-
-def _merge_native(df: Any, keys: list[str], column: str, fmt: ColumnFormat) -> Any:
     from pyspark.sql import functions as F
 
-    tag = next(_fresh)
-    groups = [f"__blooml_g{tag}_{i}" for i in range(len(keys))]
-    value = f"__blooml_v{tag}"
-    src = df.select(
-        *[F.col(_q(k)).alias(g) for k, g in zip(keys, groups, strict=True)],
-        F.col(_q(column)).alias(value),
-    )
-    out = _merge_groups(src, groups, value, fmt, f"{tag}_0")
-    return out.select(
-        *[F.col(g).alias(k) for g, k in zip(groups, keys, strict=True)],
-        F.col(value).alias(column),
-    )
+    from blooml.spark.functions import _spec_name, merge_aggregate
+
+    keys = _key_list("merge_column", df, key_cols, column)
+    fmt = column_format(spec)
+    if num_partitions is not None and (
+        isinstance(num_partitions, bool)
+        or not isinstance(num_partitions, int)
+        or num_partitions < 1
+    ):
+        raise ValueError(
+            f"blooml.spark.merge_column: num_partitions must be a positive int or None, got "
+            f"{num_partitions!r}"
+        )
+    check_column_type("merge_column", fmt, column, df.schema[column].dataType)
+    if not fmt.native:
+        check_worker_python("merge_column", df.sparkSession)
+    call = f"merge_column(df, {keys!r}, {column!r}, {_spec_name(spec)})"
+    key = F.struct(*[F.col(_q(k)) for k in keys])
+    src = df if num_partitions is None else df.repartition(num_partitions, *[_q(k) for k in keys])
+    agg = merge_aggregate(fmt, F.col(_q(column)), call, key=None if fmt.native else key)
+    out = src.groupBy(*[F.col(_q(k)) for k in keys]).agg(agg.alias(column))
+    return out
 
 
 def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
-
-
-def _merge_groups(df: Any, groups: list[str], value: str, fmt: ColumnFormat, tag: str) -> Any:
-    """Merge ``value`` per ``groups`` with Spark SQL only; returns groups + value columns."""
-    from pyspark.sql import functions as F
-
-    if isinstance(fmt, (_ValueFormat, _BoolFormat)):
-        return df.groupBy(*groups).agg(fmt.aggregate(F.col(value)).alias(value))
-    if isinstance(fmt, _ArrayFormat):
-        return (
-            df.select(*groups, F.explode_outer(value).alias(value))
-            .groupBy(*groups)
-            .agg(F.collect_set(value).alias(value))
-        )
-    if isinstance(fmt, (_BagFormat, _MapFormat)):
-        k, v = f"__blooml_mk{tag}", f"__blooml_mv{tag}"
-        exploded = df.select(*groups, F.explode_outer(value).alias(k, v))
-        # an lbag is a map element -> multiplicity whose multiplicities merge by max
-        inner = fmt.values if isinstance(fmt, _MapFormat) else _ValueFormat(int, Lattice, "max")
-        per_key = _merge_groups(exploded, [*groups, k], v, inner, tag + "_1")
-        entry = F.when(F.col(k).isNotNull(), F.struct(F.col(k), F.col(v)))
-        return per_key.groupBy(*groups).agg(F.map_from_entries(F.collect_list(entry)).alias(value))
-    raise AssertionError(f"no native merge for {fmt!r}")  # pragma: no cover - fmt.native

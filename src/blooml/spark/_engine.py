@@ -45,11 +45,12 @@ from blooml.ir.aggregates import apply_aggregate
 from blooml.ir.nodes import AGG_NAMES
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
-from blooml.spark._formats import Pickled, spec_of
-from blooml.spark._lazy import require_pyspark
+from blooml.spark._dfengine import DataFramePlan, run_plan
+from blooml.spark._formats import Pickled, column_format, spec_of
+from blooml.spark._lazy import check_worker_python, is_connect, require_pyspark
 from blooml.spark._rdd import fold
 
-__all__ = ["SparkEngine", "SparkResult"]
+__all__ = ["DataFrameResult", "SparkEngine", "SparkResult"]
 
 #: Each fixpoint round at INFO: the rows new per head and the lattice variables that grew.
 log = logging.getLogger("blooml.spark")
@@ -471,6 +472,12 @@ class SparkEngine:
             parallelism).
         max_rounds: give up a stratum after this many rounds (a safeguard against a program
             whose lattice grows forever, such as a counter incremented in a cycle).
+        path: ``"dataframe"``: run the program as DataFrame plans (Spark SQL; every rule must
+            lower, else ``NotSupportedOnSpark`` names the rule before any job runs);
+            ``"rdd"``: the RDD path (classic sessions; Python runs the rule functions);
+            ``"auto"`` (default): ``"dataframe"`` on Spark Connect, ``"rdd"`` on a classic
+            session (its columns may hold values of mixed types, as in Python).
+        program: the program :meth:`tick` runs (``engine.tick(inputs)``).
 
     Example::
 
@@ -485,16 +492,33 @@ class SparkEngine:
         checkpoint_every: int = 8,
         num_partitions: int | None = None,
         max_rounds: int = 10_000,
+        path: str = "auto",
+        program: Any = None,
     ) -> None:
         require_pyspark("SparkEngine")
-        if not hasattr(spark, "sparkContext"):
+        self.connect = is_connect(spark)
+        if not self.connect and not hasattr(spark, "sparkContext"):
             raise TypeError(f"SparkEngine expects a SparkSession, got {spark!r}")
         for name, v in (("checkpoint_every", checkpoint_every), ("max_rounds", max_rounds)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"SparkEngine: {name} must be a positive int, got {v!r}")
+        if path not in ("auto", "dataframe", "rdd"):
+            raise ValueError(
+                f"SparkEngine: path must be 'auto', 'dataframe' or 'rdd', got {path!r}"
+            )
+        if path == "rdd" and self.connect:
+            raise NotSupportedOnSpark(
+                "SparkEngine(path='rdd') on a Spark Connect session",
+                "Spark Connect has no RDDs; use path='auto' (DataFrame plans)",
+            )
         self.spark = spark
+        self.path = path
+        self._ticks: dict[str, _Carried] = {}
+        self.program = program
         self.checkpoint_every = checkpoint_every
-        self.num_partitions = num_partitions or spark.sparkContext.defaultParallelism
+        self.num_partitions = num_partitions or (
+            0 if self.connect else spark.sparkContext.defaultParallelism
+        )
         self.max_rounds = max_rounds
 
     def check(self, program: Any) -> ProgramIR:
@@ -528,6 +552,27 @@ class SparkEngine:
             ProgramError, KeyConstraintError: as the local engine raises them (from the Spark
                 job, inside a ``PythonException``).
         """
+        ir0 = _program_ir(program)
+        for name in inputs or {}:
+            if name not in ir0.collections:
+                known = ", ".join(sorted(ir0.collections))
+                raise KeyError(f"input {name!r} is not a collection of {ir0.name} (known: {known})")
+        if self.path == "dataframe" or (self.path == "auto" and self.connect):
+            plan, why = DataFramePlan.try_build(ir0)
+            if plan is not None:
+                return self._run_dataframe(plan, dict(inputs or {}))
+            if self.path == "dataframe" or self.connect:
+                raise NotSupportedOnSpark(
+                    why,
+                    "no Spark SQL translation"
+                    + (
+                        " (Spark Connect runs only programs that lower to DataFrame plans: "
+                        "use a classic session for the RDD path)"
+                        if self.connect
+                        else ""
+                    ),
+                )
+        check_worker_python("SparkEngine", self.spark)
         ir = self.check(program)
         run = _Run(self, ir)
         inputs = dict(inputs or {})
@@ -552,6 +597,103 @@ class SparkEngine:
         return SparkResult(self.spark, ir, run.state, run.lattices, tuple(run.rounds))
 
     # -- internals -----------------------------------------------------------------------------
+
+    def _run_dataframe(
+        self, plan: DataFramePlan, inputs: dict[str, Any], *, keep: bool = False
+    ) -> SparkResult:
+        frames = {}
+        for name, data in inputs.items():
+            if data is not None and hasattr(data, "toDF") and not hasattr(data, "schema"):
+                cols = plan.ir.collections[name].columns
+                data = data.map(_cells).toDF(list(cols))  # an RDD (classic sessions)
+            frames[name] = data
+        carried = self._ticks.get(plan.ir.name) if keep else None
+        state, lattices, rounds, touched, pending = run_plan(
+            self.spark,
+            plan,
+            frames,
+            checkpoint_every=self.checkpoint_every,
+            max_rounds=self.max_rounds,
+            state=carried.state if carried else None,
+            lattices=carried.lattices if carried else None,
+            pending=carried.pending if carried else None,
+        )
+        result = DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
+        if keep:
+            tick = carried.tick + 1 if carried else 0
+            self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending)
+            result.tick = tick
+        return result
+
+    def tick(self, inputs: Mapping[str, Any] | None = None, *, program: Any = None) -> SparkResult:
+        """Run the next tick of the program, keeping its state for the one after.
+
+        ``engine = SparkEngine(spark, program=P); engine.tick({"link": df})``.
+
+        Tables persist across ticks (as DataFrames, localCheckpointed), scratches start each
+        tick empty, lattice variables keep their values, and the facts of the previous tick's
+        ``<+`` (insert), ``<-`` (delete) and ``<+-`` (replace by key) rules apply first, as in
+        the local engine. Runs as DataFrame plans (every rule must lower). ``result.tick``
+        counts the ticks from 0; :meth:`reset` forgets the program's state.
+
+        Raises:
+            NotSupportedOnSpark: a rule does not lower to DataFrame plans (before any job).
+            TypeError: no program (pass ``program=`` here or to the engine).
+        """
+        ir = self._bound(program)
+        for name in inputs or {}:
+            if name not in ir.collections:
+                known = ", ".join(sorted(ir.collections))
+                raise KeyError(f"input {name!r} is not a collection of {ir.name} (known: {known})")
+        plan, why = DataFramePlan.try_build(ir)
+        if plan is None:
+            raise NotSupportedOnSpark(why, "no Spark SQL translation (SparkEngine.tick)")
+        return self._run_dataframe(plan, dict(inputs or {}), keep=True)
+
+    def _bound(self, program: Any) -> ProgramIR:
+        program = program if program is not None else self.program
+        if program is None:
+            raise TypeError(
+                "SparkEngine.tick needs the program: SparkEngine(spark, program=P) or "
+                "tick(inputs, program=P)"
+            )
+        return _program_ir(program)
+
+    def state(self, program: Any = None) -> tuple[int, dict[str, Any], dict[str, Lattice], Any]:
+        """(last tick, collection → DataFrame with the collection's columns, lattice values,
+        pending facts op → collection → DataFrame) kept for the program (tick -1: none)."""
+        ir = self._bound(program)
+        carried = self._ticks.get(ir.name)
+        if carried is None:
+            return -1, {}, {}, {}
+        frames = {n: df.toDF(*ir.collections[n].columns) for n, df in carried.state.items()}
+        pend = {
+            op: {n: df.toDF(*ir.collections[n].columns) for n, df in by.items()}
+            for op, by in carried.pending.items()
+        }
+        return carried.tick, frames, dict(carried.lattices), pend
+
+    def restore(
+        self,
+        tick: int,
+        state: Mapping[str, Any],
+        lattices: Mapping[str, Lattice],
+        pending: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        program: Any = None,
+    ) -> None:
+        """Continue the program from a saved tick (as :meth:`state` returns it)."""
+        ir = self._bound(program)
+        frames = {n: df.toDF(*[f"c{i}" for i in range(len(df.columns))]) for n, df in state.items()}
+        pend = {
+            op: {n: df.toDF(*[f"c{i}" for i in range(len(df.columns))]) for n, df in by.items()}
+            for op, by in (pending or {}).items()
+        }
+        self._ticks[ir.name] = _Carried(tick, frames, dict(lattices), pend)
+
+    def reset(self, program: Any = None) -> None:
+        """Forget the state :meth:`tick` keeps for the program."""
+        self._ticks.pop(self._bound(program).name, None)
 
     def _input_rdd(self, run: _Run, name: str, data: Any) -> Any:
         head = run.heads[name]
@@ -842,3 +984,85 @@ def _cells(row: Iterable[Any]) -> tuple[Any, ...]:
         else:
             out.append(c)
     return tuple(out)
+
+
+class _Carried:
+    """What :meth:`SparkEngine.tick` keeps of a program between ticks."""
+
+    __slots__ = ("lattices", "pending", "state", "tick")
+
+    def __init__(
+        self,
+        tick: int,
+        state: dict[str, Any],
+        lattices: dict[str, Lattice],
+        pending: dict[str, dict[str, Any]],
+    ) -> None:
+        self.tick = tick
+        self.state = state
+        self.lattices = lattices
+        self.pending = pending
+
+
+class DataFrameResult(SparkResult):
+    """The state after a run as DataFrame plans: collections are DataFrames whose lattice
+    columns hold native cells (``lmin`` as its value); same interface as :class:`SparkResult`.
+
+    Attributes:
+        touched: rows touched (new or grown) per semi-naive round, per stratum.
+    """
+
+    def __init__(
+        self,
+        spark: Any,
+        plan: DataFramePlan,
+        state: dict[str, Any],
+        lattices: dict[str, Lattice],
+        rounds: tuple[int, ...],
+        touched: list[list[int]],
+    ) -> None:
+        super().__init__(spark, plan.ir, state, lattices, rounds)
+        self.plan = plan
+        self.touched = touched
+        self.tick: int | None = None
+
+    def dataframe(self, name: str, schema: Any = None) -> Any:
+        """Collection ``name`` as a DataFrame with the collection's column names."""
+        info = self.ir.collections.get(name)
+        if info is None:
+            self._collection(name)  # raises KeyError naming the known collections
+        assert info is not None
+        df = self._state.get(name)
+        if df is None:
+            from pyspark.sql.types import NullType, StructField, StructType
+
+            return self._spark.createDataFrame(
+                [],
+                schema or StructType([StructField(c, NullType(), True) for c in info.columns]),
+            )
+        return df.toDF(*info.columns)
+
+    def rows(self, name: str) -> list[tuple[Any, ...]]:
+        """The rows of collection ``name``, collected, lattice cells as lattice values."""
+        lat = self.plan.lattice_cols[name]
+        fmts = {i: column_format(cls) for i, cls in lat.items()}
+        out = []
+        for r in self.dataframe(name).collect():
+            out.append(tuple(fmts[i].from_cell(c) if i in fmts else c for i, c in enumerate(r)))
+        return out
+
+    def rdd(self, name: str) -> Any:
+        """The rows of collection ``name`` as an RDD of tuples (classic sessions only)."""
+        return self._spark.sparkContext.parallelize(self.rows(name))
+
+    def _collection(self, name: str) -> Any:
+        if name in self.ir.collections:
+            return self._state.get(name)
+        known = ", ".join(sorted([*self.ir.collections, *self.lattices]))
+        raise KeyError(f"{self.ir.name} has no collection {name!r} (known: {known})")
+
+    def __repr__(self) -> str:
+        return (
+            f"<DataFrameResult of {self.ir.name}: rounds per stratum {list(self.rounds)}, "
+            f"rows touched per round {self.touched}>"
+        )

@@ -27,7 +27,7 @@ from typing import Any
 from blooml.errors import LatticeTypeError, LatticeValueError
 from blooml.lattices._base import Lattice
 
-__all__ = ["ColumnFormat", "MapOf", "Pickled", "column_format"]
+__all__ = ["ColumnFormat", "MapOf", "Pickled", "Structured", "column_format"]
 
 
 class MapOf:
@@ -83,8 +83,73 @@ class Pickled:
         return f"Pickled({self.lattice.__qualname__})"
 
 
+class Structured:
+    """Column spec: a CRDT built from builtin lattices, stored as Spark columns of its parts.
+
+    Its merge then lowers to Spark SQL like the builtins' (no Python worker runs):
+
+    =================  ===================================================================
+    CRDT               Spark column
+    =================  ===================================================================
+    ``lorset``         ``struct<adds: map<elem, array<tag>>, removes: map<elem, array<tag>>>``
+    ``l2pset``         ``struct<added: array<elem>, removed: array<elem>>``
+    ``lgcounter``      ``map<node, bigint>`` (increments per node; merge: max per node)
+    ``lvclock``        ``map<node, bigint>`` (events per node; merge: max per node)
+    =================  ===================================================================
+
+    Raises:
+        TypeError: ``lattice`` has no structural form (use the class itself: pickled).
+    """
+
+    __slots__ = ("lattice",)
+
+    def __init__(self, lattice: type[Lattice]) -> None:
+        if lattice not in _structured_parts():
+            names = ", ".join(sorted(c.__qualname__ for c in _structured_parts()))
+            raise TypeError(
+                f"Structured expects one of the CRDTs with a structural column form ({names}), "
+                f"got {lattice!r}; store other lattices pickled (the class itself as the spec)"
+            )
+        self.lattice = lattice
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is Structured and other.lattice is self.lattice
+
+    def __hash__(self) -> int:
+        return hash(("Structured", self.lattice))
+
+    def __repr__(self) -> str:
+        return f"Structured({self.lattice.__qualname__})"
+
+
+def _structured_parts() -> dict[type[Lattice], Any]:
+    """CRDT class -> (field names and their specs, to parts, from parts)."""
+    from blooml.lattices import lmax, lset
+    from blooml.lattices.crdts import l2pset, lgcounter, lorset, lvclock
+    from blooml.lattices.crdts.pair import lpair
+
+    return {
+        lorset: (
+            (("adds", MapOf(lset)), ("removes", MapOf(lset))),
+            lambda v: (v._adds(), v._removes()),
+            lambda parts: lorset._make(lpair(*parts)),
+        ),
+        l2pset: (
+            (("added", lset), ("removed", lset)),
+            lambda v: (v.added(), v.removed()),
+            lambda parts: l2pset._make(lpair(*parts)),
+        ),
+        lgcounter: ((("", MapOf(lmax)),), lambda v: (v._v,), lambda p: _counts(lgcounter, p[0])),
+        lvclock: ((("", MapOf(lmax)),), lambda v: (v._v,), lambda p: _counts(lvclock, p[0])),
+    }
+
+
+def _counts(cls: Any, m: Any) -> Any:
+    return cls({k: v.reveal() for k, v in m.reveal().items() if not v.is_bottom()})
+
+
 def _is_spec(spec: Any) -> bool:
-    return isinstance(spec, (MapOf, Pickled)) or (
+    return isinstance(spec, (MapOf, Pickled, Structured)) or (
         isinstance(spec, type) and issubclass(spec, Lattice)
     )
 
@@ -281,6 +346,109 @@ class _PickleFormat(ColumnFormat):
         return BinaryType()
 
 
+class _StructFormat(ColumnFormat):
+    """``Structured(cls)``: the CRDT's parts as builtin columns; merged part by part in SQL.
+
+    With one part (the counters) the column is that part's column itself; with several, a
+    struct with one field per part.
+    """
+
+    kind = "struct"
+
+    def __init__(self, spec: Structured, parts: Any) -> None:
+        super().__init__(spec, spec.lattice)
+        fields, self._to_parts, self._from_parts = parts
+        self.fields: tuple[tuple[str, ColumnFormat], ...] = tuple(
+            (name, column_format(sub)) for name, sub in fields
+        )
+
+    @property
+    def single(self) -> bool:
+        """Whether the column is its one part's column (no struct)."""
+        return len(self.fields) == 1
+
+    def to_cell(self, value: Lattice) -> Any:
+        self._check(value)
+        cells = [f.to_cell(p) for (_, f), p in zip(self.fields, self._to_parts(value), strict=True)]
+        return cells[0] if self.single else tuple(cells)
+
+    def from_cell(self, cell: Any) -> Lattice:
+        if cell is None:
+            return self.lattice()
+        cells = [cell] if self.single else list(cell)
+        return self._from_parts(  # type: ignore[no-any-return]
+            [f.from_cell(c) for (_, f), c in zip(self.fields, cells, strict=True)]
+        )
+
+    def spark_type(self, element: Any = None, key: Any = None) -> Any:
+        from pyspark.sql.types import StructField, StructType
+
+        types = [f.spark_type(element, key) for _, f in self.fields]
+        if self.single:
+            return types[0]
+        return StructType(
+            [StructField(name, t, True) for (name, _), t in zip(self.fields, types, strict=True)]
+        )
+
+
+def check_column_type(feature: str, fmt: ColumnFormat, column: str, dt: Any) -> None:
+    """Raise :class:`~blooml.errors.ColumnTypeError` unless Spark type ``dt`` holds ``fmt``'s
+    cells (called before any job is built, so the error names the user's column)."""
+    from pyspark.sql import types as T
+
+    why = _type_mismatch(fmt, dt, T)
+    if why is not None:
+        from blooml.errors import ColumnTypeError
+
+        raise ColumnTypeError(
+            column, dt.simpleString(), _spec_name(fmt.spec), f"{why} (blooml.spark.{feature})"
+        )
+
+
+def _type_mismatch(fmt: ColumnFormat, dt: Any, T: Any) -> str | None:
+    if isinstance(dt, T.NullType):
+        return None  # every cell NULL: ⊥
+    if isinstance(fmt, _ValueFormat):
+        if isinstance(dt, (T.MapType, T.BinaryType)):
+            return f"{_spec_name(fmt.spec)} cells are orderable values; maps are not"
+        return None
+    if isinstance(fmt, _BoolFormat):
+        return None if isinstance(dt, T.BooleanType) else "lbool cells are booleans"
+    if isinstance(fmt, _ArrayFormat):
+        if not isinstance(dt, T.ArrayType):
+            return (
+                f"{_spec_name(fmt.spec)} cells are arrays of elements; to fold plain items into "
+                f"a set use lfold(column, {_spec_name(fmt.spec)}) "
+                "(blooml.spark.functions) or fold_by_key"
+            )
+        return None
+    if isinstance(fmt, _BagFormat):
+        if not (isinstance(dt, T.MapType) and isinstance(dt.valueType, T.IntegralType)):
+            return "lbag cells are maps element -> integer multiplicity"
+        return None
+    if isinstance(fmt, _MapFormat):
+        if not isinstance(dt, T.MapType):
+            return "MapOf cells are maps key -> value cell"
+        return _type_mismatch(fmt.values, dt.valueType, T)
+    if isinstance(fmt, _StructFormat):
+        if fmt.single:
+            return _type_mismatch(fmt.fields[0][1], dt, T)
+        if not isinstance(dt, T.StructType) or len(dt.fields) != len(fmt.fields):
+            names = ", ".join(n for n, _ in fmt.fields)
+            return f"{_spec_name(fmt.spec)} cells are structs of ({names})"
+        for (_, sub), field in zip(fmt.fields, dt.fields, strict=True):
+            why = _type_mismatch(sub, field.dataType, T)
+            if why:
+                return why
+        return None
+    if isinstance(fmt, _PickleFormat) and not isinstance(dt, T.BinaryType):
+        return (
+            f"{_spec_name(fmt.spec)} cells are pickled bytes (binary); to fold plain items "
+            "use lfold (blooml.spark.functions)"
+        )
+    return None
+
+
 def _need(t: Any, what: str, spec: Any) -> Any:
     if t is None:
         raise TypeError(
@@ -307,6 +475,8 @@ def column_format(spec: Any) -> ColumnFormat:
     """
     if isinstance(spec, Pickled):
         return _PickleFormat(spec, spec.lattice)
+    if isinstance(spec, Structured):
+        return _StructFormat(spec, _structured_parts()[spec.lattice])
     if isinstance(spec, MapOf):
         lmap = _builtin("lmap")
         if lmap is None:  # pragma: no cover - lmap is a builtin

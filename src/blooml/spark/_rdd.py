@@ -5,10 +5,19 @@ the accumulator: within a partition the builder mutates a plain Python structure
 it is frozen into an immutable lattice value once per key. Building an immutable value per row
 instead is ~30x slower on collection lattices (see ``docs/spark.md``).
 
+Null policy (as everywhere in blooml.spark): a ``None`` value or item is ⊥ and contributes
+nothing.
+
 Bad rows do not raise inside ``seqFunc`` (where the key is unknown): they turn the key's
-accumulator into a :class:`_Problem`, which absorbs everything merged into it, and the final
-per-key step raises naming the key. Spark reports a worker's exception on the driver as a
-``pyspark.errors.PythonException`` whose message contains the blooml error and its message.
+accumulator into a :class:`_Problem` (or :class:`_Failed`), which absorbs everything merged into
+it, and the final per-key step raises naming the key and the blooml call. Spark reports a
+worker's exception on the driver as a ``pyspark.errors.PythonException``;
+:func:`blooml.spark.worker_errors` turns it back into the blooml class (``fold``, an action,
+does so itself).
+
+These functions need RDDs, which Spark Connect sessions do not have: there, use
+``df.groupBy(...).agg(lmerge(...))`` / ``lfold`` (:mod:`blooml.spark.functions`) or
+:func:`blooml.spark.merge_column`.
 """
 
 from __future__ import annotations
@@ -18,7 +27,8 @@ from typing import Any, TypeVar
 
 from blooml.errors import LatticeTypeError
 from blooml.lattices._base import Lattice, LatticeBuilder
-from blooml.spark._lazy import require_rdd
+from blooml.spark._errors import WorkerErrors, failure_record, worker_errors
+from blooml.spark._lazy import check_worker_python, require_rdd
 
 __all__ = ["fold", "fold_by_key", "merge_by_key"]
 
@@ -60,6 +70,7 @@ def merge_by_key(
         dict(merged.collect())   # {'a': lmax(3), 'b': lmax(2)}
     """
     require_rdd("merge_by_key", rdd)
+    check_worker_python("merge_by_key", rdd.context)
     _check_partitions("merge_by_key", num_partitions)
     zero: Any
     if lattice is None:
@@ -67,8 +78,20 @@ def merge_by_key(
     else:
         _check_lattice_class("merge_by_key", lattice)
         zero = lattice.builder()
+    errors = WorkerErrors(
+        f"merge_by_key(rdd{'' if lattice is None else ', lattice=' + _name(lattice)})"
+    )
+
+    def finish(kv: tuple[Any, Any]) -> tuple[Any, Any]:
+        key, acc = kv
+        if isinstance(acc, _Problem):
+            errors.raise_for(acc.error(key), key)
+        if isinstance(acc, _Failed):
+            errors.raise_for(acc.exc, key)
+        return key, acc.freeze()
+
     return rdd.aggregateByKey(zero, _seq_merge, _comb, num_partitions).map(
-        _finish_merge, preservesPartitioning=True
+        finish, preservesPartitioning=True
     )
 
 
@@ -97,10 +120,19 @@ def fold_by_key(rdd: Any, lattice: type[L], num_partitions: int | None = None) -
         # [('a', lset({1, 2}))]
     """
     require_rdd("fold_by_key", rdd)
+    check_worker_python("fold_by_key", rdd.context)
     _check_lattice_class("fold_by_key", lattice)
     _check_partitions("fold_by_key", num_partitions)
-    return rdd.aggregateByKey(lattice.builder(), _seq_add, _comb_same, num_partitions).mapValues(
-        _freeze
+    errors = WorkerErrors(f"fold_by_key(rdd, {_name(lattice)})")
+
+    def finish(kv: tuple[Any, Any]) -> tuple[Any, Any]:
+        key, acc = kv
+        if isinstance(acc, _Failed):
+            errors.raise_for(acc.exc, key)
+        return key, acc.freeze()
+
+    return rdd.aggregateByKey(lattice.builder(), _seq_add, _comb, num_partitions).map(
+        finish, preservesPartitioning=True
     )
 
 
@@ -122,18 +154,25 @@ def fold(rdd: Any, lattice: type[L]) -> L:
         fold(sc.parallelize([3, 9, 4]), lmax)   # lmax(9)
     """
     require_rdd("fold", rdd)
+    check_worker_python("fold", rdd.context)
     _check_lattice_class("fold", lattice)
     if rdd.getNumPartitions() == 0:
         return lattice()
+    errors = WorkerErrors(f"fold(rdd, {_name(lattice)})")
 
     def build(items: Iterable[Any]) -> Iterator[LatticeBuilder[L]]:
         b = lattice.builder()
         add = b.add
-        for item in items:
-            add(item)
+        try:
+            for item in items:
+                if item is not None:  # None is ⊥
+                    add(item)
+        except Exception as exc:
+            errors.raise_for(exc)
         yield b
 
-    return rdd.mapPartitions(build).treeReduce(_comb_same, depth=2).freeze()  # type: ignore[no-any-return]
+    with worker_errors():
+        return rdd.mapPartitions(build).treeReduce(_comb_same, depth=2).freeze()  # type: ignore[no-any-return]
 
 
 # -- accumulator plumbing ---------------------------------------------------------------------
@@ -163,7 +202,12 @@ class _Untyped:
     def merge(self, value: Any) -> Any:
         if isinstance(value, Lattice):
             return type(value).builder(value)
+        if value is None:
+            return self  # None is ⊥
         return _Problem(None, value)
+
+    def freeze(self) -> None:
+        return None  # only None values: the key's value is ⊥ of no known class
 
     def __deepcopy__(self, memo: dict[int, Any]) -> _Untyped:
         return self  # stateless, so the per-key copy Spark makes of the zero can be shared
@@ -229,36 +273,62 @@ def _name(cls: type) -> str:
     return name if name and name == cls.__qualname__ else cls.__qualname__
 
 
+class _Failed:
+    """A key's accumulator after its lattice code raised: keeps the exception for the key."""
+
+    __slots__ = ("exc",)
+    lattice = None
+
+    def __init__(self, exc: BaseException) -> None:
+        # kept as text: exceptions with their own __init__ do not survive pickling (a shuffle)
+        self.exc = failure_record(exc)
+
+    def merge(self, value: Any) -> _Failed:
+        return self
+
+    def add(self, item: Any) -> _Failed:
+        return self
+
+
 def _seq_merge(acc: Any, value: Any) -> Any:
+    if value is None or isinstance(acc, _Failed):
+        return acc  # None is ⊥
     try:
         return acc.merge(value)
-    except LatticeTypeError:
+    except LatticeTypeError as exc:
         if type(value) is acc.lattice:
-            raise  # the lattice's own merge failed on a value of the right class: a real bug
+            return _Failed(exc)  # the lattice's own merge failed on a value of its class
         return _Problem.of(acc, None).merge(value)
+    except Exception as exc:
+        return _Failed(exc)
 
 
 def _comb(a: Any, b: Any) -> Any:
+    if isinstance(a, _Failed):
+        return a
+    if isinstance(b, _Failed):
+        return b
+    if a is _UNTYPED:
+        return b
+    if b is _UNTYPED:
+        return a
     la = a.lattice
     if la is not None and la is b.lattice:
-        return a.merge_builder(b)
+        try:
+            return a.merge_builder(b)
+        except Exception as exc:
+            return _Failed(exc)
     return _Problem.of(a, b)
 
 
-def _finish_merge(kv: tuple[Any, Any]) -> tuple[Any, Any]:
-    key, acc = kv
-    if isinstance(acc, _Problem):
-        raise acc.error(key)
-    return key, acc.freeze()
-
-
-def _seq_add(acc: LatticeBuilder[Any], item: Any) -> LatticeBuilder[Any]:
-    return acc.add(item)
+def _seq_add(acc: Any, item: Any) -> Any:
+    if item is None or isinstance(acc, _Failed):
+        return acc  # None is ⊥
+    try:
+        return acc.add(item)
+    except Exception as exc:
+        return _Failed(exc)
 
 
 def _comb_same(a: LatticeBuilder[Any], b: LatticeBuilder[Any]) -> LatticeBuilder[Any]:
     return a.merge_builder(b)
-
-
-def _freeze(acc: LatticeBuilder[Any]) -> Any:
-    return acc.freeze()

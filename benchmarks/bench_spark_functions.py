@@ -1,0 +1,164 @@
+"""Lattice aggregates as Column functions (lmerge / lfold) vs idiomatic PySpark, in one run.
+
+Run: ``.venv/bin/python benchmarks/bench_spark_functions.py [--rows N] [--keys K] [--repeat R]``
+(defaults: 2,000,000 ``(k, v, ts)`` rows read from Parquet, 10,000 keys, best of 2,
+``local[2]``).
+
+Each case runs the same ``groupBy("k").agg(...)`` shape twice, written with blooml's Column
+functions and written the way a PySpark user would, and prints the time ratio:
+
+* builtins: ``lfold("v", lset), lfold("ts", lmax)`` vs ``collect_set("v"), max("ts")``, and
+  ``lmerge`` of array / value cells vs ``array_distinct(flatten(collect_list))`` / ``max``.
+  Target: <= 1.2x.
+* a CRDT: ``lfold(["e", "ts"], Structured(lorset))`` (an OR-set of ``(element, tag)`` adds,
+  lowered to SQL) vs the two-level ``groupBy`` a user writes for ``map<e, array<tag>>``.
+  Target: <= 3x.
+* a user lattice (pickled cells, merged by its Python ``merge`` in an Arrow UDF, one call per
+  batch of groups) vs ``max``: printed for information (Python per value, no target).
+
+Every result is checked equal to its baseline's. Exits 1 when a target is missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench_spark_merge import best_of
+
+BUILTIN_TARGET = 1.2
+CRDT_TARGET = 3.0
+
+
+def session() -> Any:
+    """A local SparkSession; workers run this interpreter and can import this folder."""
+    import blooml.spark  # noqa: F401 - sets PYSPARK_PYTHON
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    here = str(Path(__file__).resolve().parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (here, os.environ.get("PYTHONPATH", "")) if p
+    )
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("blooml-bench-functions")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.shuffle.partitions", "8")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--keys", type=int, default=10_000)
+    ap.add_argument("--repeat", type=int, default=2)
+    args = ap.parse_args(argv)
+
+    from _bench_lattice import lmaxuser
+    from pyspark.sql import functions as F
+
+    from blooml.lattices import lmax, lset
+    from blooml.lattices.crdts import lorset
+    from blooml.spark import Structured, from_spark
+    from blooml.spark.functions import lfold, lmerge
+
+    n, k, rep = args.rows, args.keys, args.repeat
+    t0 = time.perf_counter()
+    spark = session()
+    print(
+        f"Spark {spark.version}, local[2], {n:,} rows from Parquet, {k:,} keys, best of {rep} "
+        f"(session start {time.perf_counter() - t0:.1f} s)"
+    )
+    failures: list[str] = []
+    tmp = tempfile.mkdtemp(prefix="blooml-bench-")
+    path = os.path.join(tmp, "rows.parquet")
+    (
+        spark.range(n)
+        .select(
+            (F.col("id") % k).alias("k"),
+            (F.hash("id") % 1000).cast("bigint").alias("v"),
+            F.col("id").alias("ts"),
+            (F.hash("id", F.lit(7)) % 20).cast("bigint").alias("e"),
+        )
+        .write.parquet(path)
+    )
+    rows = spark.read.parquet(path)
+    cells = rows.groupBy("k", (F.col("ts") % 20).alias("part")).agg(
+        F.collect_set("v").alias("arr"), F.max("ts").alias("best")
+    )
+    cells_path = os.path.join(tmp, "cells.parquet")
+    cells.write.parquet(cells_path)
+    cells = spark.read.parquet(cells_path)
+
+    def run(df: Any) -> None:
+        df.write.format("noop").mode("overwrite").save()
+
+    def compare(name: str, ours: Any, theirs: Any, target: float | None) -> None:
+        run(ours.limit(100))  # warm up (planning, code generation)
+        run(theirs.limit(100))
+        t_theirs, _ = best_of(rep, lambda: run(theirs))
+        t_ours, _ = best_of(rep, lambda: run(ours))
+        ratio = t_ours / t_theirs
+        verdict = "" if target is None else (" ok" if ratio <= target else " MISSED")
+        bar = "for information" if target is None else f"<= {target}"
+        print(f"  {name:44s} {t_ours:6.2f} vs {t_theirs:6.2f}  -> {ratio:.2f} ({bar}){verdict}")
+        if target is not None and ratio > target:
+            failures.append(f"{name}: {ratio:.2f} (<= {target})")
+
+    print("\nblooml vs idiomatic PySpark, seconds (ratio = blooml / PySpark)")
+    ours = rows.groupBy("k").agg(lfold("v", lset).alias("s"), lfold("ts", lmax).alias("m"))
+    theirs = rows.groupBy("k").agg(F.collect_set("v").alias("s"), F.max("ts").alias("m"))
+    got = {r.k: (from_spark(r.s, lset), r.m) for r in ours.where("k < 50").collect()}
+    want = {r.k: (lset(r.s), r.m) for r in theirs.where("k < 50").collect()}
+    assert got == want
+    compare("lfold lset + lfold lmax", ours, theirs, BUILTIN_TARGET)
+
+    ours = cells.groupBy("k").agg(lmerge("arr", lset).alias("s"), lmerge("best", lmax).alias("m"))
+    theirs = cells.groupBy("k").agg(
+        F.array_distinct(F.flatten(F.collect_list("arr"))).alias("s"), F.max("best").alias("m")
+    )
+    compare("lmerge lset cells + lmerge lmax cells", ours, theirs, BUILTIN_TARGET)
+
+    ours = rows.groupBy("k").agg(lfold(["e", "ts"], Structured(lorset)).alias("o"))
+    theirs = (
+        rows.groupBy("k", "e")
+        .agg(F.collect_set("ts").alias("tags"))
+        .groupBy("k")
+        .agg(F.map_from_entries(F.collect_list(F.struct("e", "tags"))).alias("adds"))
+    )
+    got_o = {r.k: from_spark(r.o, Structured(lorset)) for r in ours.where("k < 20").collect()}
+    want_o = {
+        r.k: lorset({e: tags for e, tags in r.adds.items()})
+        for r in theirs.where("k < 20").collect()
+    }
+    assert got_o == want_o
+    compare("lfold Structured(lorset) (CRDT in SQL)", ours, theirs, CRDT_TARGET)
+
+    ours = rows.groupBy("k").agg(lfold("ts", lmaxuser).alias("u"))
+    theirs = rows.groupBy("k").agg(F.max("ts").alias("u"))
+    got_u = {r.k: from_spark(r.u, lmaxuser).reveal() for r in ours.where("k < 20").collect()}
+    assert got_u == {r.k: r.u for r in theirs.where("k < 20").collect()}
+    compare("lfold user lattice (Arrow UDF)", ours, theirs, None)
+
+    spark.stop()
+    if failures:
+        print("\nMISSED: " + "; ".join(failures))
+        return 1
+    print("\nall targets met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,771 @@
+"""Bloom^L strata as Spark SQL: DataFrame plans built from the IR (classic and Spark Connect).
+
+:class:`DataFramePlan` checks that every rule of a program lowers to DataFrame operations —
+scans, selections and projections from the expressions recovered from rule functions
+(:mod:`blooml.ir.exprs`), equi-joins, anti-joins for ``notin``, ``groupBy`` for aggregates —
+with lattice columns of the natively stored builtins (``lmax``, ``lmin``, ``lbool``) merged by
+their SQL aggregates (the Column functions of :mod:`blooml.spark.functions`). Lattice variables
+of the native builtins (and ``lset``/``lpset``) are folded with ``lfold`` and kept on the driver.
+
+:func:`run_plan` then evaluates one tick semi-naively, as the local engine does: each round
+joins the *deltas* of the previous round against the full state, and merges only the keys the
+round touched: ``touched`` rows are merged with the stored rows of the same keys (a join on the
+key, not a pass over the whole state), and the rows that changed are the next delta and replace
+their keys' stored rows. Deltas are localCheckpointed every round and the state every
+``checkpoint_every`` rounds, so lineage stays bounded.
+
+This module knows the IR and nothing of the DSL.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+from blooml.errors import KeyConstraintError, NotSupportedOnSpark, ProgramError
+from blooml.ir import (
+    Filter,
+    Group,
+    Join,
+    Lat,
+    LatConst,
+    LatMethod,
+    LatVar,
+    Literal,
+    Map,
+    Node,
+    NotIn,
+    ProgramIR,
+    Rule,
+    Scan,
+    sources,
+)
+from blooml.ir import exprs as X
+from blooml.lattices import lbool, lmax, lmin, lpset, lset
+from blooml.lattices._base import Lattice
+from blooml.spark._formats import column_format
+
+__all__ = ["DataFramePlan", "run_plan"]
+
+#: lattice classes whose cells are plain Spark values merged by one SQL aggregate
+_CELL: dict[type, str] = {lmax: "max", lmin: "min", lbool: "bool_or"}
+#: lattice variables that can be folded in SQL from rows
+_FOLDABLE = (lmax, lmin, lbool, lset, lpset)
+_AGGS = {"count", "sum", "min", "max", "avg"}
+_OPS = {"+", "-", "*"}
+_CMPS = {"<", "<=", "==", "!=", ">", ">="}
+
+
+class _Unlowerable(Exception):
+    """Raised while planning: this construct has no DataFrame translation."""
+
+
+class DataFramePlan:
+    """A program whose every rule lowers to DataFrame operations, with its column types.
+
+    Attributes:
+        ir: the program's IR.
+        lattice_cols: collection -> {column index: lattice class} for lattice-valued columns.
+    """
+
+    def __init__(self, ir: ProgramIR) -> None:
+        self.ir = ir
+        self.lattice_cols: dict[str, dict[int, type]] = {n: {} for n in ir.collections}
+        for info in ir.collections.values():
+            if info.ttl is not None:
+                raise _Unlowerable(f"{info.describe()}: soft state (ttl)")
+        # lattice column classes flow from rule heads; iterate to a fixpoint
+        for _ in range(len(ir.rules) + 1):
+            changed = False
+            for rule in ir.rules:
+                changed |= self._infer(rule)
+            if not changed:
+                break
+        for rule in ir.rules:
+            self._check(rule)
+
+    @classmethod
+    def try_build(cls, ir: ProgramIR) -> tuple[DataFramePlan | None, str]:
+        """The plan, or None and why the program does not lower (naming the rule)."""
+        try:
+            return cls(ir), ""
+        except _Unlowerable as exc:
+            return None, str(exc)
+
+    # -- checking ----------------------------------------------------------------------------
+
+    def _check(self, rule: Rule) -> None:
+        where = rule.describe()
+        if rule.op not in ("<=", "<+", "<-", "<+-"):
+            raise _Unlowerable(f"{where}: {rule.op} (sends to another node)")
+        if rule.op != "<=" and rule.head not in self.ir.collections:
+            raise _Unlowerable(f"{where}: {rule.op} into a lattice variable")
+        if rule.reads or rule.reads_tick:
+            raise _Unlowerable(f"{where}: its functions read program state")
+        ir = self.ir
+        if ir.is_lattice(rule.head):
+            cls = ir.lattices[rule.head].cls
+            if isinstance(rule.body, Lat):
+                self._check_lat(rule.body, where)
+                return
+            if cls not in _FOLDABLE:
+                raise _Unlowerable(f"{where}: folding rows into {cls.__qualname__} in SQL")
+            if len(self._types(rule.body, where)) != 1:
+                raise _Unlowerable(f"{where}: folding rows of several columns in SQL")
+            return
+        if isinstance(rule.body, Lat):
+            raise _Unlowerable(f"{where}: rows from a lattice expression")
+        types = self._types(rule.body, where)
+        info = ir.collections[rule.head]
+        if len(types) != len(info.columns):
+            raise _Unlowerable(f"{where}: derives {len(types)} columns for {len(info.columns)}")
+        for i, t in enumerate(types):
+            want = self.lattice_cols[rule.head].get(i)
+            if t is not want and t is not None and want is not None:
+                raise _Unlowerable(f"{where}: column {i} mixes {t} and {want}")
+        for i in range(len(info.keys)):
+            if i in self.lattice_cols[rule.head]:
+                raise _Unlowerable(f"{where}: a lattice value in key column {i}")
+
+    def _check_lat(self, node: Node, where: str) -> None:
+        if isinstance(node, (LatVar, LatConst)):
+            return
+        if isinstance(node, LatMethod) and node.kind != "nonmonotone":
+            for n in (node.target, *node.args):
+                if isinstance(n, Node):
+                    if not isinstance(n, Lat):
+                        raise _Unlowerable(f"{where}: a collection argument of a lattice method")
+                    self._check_lat(n, where)
+            return
+        raise _Unlowerable(f"{where}: {type(node).__name__}")
+
+    def _infer(self, rule: Rule) -> bool:
+        if self.ir.is_lattice(rule.head) or isinstance(rule.body, Lat):
+            return False
+        try:
+            types = self._types(rule.body, rule.describe())
+        except _Unlowerable:
+            return False
+        known = self.lattice_cols[rule.head]
+        changed = False
+        for i, t in enumerate(types):
+            if t is not None and i not in known:
+                known[i] = t
+                changed = True
+        return changed
+
+    def _types(self, node: Node, where: str) -> list[type | None]:
+        """The lattice class of each output column of ``node`` (None: a plain column)."""
+        if isinstance(node, Scan):
+            info = self.ir.collections.get(node.name)
+            if info is None:
+                raise _Unlowerable(f"{where}: scans {node.name}")
+            known = self.lattice_cols[node.name]
+            return [known.get(i) for i in range(len(info.columns))]
+        if isinstance(node, Literal):
+            if any(isinstance(c, (Node, Lattice)) for row in node.rows for c in row):
+                raise _Unlowerable(f"{where}: literal rows with lattice cells")
+            width = {len(r) for r in node.rows}
+            if len(width) > 1:
+                raise _Unlowerable(f"{where}: literal rows of different widths")
+            return [None] * (width.pop() if width else 0)
+        if isinstance(node, Filter):
+            if isinstance(node.input, Join):
+                raise _Unlowerable(f"{where}: a filter over a join (map the join first)")
+            inputs = self._inputs(node.input, where)
+            expr = node.expr
+            if expr is None:
+                raise _Unlowerable(f"{where}: filter function not recovered as an expression")
+            self._expr_type(expr, inputs, where)
+            return self._types(node.input, where)
+        if isinstance(node, Map):
+            inputs = self._inputs(node.input, where)
+            expr = node.expr
+            if expr is None:
+                raise _Unlowerable(f"{where}: map function not recovered as an expression")
+            items = expr.items if isinstance(expr, X.TupleExpr) else (expr,)
+            return [self._expr_type(e, inputs, where) for e in items]
+        if isinstance(node, Join):
+            if node.how != "inner":
+                raise _Unlowerable(f"{where}: a {node.how} join")
+            if not node.preds:
+                raise _Unlowerable(f"{where}: a join without column equalities")
+            out: list[type | None] = []
+            for inp in node.inputs:
+                if not isinstance(inp, Scan):
+                    raise _Unlowerable(f"{where}: a join input that is not a collection")
+                out.extend(self._types(inp, where))
+            return out
+        if isinstance(node, NotIn):
+            if node.fn is not None:
+                raise _Unlowerable(f"{where}: notin with a test function")
+            left = self._types(node.left, where)
+            self._types(node.right, where)
+            return left
+        if isinstance(node, Group):
+            inner = self._types(node.input, where)
+            if isinstance(node.input, Join):
+                raise _Unlowerable(f"{where}: group over a join")
+            for a in node.aggs:
+                if a.fn not in _AGGS or (a.col is None and a.fn != "count"):
+                    raise _Unlowerable(f"{where}: the aggregate {a.fn}")
+                if a.col is not None and inner[a.col] is not None:
+                    raise _Unlowerable(f"{where}: an aggregate over a lattice column")
+            return [None] * (len(node.keys) + len(node.aggs))
+        raise _Unlowerable(f"{where}: {type(node).__name__.lower()}")
+
+    def _inputs(self, node: Node, where: str) -> list[tuple[Any, list[type | None]]]:
+        """(column names or None, lattice classes) of each argument of a rule function."""
+        if isinstance(node, Join):
+            self._types(node, where)
+            return [(i.columns, self._types(i, where)) for i in node.inputs]  # type: ignore[attr-defined]
+        return [(node.columns, self._types(node, where))]  # type: ignore[attr-defined]
+
+    def _expr_type(self, e: X.Expr, inputs: list[Any], where: str) -> type | None:
+        if isinstance(e, X.Attr) and isinstance(e.obj, X.Arg):
+            cols, types = inputs[e.obj.index]
+            if cols is None or e.name not in cols:
+                raise _Unlowerable(f"{where}: no column {e.name!r} known statically")
+            return types[cols.index(e.name)]  # type: ignore[no-any-return]
+        if isinstance(e, X.Item) and isinstance(e.obj, X.Arg) and isinstance(e.key, X.Const):
+            types = inputs[e.obj.index][1]
+            if not isinstance(e.key.value, int) or not 0 <= e.key.value < len(types):
+                raise _Unlowerable(f"{where}: {X.to_source(e)}")
+            return types[e.key.value]  # type: ignore[no-any-return]
+        if isinstance(e, X.Const):
+            if isinstance(e.value, (tuple, complex, type(...))):
+                raise _Unlowerable(f"{where}: the constant {e.value!r}")
+            return None
+        if isinstance(e, X.BinOp) and e.op in _OPS:
+            lt = self._expr_type(e.left, inputs, where)
+            rt = self._expr_type(e.right, inputs, where)
+            if rt is not None or (lt is not None and (lt not in (lmax, lmin) or e.op == "*")):
+                raise _Unlowerable(f"{where}: {X.to_source(e)} on lattice values")
+            return lt
+        if isinstance(e, X.Compare) and e.op in _CMPS:
+            if self._expr_type(e.left, inputs, where) or self._expr_type(e.right, inputs, where):
+                raise _Unlowerable(f"{where}: comparing lattice values")
+            return None
+        if isinstance(e, X.Unary) and e.op in ("-", "not "):
+            if self._expr_type(e.operand, inputs, where) is not None:
+                raise _Unlowerable(f"{where}: {e.op} of a lattice value")
+            return None
+        if isinstance(e, X.LatNew) and e.cls in _CELL and len(e.args) == 1:
+            if self._expr_type(e.args[0], inputs, where) is not None:
+                raise _Unlowerable(f"{where}: a lattice built from a lattice value")
+            return e.cls
+        if isinstance(e, X.Method) and e.name in ("min_of", "max_of") and len(e.args) == 1:
+            t = self._expr_type(e.obj, inputs, where)
+            if t not in (lmax, lmin) or self._expr_type(e.args[0], inputs, where) is not None:
+                raise _Unlowerable(f"{where}: {X.to_source(e)}")
+            return t
+        raise _Unlowerable(f"{where}: the expression {X.to_source(e)} has no SQL translation")
+
+
+class _Lowering:
+    """Turns recovered expressions into Spark Columns (input i's columns are ``i{i}_{col}``)."""
+
+    def __init__(self, columns: list[tuple[str, ...]], types: list[list[type | None]]) -> None:
+        self.columns = columns
+        self.types = types
+
+    def name(self, i: int, col: int) -> str:
+        return f"i{i}_{col}"
+
+    def col(self, e: X.Expr) -> Any:
+        from pyspark.sql import functions as F
+
+        if isinstance(e, X.Attr) and isinstance(e.obj, X.Arg):
+            i = e.obj.index
+            return F.col(self.name(i, self.columns[i].index(e.name)))
+        if isinstance(e, X.Item) and isinstance(e.obj, X.Arg):
+            return F.col(self.name(e.obj.index, e.key.value))  # type: ignore[attr-defined]
+        if isinstance(e, X.Const):
+            return F.lit(e.value)
+        if isinstance(e, X.BinOp):
+            a, b = self.col(e.left), self.col(e.right)
+            return {"+": a + b, "-": a - b, "*": a * b}[e.op]  # ⊥ (NULL) + n stays ⊥
+        if isinstance(e, X.Compare):
+            a, b = self.col(e.left), self.col(e.right)
+            return {
+                "<": a < b,
+                "<=": a <= b,
+                "==": a == b,
+                "!=": a != b,
+                ">": a > b,
+                ">=": a >= b,
+            }[e.op]
+        if isinstance(e, X.Unary):
+            a = self.col(e.operand)
+            return -a if e.op == "-" else ~a
+        if isinstance(e, X.LatNew):
+            return self.col(e.args[0])
+        if isinstance(e, X.Method):
+            a, b = self.col(e.obj), self.col(e.args[0])
+            cls = self.type_of(e.obj)
+            keeps_bottom = (cls is lmax) == (e.name == "min_of")  # min with -inf / max with +inf
+            out = F.least(a, b) if e.name == "min_of" else F.greatest(a, b)
+            return F.when(a.isNull(), F.lit(None)).otherwise(out) if keeps_bottom else out
+        raise AssertionError(f"unchecked expression {e!r}")  # pragma: no cover - planned
+
+    def type_of(self, e: X.Expr) -> type | None:
+        if isinstance(e, X.Attr) and isinstance(e.obj, X.Arg):
+            i = e.obj.index
+            return self.types[i][self.columns[i].index(e.name)]
+        if isinstance(e, X.LatNew):
+            return e.cls
+        if isinstance(e, (X.BinOp, X.Method)):
+            return self.type_of(e.left if isinstance(e, X.BinOp) else e.obj)
+        return None
+
+
+# -- evaluation --------------------------------------------------------------------------------
+
+_fresh = itertools.count()
+
+
+class _Run:
+    def __init__(self, spark: Any, plan: DataFramePlan, checkpoint_every: int) -> None:
+        self.spark = spark
+        self.plan = plan
+        self.ir = plan.ir
+        self.checkpoint_every = checkpoint_every
+        self.state: dict[str, Any] = {}  # collection -> DataFrame (columns c0..cn), or absent
+        self.delta: dict[str, Any] = {}
+        self.lattices: dict[str, Lattice] = {n: i.initial for n, i in self.ir.lattices.items()}
+        self.versions: dict[str, int] = {}
+        self.recursive: set[str] = set()
+        self.touched: list[list[int]] = []
+
+    # the relational part ---------------------------------------------------------------------
+
+    def cols(self, name: str) -> list[str]:
+        return [f"c{i}" for i in range(len(self.ir.collections[name].columns))]
+
+    def eval(self, node: Node, delta_at: int | None, counter: list[int]) -> Any:
+        """A DataFrame of ``node``'s rows (columns c0..), or None for no rows."""
+        from pyspark.sql import functions as F
+
+        if isinstance(node, Scan):
+            idx = counter[0]
+            if node.name in self.recursive:
+                counter[0] += 1
+                if delta_at is not None and idx == delta_at:
+                    return self.delta.get(node.name)
+            return self.state.get(node.name)
+        if isinstance(node, Literal):
+            if not node.rows:
+                return None
+            return self.spark.createDataFrame(
+                [tuple(r) for r in node.rows], [f"c{i}" for i in range(len(node.rows[0]))]
+            )
+        if isinstance(node, (Map, Filter)):
+            inputs = node.input.inputs if isinstance(node.input, Join) else (node.input,)
+            if isinstance(node.input, Join):
+                df = self._join(node.input, delta_at, counter)
+            else:
+                df = self.eval(node.input, delta_at, counter)
+                if df is not None:
+                    df = df.select(*[F.col(c).alias(f"i0_{c[1:]}") for c in df.columns])
+            if df is None:
+                return None
+            low = self._lowering(inputs)
+            expr = node.expr
+            assert expr is not None  # planned
+            if isinstance(node, Filter):
+                width = len(df.columns)
+                out = df.where(low.col(expr))
+                if not isinstance(node.input, Join):
+                    return out.select(*[F.col(f"i0_{i}").alias(f"c{i}") for i in range(width)])
+                return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(df.columns)])
+            items = expr.items if isinstance(expr, X.TupleExpr) else (expr,)
+            return df.select(*[low.col(e).alias(f"c{j}") for j, e in enumerate(items)])
+        if isinstance(node, Join):
+            df = self._join(node, delta_at, counter)
+            if df is None:
+                return None
+            return df.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(df.columns)])
+        if isinstance(node, NotIn):
+            left = self.eval(node.left, delta_at, counter)
+            if left is None:
+                return None
+            right = self.eval(node.right, None, counter)
+            if right is None:
+                return left
+            pairs = [(p.lcol, p.rcol) for p in node.preds] or [
+                (i, i) for i in range(len(left.columns))
+            ]
+            r = right.select(*[F.col(c).alias(f"r{c}") for c in right.columns])
+            cond = [left[f"c{a}"].eqNullSafe(r[f"rc{b}"]) for a, b in pairs]
+            return left.join(r, cond, "left_anti")
+        if isinstance(node, Group):
+            df = self.eval(node.input, None, counter)
+            if df is None:
+                return None
+            keys = [F.col(f"c{k}") for k in node.keys]
+            aggs = []
+            for j, a in enumerate(node.aggs):
+                name = f"c{len(node.keys) + j}"
+                if a.fn == "count":
+                    aggs.append(F.count(F.lit(1)).alias(name))
+                else:
+                    aggs.append(getattr(F, a.fn)(F.col(f"c{a.col}")).alias(name))
+            out = df.groupBy(*keys).agg(*aggs)
+            return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(out.columns)])
+        raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
+
+    def _lowering(self, inputs: tuple[Node, ...]) -> _Lowering:
+        columns, types = [], []
+        for inp in inputs:
+            t = self.plan._types(inp, "")
+            columns.append(inp.columns or tuple(f"_{i}" for i in range(len(t))))  # type: ignore[attr-defined]
+            types.append(t)
+        return _Lowering(columns, types)
+
+    def _join(self, node: Join, delta_at: int | None, counter: list[int]) -> Any:
+        from pyspark.sql import functions as F
+
+        parts = [self.eval(inp, delta_at, counter) for inp in node.inputs]
+        if any(p is None for p in parts):
+            return None
+        # columns by position (i{input}_{position}), as the lowering names them
+        named = [
+            p.select(*[F.col(c).alias(f"i{i}_{c[1:]}") for c in p.columns])
+            for i, p in enumerate(parts)
+        ]
+        acc = named[0]
+        for j in range(1, len(named)):
+            cond = [
+                F.col(f"i{p.left}_{p.lcol}") == named[j][f"i{j}_{p.rcol}"]
+                for p in node.preds
+                if p.right == j
+            ]
+            acc = acc.join(named[j], cond, "inner") if cond else acc.crossJoin(named[j])
+        return acc
+
+    # merging derived rows into the state: only the touched keys --------------------------------
+
+    def merge(self, name: str, rows: Any, *, count: bool = True) -> tuple[Any, int]:
+        """Merge ``rows`` into ``name``'s state, touching only their keys; returns (the delta
+        — rows new or grown — or None, its size; -1 when not ``count``ed)."""
+        from pyspark.sql import functions as F
+
+        info = self.ir.collections[name]
+        cols = self.cols(name)
+        nk = len(info.keys) if info.values else len(cols)
+        keys, values = cols[:nk], cols[nk:]
+        lat = self.plan.lattice_cols[name]
+        plain = [c for i, c in enumerate(values, start=nk) if lat.get(i) is None]
+        if rows.columns != cols:
+            rows = rows.select(*[F.col(c) for c in cols])
+        old = self.state.get(name)
+        if not values:  # set semantics: the delta is the rows not stored yet
+            delta = rows.distinct()
+            if old is not None:
+                delta = delta.join(old, cols, "left_anti")
+            delta = delta.localCheckpoint()
+            n = delta.count() if count else -1
+            if n == 0:
+                return None, 0
+            self._store(name, delta if old is None else old.unionByName(delta))
+            return delta, n
+        # one row per touched key: lattice columns merged, other values must agree
+        aggs = []
+        for i, c in enumerate(values, start=nk):
+            cls = lat.get(i)
+            if cls is not None:
+                aggs.append(_cell_merge(cls, F.col(c)).alias(c))
+            else:
+                aggs.append(F.first(c, ignorenulls=True).alias(c))
+                aggs.append((F.count_distinct(c) > 1).alias(f"x{c}"))
+        touched = rows.groupBy(*keys).agg(*aggs)
+        if old is None:
+            merged = touched.select(
+                *cols,
+                F.lit(True).alias("_changed"),
+                _any([F.col(f"x{c}") for c in plain]).alias("_conflict"),
+            )
+        else:
+            o = old.select(*[F.col(c).alias(f"o{c}") for c in cols])
+            joined = touched.join(o, [F.col(k).eqNullSafe(o[f"o{k}"]) for k in keys], "left")
+            present = F.col(f"o{keys[0]}").isNotNull()
+            sel = [F.col(k) for k in keys]
+            grew = []
+            conflict = []
+            for i, c in enumerate(values, start=nk):
+                cls = lat.get(i)
+                a, b = F.col(c), F.col(f"o{c}")
+                if cls is not None:
+                    m = _pair_merge(cls, a, b)
+                    sel.append(m.alias(c))
+                    grew.append(~m.eqNullSafe(b))
+                else:
+                    sel.append(F.when(present, b).otherwise(a).alias(c))
+                    conflict.append(F.col(f"x{c}") | (present & ~a.eqNullSafe(b)))
+            merged = joined.select(
+                *sel,
+                (~present | _any(grew)).alias("_changed"),
+                _any(conflict).alias("_conflict"),
+            )
+        delta = merged.where(F.col("_changed") | F.col("_conflict")).localCheckpoint()
+        if plain:  # values that must agree: one job counts the delta and finds conflicts
+            stats = delta.agg(
+                F.count(F.lit(1)).alias("n"), F.max(F.col("_conflict").cast("int")).alias("bad")
+            ).first()
+            n = 0 if stats is None else int(stats["n"])
+            if stats is not None and stats["bad"]:
+                bad = delta.where(F.col("_conflict")).first()
+                key = tuple(bad[k] for k in keys)
+                raise KeyConstraintError(
+                    name, key if len(key) != 1 else key[0], "a stored row", tuple(bad[: len(cols)])
+                )
+        else:
+            n = delta.count()
+        if n == 0:
+            return None, 0
+        delta = delta.select(*cols)
+        if old is None:
+            self._store(name, delta)
+        else:
+            self._store(name, old.join(delta.select(*keys), keys, "left_anti").unionByName(delta))
+        return delta, n
+
+    def _store(self, name: str, state: Any) -> None:
+        """The new state of ``name``; checkpointed every ``checkpoint_every`` versions."""
+        self.versions[name] = self.versions.get(name, 0) + 1
+        if self.versions[name] % self.checkpoint_every == 0:
+            state = state.localCheckpoint()
+        self.state[name] = state
+
+
+def _any(conds: list[Any]) -> Any:
+    from pyspark.sql import functions as F
+
+    out = F.lit(False)
+    for c in conds:
+        out = out | F.coalesce(c, F.lit(False))
+    return out
+
+
+def _cell_merge(cls: type, c: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    if cls is lbool:
+        return F.coalesce(F.bool_or(c), F.lit(False))
+    return getattr(F, _CELL[cls])(c)
+
+
+def _pair_merge(cls: type, a: Any, b: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    if cls is lbool:
+        return F.coalesce(a, F.lit(False)) | F.coalesce(b, F.lit(False))
+    return F.greatest(a, b) if cls is lmax else F.least(a, b)  # NULL (⊥) is ignored
+
+
+def run_plan(
+    spark: Any,
+    plan: DataFramePlan,
+    inputs: Mapping[str, Any],
+    *,
+    checkpoint_every: int,
+    max_rounds: int,
+    state: Mapping[str, Any] | None = None,
+    lattices: Mapping[str, Lattice] | None = None,
+    pending: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[
+    dict[str, Any],
+    dict[str, Lattice],
+    tuple[int, ...],
+    list[list[int]],
+    dict[str, dict[str, Any]],
+]:
+    """Evaluate one tick; returns (state DataFrames, lattice values, rounds per stratum, rows
+    touched per round per stratum, the facts for the next tick by op and collection).
+
+    ``state``, ``lattices`` and ``pending`` carry a previous tick's results: tables persist,
+    scratches start empty, and the previous tick's ``<+-`` (replace by key), ``<-`` (delete,
+    matched on the non-lattice columns) and ``<+`` (insert) facts apply first."""
+    ir = plan.ir
+    run = _Run(spark, plan, checkpoint_every)
+    run.state.update({n: df for n, df in (state or {}).items() if ir.collections[n].persistent})
+    run.lattices.update(lattices or {})
+    pend = pending or {}
+    for name, rows in pend.get("<+-", {}).items():
+        old = run.state.get(name)
+        info = ir.collections[name]
+        nk = len(info.keys) if info.values else len(info.columns)
+        keys = run.cols(name)[:nk]
+        if old is not None:
+            run.state[name] = old.join(rows.select(*keys).distinct(), keys, "left_anti")
+        run.merge(name, rows)
+    for name, rows in pend.get("<-", {}).items():
+        old = run.state.get(name)
+        if old is not None:
+            match = [c for i, c in enumerate(run.cols(name)) if i not in plan.lattice_cols[name]]
+            run.state[name] = old.join(rows.select(*match).distinct(), match, "left_anti")
+    for name, rows in pend.get("<+", {}).items():
+        run.merge(name, rows)
+    for name, df in inputs.items():
+        if df is None:
+            continue
+        cols = run.cols(name)
+        df = _as_frame(spark, df, ir.collections[name].columns, plan.lattice_cols[name])
+        if df is None:
+            continue  # no rows
+        if len(df.columns) != len(cols):
+            raise ProgramError(
+                f"input {name!r}: {ir.collections[name].kind} {name!r} has columns "
+                f"{list(ir.collections[name].columns)}; the DataFrame has {df.columns}"
+            )
+        run.merge(name, df.toDF(*cols), count=False)
+    rounds: list[int] = []
+    for stratum in ir.strata:
+        rules = [ir.rules[i] for i in stratum]
+        rounds.append(_stratum(run, rules, max_rounds))
+    # end of tick: the temporal rules over the final state; their facts wait for the next tick
+    run.recursive = set()
+    nxt: dict[str, dict[str, Any]] = {}
+    for i in ir.temporal:
+        rule = ir.rules[i]
+        rows = run.eval(rule.body, None, [0])
+        if rows is None:
+            continue
+        rows = rows.select(*[rows[c].alias(f"c{j}") for j, c in enumerate(rows.columns)])
+        by_head = nxt.setdefault(rule.op, {})
+        prev = by_head.get(rule.head)
+        by_head[rule.head] = rows if prev is None else prev.unionByName(rows)
+    for by_head in nxt.values():
+        for name in by_head:
+            by_head[name] = by_head[name].localCheckpoint()  # a snapshot of this tick's state
+    return run.state, run.lattices, tuple(rounds), run.touched, nxt
+
+
+def _as_frame(spark: Any, data: Any, columns: tuple[str, ...], lat: dict[int, type]) -> Any:
+    if hasattr(data, "schema") and hasattr(data, "columns"):
+        return data
+    rows = []
+    for r in data:
+        r = tuple(r) if isinstance(r, tuple) else (r,)
+        rows.append(
+            tuple(column_format(type(c)).to_cell(c) if isinstance(c, Lattice) else c for c in r)
+        )
+    if not rows:
+        return None
+    return spark.createDataFrame(rows, list(columns))
+
+
+def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
+    from blooml.spark.functions import lfold
+
+    ir = run.ir
+    heads = {r.head for r in rules}
+    reads = {name for r in rules for name, _ in sources(r.body)}
+    run.recursive = {h for h in heads if h in reads and h in ir.collections}
+    run.delta = {}
+    touched_log: list[int] = []
+    changed_lats: set[str] = set()
+    rounds = 0
+    while True:
+        rounds += 1
+        if rounds > max_rounds:
+            raise ProgramError(
+                f"{ir.name}: the stratum of rules {[r.index for r in rules]} did not reach a "
+                f"fixpoint in {max_rounds} rounds (raise max_rounds if it should)"
+            )
+        first = rounds == 1
+        derived: dict[str, list[Any]] = {}
+        lat_news: dict[str, list[Lattice]] = {}
+        for rule in rules:
+            if isinstance(rule.body, Lat):
+                if first or {n for n, _ in sources(rule.body)} & changed_lats:
+                    lat_news.setdefault(rule.head, []).append(_eval_lat(run, rule, rule.body))
+                continue
+            parts = _rule_rows(run, rule, first)
+            if ir.is_lattice(rule.head):
+                cls = ir.lattices[rule.head].cls
+                for df in parts:
+                    col = df.columns[0] if len(df.columns) == 1 else None
+                    if col is None:
+                        raise NotSupportedOnSpark(rule.describe(), "folding multi-column rows")
+                    (row,) = df.agg(lfold(col, cls).alias("v")).collect()
+                    lat_news.setdefault(rule.head, []).append(column_format(cls).from_cell(row.v))
+            else:
+                derived.setdefault(rule.head, []).extend(parts)
+        changed_lats = set()
+        for name, values in lat_news.items():
+            old = run.lattices[name]
+            new = old
+            for v in values:
+                new = new.merge(v)
+            if new != old:
+                run.lattices[name] = new
+                changed_lats.add(name)
+        new_delta: dict[str, Any] = {}
+        touched = 0
+        for name, parts in derived.items():
+            if not parts:
+                continue
+            rows = _union(name, parts, rules)
+            delta, n = run.merge(name, rows)
+            touched += n
+            if delta is not None and name in reads:
+                new_delta[name] = delta
+        touched_log.append(touched)
+        run.delta = new_delta
+        if not (set(new_delta) | changed_lats) & reads:
+            run.touched.append(touched_log)
+            return rounds
+
+
+def _union(name: str, parts: list[Any], rules: list[Rule]) -> Any:
+    """The union of rule outputs for one head; columns must have one Spark type."""
+    from pyspark.sql.types import NullType, NumericType
+
+    if len(parts) == 1:
+        return parts[0]
+    types = [[f.dataType for f in p.schema.fields] for p in parts]
+    for j in range(len(types[0])):
+        seen = {t[j] for t in types if not isinstance(t[j], NullType)}
+        if len(seen) > 1 and not all(isinstance(t, NumericType) for t in seen):
+            names = ", ".join(sorted(t.simpleString() for t in seen))
+            raise NotSupportedOnSpark(
+                ", ".join(r.describe() for r in rules if r.head == name),
+                f"column {j} of {name!r} is derived with different Spark types ({names}); a "
+                "DataFrame column has one type: run this program on the RDD path "
+                "(SparkEngine(spark, path='rdd'))",
+            )
+    rows = parts[0]
+    for p in parts[1:]:
+        rows = rows.unionByName(p)
+    return rows
+
+
+def _rule_rows(run: _Run, rule: Rule, first: bool) -> list[Any]:
+    if first:
+        out = run.eval(rule.body, None, [0])
+        return [] if out is None else [out]
+    occurrences = sum(1 for name, _ in sources(rule.body) if name in run.recursive)
+    parts = []
+    for i in range(occurrences):
+        out = run.eval(rule.body, i, [0])
+        if out is not None:
+            parts.append(out)
+    return parts
+
+
+def _eval_lat(run: _Run, rule: Rule, node: Node) -> Any:
+    if isinstance(node, LatVar):
+        return run.lattices[node.name]
+    if isinstance(node, LatConst):
+        return node.value
+    if isinstance(node, LatMethod):
+        target = _eval_lat(run, rule, node.target)
+        args = [_eval_lat(run, rule, a) if isinstance(a, Node) else a for a in node.args]
+        try:
+            return getattr(target, node.name)(*args)
+        except Exception as exc:
+            exc.add_note(f"in {rule.describe()} (on Spark)")
+            raise
+    raise AssertionError(f"unplanned {node!r}")  # pragma: no cover

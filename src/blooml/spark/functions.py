@@ -1,0 +1,351 @@
+"""Lattice aggregates as Spark Column functions, the way ``pyspark.sql.functions`` reads.
+
+::
+
+    from pyspark.sql import functions as F
+    from blooml.spark.functions import lfold, lmerge
+
+    df.groupBy("k").agg(lmerge("tags", lset), lmerge("ts", lmax), lfold("v", lset), F.count("*"))
+
+:func:`lmerge` merges a column of lattice cells (stored as :func:`blooml.spark.to_spark`
+stores them); :func:`lfold` folds a column of plain items (``Cls.from_item`` then merge, the
+seed's collection-to-lattice fold) into a lattice cell. Both return an aggregate ``Column``
+usable with any other aggregate in one ``agg``, on classic and Spark Connect sessions.
+
+What runs where:
+
+* builtins (``lmax``, ``lmin``, ``lbool``, ``lset``, ``lpset``, ``lbag``, ``MapOf(V)``) and
+  :class:`~blooml.spark.Structured` CRDTs lower to Spark SQL aggregates and higher-order
+  functions: no Python worker runs;
+* any other lattice (a user class, a CRDT stored pickled, ``Pickled(cls)``) collects each
+  group's cells with ``collect_list`` and merges them in a vectorized Arrow UDF: one Python call
+  per Arrow batch of groups, the lattice's builder merging the values of each group.
+
+Null policy (the same in every blooml.spark path): a NULL cell or a NULL item is ⊥, so it
+contributes nothing; an item of several columns is NULL when any of them is; a group of NULLs
+merges to ⊥ (NULL for ``lmax``/``lmin`` and pickled columns, ``false``, ``[]`` or ``{}`` for
+the others).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from blooml.errors import LatticeValueError
+from blooml.lattices._base import Lattice
+from blooml.spark._errors import WorkerErrors
+from blooml.spark._formats import (
+    ColumnFormat,
+    _ArrayFormat,
+    _BagFormat,
+    _BoolFormat,
+    _MapFormat,
+    _PickleFormat,
+    _StructFormat,
+    _ValueFormat,
+    column_format,
+    plain_hashable,
+)
+from blooml.spark._lazy import require_pyspark
+
+__all__ = ["lfold", "lmerge"]
+
+ColumnOrName = Any
+
+
+def lmerge(col: ColumnOrName, spec: Any) -> Any:
+    """Aggregate: merge a column of lattice cells into one cell per group.
+
+    Args:
+        col: the column (a name or a ``Column``) holding cells of ``spec``.
+        spec: what the column holds: ``lmax``, ``lset``, ``MapOf(lmax)``,
+            ``Structured(lorset)``, a user lattice class or ``Pickled(cls)`` (pickled cells).
+
+    Returns:
+        An aggregate ``Column`` named ``lmerge(v, lset)`` (as ``F.max("v")`` is named
+        ``max(v)``; ``.alias`` renames it), of the same Spark type as ``col``.
+
+    Raises:
+        TypeError: ``spec`` is not a column spec.
+        ImportError: pyspark is not installed.
+
+    Example::
+
+        df.groupBy("k").agg(lmerge("v", lset), lmerge("ts", lmax), F.count("*"))
+    """
+    require_pyspark("functions.lmerge")
+    fmt = column_format(spec)
+    c, name = _column(col, "lmerge")
+    call = f"lmerge({name!r}, {_spec_name(spec)})"
+    return merge_aggregate(fmt, c, call).alias(f"lmerge({name}, {_spec_name(spec)})")
+
+
+def lfold(col: ColumnOrName | Sequence[ColumnOrName], spec: Any) -> Any:
+    """Aggregate: fold a column of plain items into one lattice cell per group.
+
+    Each item becomes ``Cls.from_item(item)`` and the group's values are merged, as
+    ``Cls.fold(items)`` does: ``lfold("v", lmax)`` is the largest ``v``, ``lfold("v", lset)``
+    the set of ``v``, ``lfold(["node", "n"], Structured(lgcounter))`` a G-counter of
+    ``(node, count)`` items, ``lfold(["elem", "tag"], Structured(lorset))`` an OR-set of adds.
+    Several columns make a tuple item.
+
+    Args:
+        col: the item column (a name or a ``Column``), or several for tuple items.
+        spec: the lattice to fold into (a column spec, as for :func:`lmerge`).
+
+    Returns:
+        An aggregate ``Column`` of ``spec``'s cells, named ``lfold(v, lset)``
+        (``lfold(a, b, MapOf(lmax))`` for two columns; ``.alias`` renames it).
+
+    Raises:
+        TypeError: ``spec`` is not a column spec.
+        LatticeValueError: a spec whose items need a given shape (``MapOf``: ``(key, value)``
+            pairs) got the wrong number of columns.
+    """
+    require_pyspark("functions.lfold")
+    fmt = column_format(spec)
+    cols = list(col) if isinstance(col, (list, tuple)) else [col]
+    if not cols:
+        raise LatticeValueError(_spec_name(spec), col, "lfold needs at least one item column")
+    pairs = [_column(c, "lfold") for c in cols]
+    names = [n for _, n in pairs]
+    call = f"lfold({names[0] if len(names) == 1 else names!r}, {_spec_name(spec)})"
+    out = fold_aggregate(fmt, [c for c, _ in pairs], call)
+    return out.alias(f"lfold({', '.join(names)}, {_spec_name(spec)})")
+
+
+# -- building the expressions -------------------------------------------------------------------
+
+
+def _spec_name(spec: Any) -> str:
+    if isinstance(spec, type):
+        return getattr(spec, "wrapper_name", "") or spec.__qualname__
+    return repr(spec)
+
+
+def _column(col: Any, feature: str) -> tuple[Any, str]:
+    from pyspark.sql import Column
+    from pyspark.sql import functions as F
+
+    if isinstance(col, str):
+        return F.col(col), col
+    if isinstance(col, Column):
+        return col, str(col)
+    raise TypeError(
+        f"blooml.spark.functions.{feature} expects a column name or a Column, got "
+        f"{type(col).__qualname__} ({col!r:.80})"
+    )
+
+
+def merge_aggregate(fmt: ColumnFormat, c: Any, call: str, key: Any = None) -> Any:
+    """The aggregate expression merging the cells in column ``c`` (``key``: the group's key
+    as a Column, named in errors from Python workers)."""
+    from pyspark.sql import functions as F
+
+    if isinstance(fmt, _ValueFormat):
+        return fmt.aggregate(c)
+    if isinstance(fmt, _BoolFormat):
+        return fmt.aggregate(c)
+    if isinstance(fmt, _ArrayFormat):
+        # distinct arrays first (cheap), then their union
+        return F.array_distinct(F.flatten(F.collect_set(c)))
+    if isinstance(fmt, _PickleFormat):
+        return _python_merge(fmt, F.collect_list(c), call, key, fold=False)
+    return merge_cells(fmt, F.collect_list(c))
+
+
+def merge_cells(fmt: ColumnFormat, arr: Any) -> Any:
+    """A (non-aggregate) expression merging an array of cells of ``fmt`` into one cell."""
+    from pyspark.sql import functions as F
+
+    present = F.filter(arr, lambda x: x.isNotNull())
+    if isinstance(fmt, _ValueFormat):
+        return F.array_max(arr) if fmt.sql_agg == "max" else F.array_min(arr)
+    if isinstance(fmt, _BoolFormat):
+        return F.coalesce(F.exists(present, lambda x: x), F.lit(False))
+    if isinstance(fmt, _ArrayFormat):
+        return F.array_distinct(F.flatten(present))
+    if isinstance(fmt, (_BagFormat, _MapFormat)):
+        inner = fmt.values if isinstance(fmt, _MapFormat) else _ValueFormat(int, Lattice, "max")
+        entries = F.flatten(F.transform(present, lambda m: F.map_entries(m)))
+        keys = F.array_distinct(F.transform(entries, lambda e: e["key"]))
+        values = F.transform(
+            keys,
+            lambda k: merge_cells(
+                inner,
+                F.transform(F.filter(entries, lambda e: e["key"] == k), lambda e: e["value"]),
+            ),
+        )
+        return F.map_from_arrays(keys, values)
+    if isinstance(fmt, _StructFormat):
+        if fmt.single:
+            return merge_cells(fmt.fields[0][1], arr)
+        return F.struct(
+            *[
+                merge_cells(sub, F.transform(present, _field(name))).alias(name)
+                for name, sub in fmt.fields
+            ]
+        )
+    raise TypeError(f"no SQL merge for {fmt!r}")  # pragma: no cover - pickled goes to Python
+
+
+def _field(name: str) -> Any:
+    return lambda s: s[name]
+
+
+def fold_aggregate(fmt: ColumnFormat, cols: list[Any], call: str, key: Any = None) -> Any:
+    """The aggregate expression folding the items in ``cols`` (a tuple item when several)."""
+    from pyspark.sql import functions as F
+
+    if isinstance(fmt, _PickleFormat):
+        item = cols[0] if len(cols) == 1 else _tuple_struct(cols)
+        return _python_merge(fmt, F.collect_list(item), call, key, fold=True)
+    if isinstance(fmt, (_ValueFormat, _BoolFormat, _ArrayFormat, _BagFormat)):
+        if len(cols) != 1:
+            raise LatticeValueError(
+                _spec_name(fmt.spec), call, "folds one item column; got several"
+            )
+        c = cols[0]
+        if isinstance(fmt, (_ValueFormat, _BoolFormat)):
+            return fmt.aggregate(c)
+        items = F.collect_set(c)  # NULL items (⊥) are skipped
+        if isinstance(fmt, _ArrayFormat):
+            return items
+        # lbag.from_item is the singleton bag {item: 1}; merge keeps the larger count
+        return F.map_from_arrays(items, F.transform(items, lambda _: F.lit(1).cast("bigint")))
+    if isinstance(fmt, _MapFormat):
+        if len(cols) != 2:
+            raise LatticeValueError(
+                _spec_name(fmt.spec), call, "folds (key, value) items: give two columns"
+            )
+        k, v = cols
+        one = F.when(_all_present(cols), F.map_from_arrays(F.array(k), F.array(v)))
+        return merge_cells(fmt, F.collect_list(one))
+    if isinstance(fmt, _StructFormat):
+        return _fold_structured(fmt, cols, call)
+    raise TypeError(f"no fold for {fmt!r}")  # pragma: no cover - every kind is handled
+
+
+def _fold_structured(fmt: _StructFormat, cols: list[Any], call: str) -> Any:
+    """``from_item`` of the structured CRDTs, in SQL: the item shapes their classes accept."""
+    from pyspark.sql import functions as F
+
+    from blooml.lattices.crdts import l2pset, lgcounter, lorset, lvclock
+
+    cls = fmt.lattice
+    name = _spec_name(fmt.spec)
+    if cls in (lgcounter, lvclock):
+        if len(cols) != 2:
+            raise LatticeValueError(name, call, "folds (node, count) items: give two columns")
+        node, n = cols
+        one = F.when(_all_present(cols) & (n > 0), F.map_from_arrays(F.array(node), F.array(n)))
+        return merge_cells(fmt, F.collect_list(one))
+    if cls is lorset:
+        if len(cols) != 2:
+            raise LatticeValueError(name, call, "folds (element, tag) adds: give two columns")
+        elem, tag = cols
+        pairs = F.collect_set(F.when(_all_present(cols), F.struct(elem.alias("e"), tag.alias("t"))))
+        keys = F.array_distinct(F.transform(pairs, lambda p: p["e"]))
+        adds = F.map_from_arrays(
+            keys,
+            F.transform(
+                keys,
+                lambda k: F.transform(F.filter(pairs, lambda p: p["e"] == k), lambda p: p["t"]),
+            ),
+        )
+        return F.struct(
+            adds.alias("adds"), F.map_filter(adds, lambda k, v: F.lit(False)).alias("removes")
+        )
+    if cls is l2pset:
+        if len(cols) != 1:
+            raise LatticeValueError(name, call, "folds one element column")
+        added = F.collect_set(cols[0])
+        return F.struct(
+            added.alias("added"), F.filter(added, lambda x: F.lit(False)).alias("removed")
+        )
+    raise TypeError(f"no fold for {fmt!r}")  # pragma: no cover - Structured checks the class
+
+
+def _tuple_struct(cols: list[Any]) -> Any:
+    """A tuple item of several columns; NULL (skipped) when any of them is NULL."""
+    from pyspark.sql import functions as F
+
+    return F.when(_all_present(cols), F.struct(*[c.alias(f"_{i + 1}") for i, c in enumerate(cols)]))
+
+
+def _all_present(cols: list[Any]) -> Any:
+    cond = cols[0].isNotNull()
+    for c in cols[1:]:
+        cond = cond & c.isNotNull()
+    return cond
+
+
+def _python_merge(fmt: ColumnFormat, lists: Any, call: str, key: Any, *, fold: bool) -> Any:
+    """Merge each group's list of cells (or items) in a vectorized Arrow UDF."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import BinaryType
+
+    from blooml.spark._lazy import check_worker_python
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        check_worker_python(call, active)
+    cls = fmt.lattice
+    from_cell, to_cell = fmt.from_cell, fmt.to_cell
+
+    def merge_groups(cells: Any, keys: Any = None) -> Any:
+        import pyarrow as pa
+
+        errors = WorkerErrors(call)
+        out = []
+        key_list = keys.to_pylist() if keys is not None else None
+        for g, group in enumerate(cells.to_pylist()):
+            b = cls.builder()
+            try:
+                if fold:
+                    for item in group:
+                        if item is not None:  # NULL items are ⊥
+                            b.add(_item(item))
+                else:
+                    for cell in group:
+                        if cell is not None:
+                            b.merge(from_cell(cell))
+                value = b.freeze()
+            except Exception as exc:
+                errors.raise_for(exc, None if key_list is None else _key_of(key_list[g]))
+            out.append(None if value.is_bottom() else bytes(to_cell(value)))
+        return pa.array(out, pa.binary())
+
+    import pyarrow as pa
+
+    if key is None:
+
+        def one(cells: Any) -> Any:
+            return merge_groups(cells)
+
+        one.__annotations__ = {"cells": pa.Array, "return": pa.Array}
+        return F.arrow_udf(one, BinaryType())(lists)  # type: ignore[call-overload]
+
+    def two(cells: Any, keys: Any) -> Any:
+        return merge_groups(cells, keys)
+
+    two.__annotations__ = {"cells": pa.Array, "keys": pa.Array, "return": pa.Array}
+    return F.arrow_udf(two, BinaryType())(lists, F.first(key))  # type: ignore[call-overload]
+
+
+def _item(item: Any) -> Any:
+    """A collected item as Python: structs (dicts from Arrow) become tuples."""
+    if isinstance(item, dict):
+        return tuple(_item(v) for v in item.values())
+    if isinstance(item, list):
+        return tuple(_item(v) for v in item)
+    return item
+
+
+def _key_of(k: Any) -> Any:
+    if isinstance(k, dict):
+        vals = tuple(plain_hashable(_item(v)) for v in k.values())
+        return vals[0] if len(vals) == 1 else vals
+    return k

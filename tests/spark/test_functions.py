@@ -1,0 +1,249 @@
+"""blooml.spark.functions: lmerge / lfold as aggregate Columns, equal to the in-process folds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from _spark_helpers import ITEMS, KEYS, SPARK_SETTINGS, merged_by_key, native_specs
+from _user_lattice import lsum
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blooml.errors import ColumnTypeError, LatticeValueError
+from blooml.lattices import Lattice, lbag, lbool, lmap, lmax, lmin, lpset, lset
+from blooml.lattices.crdts import l2pset, lgcounter, lorset, lvclock
+from blooml.spark import (
+    MapOf,
+    Structured,
+    from_spark,
+    from_worker_error,
+    merge_column,
+    spark_type,
+    to_spark,
+    worker_errors,
+)
+from blooml.spark.functions import lfold, lmerge
+
+pytestmark = pytest.mark.spark
+T = pytest.importorskip("pyspark.sql.types", reason="Spark tests need pyspark")
+F = pytest.importorskip("pyspark.sql.functions")
+PythonException = pytest.importorskip("pyspark.errors").PythonException
+
+
+def _plan(df: Any) -> str:
+    return str(df._jdf.queryExecution().executedPlan().toString())
+
+
+def _python_in(plan: str) -> bool:
+    return any(n in plan for n in ("ArrowEvalPython", "BatchEvalPython", "PythonUDF"))
+
+
+# -- the issue's example: several lattice columns and a builtin in one aggregation ---------------
+
+
+def test_several_lattice_aggregates_in_one_agg(spark: Any) -> None:
+    rows = [("a", 1, 10), ("a", 2, 30), ("b", 3, None), ("a", None, 20), ("c", None, None)]
+    df = spark.createDataFrame(rows, "k string, v bigint, ts bigint")
+    out = df.groupBy("k").agg(lfold("v", lset), lfold("ts", lmax), F.count("*").alias("n"))
+    assert out.columns == ["k", "lfold(v, lset)", "lfold(ts, lmax)", "n"]
+    got = {r.k: (from_spark(r[1], lset), from_spark(r[2], lmax), r.n) for r in out.collect()}
+    assert got == {
+        "a": (lset({1, 2}), lmax(30), 3),
+        "b": (lset({3}), lmax(), 1),
+        "c": (lset(), lmax(), 1),  # NULL items are ⊥
+    }
+    assert not _python_in(_plan(out))  # builtins: Spark SQL only
+    # and merging the lattice cells again (lmerge) in one more aggregation
+    again = out.groupBy(F.lit(1)).agg(
+        lmerge("lfold(v, lset)", lset), lmerge("lfold(ts, lmax)", lmax)
+    )
+    (row,) = again.collect()
+    assert (from_spark(row[1], lset), from_spark(row[2], lmax)) == (lset({1, 2, 3}), lmax(30))
+    assert not _python_in(_plan(again))
+
+
+@settings(**SPARK_SETTINGS)
+@given(st.data())
+def test_lmerge_native_equals_in_process(spark: Any, data: Any) -> None:
+    specs = native_specs(T)
+    spec = data.draw(st.sampled_from(sorted(specs, key=repr)))
+    strategy, element, key = specs[spec]
+    pairs = data.draw(st.lists(st.tuples(KEYS, strategy), max_size=25))
+    schema = T.StructType(
+        [T.StructField("k", T.StringType()), T.StructField("v", spark_type(spec, element, key=key))]
+    )
+    df = spark.createDataFrame([(k, to_spark(v, spec)) for k, v in pairs], schema)
+    out = df.groupBy("k").agg(lmerge("v", spec).alias("v"), F.count("*").alias("n"))
+    got = {r.k: from_spark(r.v, spec) for r in out.collect()}
+    assert got == merged_by_key(pairs)
+
+
+_FOLDABLE = {c: ITEMS[c] for c in (lmax, lmin, lbool, lset, lpset, lbag)}
+
+
+@settings(**SPARK_SETTINGS)
+@given(st.data())
+def test_lfold_builtins_equal_cls_fold(spark: Any, data: Any) -> None:
+    cls = data.draw(st.sampled_from(sorted(_FOLDABLE, key=lambda c: c.__qualname__)))
+    items = st.one_of(st.none(), _FOLDABLE[cls])
+    pairs = data.draw(st.lists(st.tuples(KEYS, items), max_size=25))
+    elem = {lbool: "boolean", lbag: "string"}.get(cls, "bigint")
+    df = spark.createDataFrame(pairs, f"k string, v {elem}")
+    out = df.groupBy("k").agg(lfold("v", cls).alias("v"))
+    got = {r.k: from_spark(r.v, cls) for r in out.collect()}
+    want: dict[str, list[Any]] = {}
+    for k, item in pairs:
+        want.setdefault(k, [])
+        if item is not None:
+            want[k].append(item)
+    assert got == {k: cls.fold(v) for k, v in want.items()}
+
+
+def test_lfold_map_of_key_value_columns(spark: Any) -> None:
+    rows = [("a", "x", 1), ("a", "x", 5), ("a", "y", 2), ("b", None, 3), ("b", "z", None)]
+    df = spark.createDataFrame(rows, "k string, mk string, mv bigint")
+    out = df.groupBy("k").agg(lfold(["mk", "mv"], MapOf(lmax)).alias("m"))
+    got = {r.k: from_spark(r.m, MapOf(lmax)) for r in out.collect()}
+    assert got == {"a": lmap({"x": lmax(5), "y": lmax(2)}), "b": lmap()}
+
+
+# -- CRDTs stored structurally: merged in SQL ----------------------------------------------------
+
+
+def _orsets() -> st.SearchStrategy[lorset]:
+    ops = st.lists(st.tuples(st.booleans(), st.integers(0, 4), st.integers(0, 3)), max_size=6)
+
+    def build(steps: list[tuple[bool, int, int]]) -> lorset:
+        v = lorset()
+        for add, elem, tag in steps:
+            v = v.add(elem, tag) if add else v.remove(elem)
+        return v
+
+    return ops.map(build)
+
+
+_STRUCTURED: dict[Any, tuple[st.SearchStrategy[Lattice], Any, Any]] = {
+    Structured(lorset): (_orsets(), None, None),
+    Structured(l2pset): (
+        st.tuples(st.frozensets(st.integers(0, 5)), st.frozensets(st.integers(0, 5))).map(
+            lambda ar: l2pset(ar[0] | ar[1], ar[1])
+        ),
+        None,
+        None,
+    ),
+    Structured(lgcounter): (
+        st.dictionaries(st.sampled_from("pqr"), st.integers(0, 9)).map(lgcounter),
+        None,
+        None,
+    ),
+    Structured(lvclock): (
+        st.dictionaries(st.sampled_from("pqr"), st.integers(0, 9)).map(lvclock),
+        None,
+        None,
+    ),
+}
+_STRUCT_TYPES = {
+    lorset: "struct<adds: map<bigint, array<bigint>>, removes: map<bigint, array<bigint>>>",
+    l2pset: "struct<added: array<bigint>, removed: array<bigint>>",
+    lgcounter: "map<string, bigint>",
+    lvclock: "map<string, bigint>",
+}
+
+
+@settings(**SPARK_SETTINGS)
+@given(st.data())
+def test_structured_crdts_merge_in_sql_equal_in_process(spark: Any, data: Any) -> None:
+    spec = data.draw(st.sampled_from(sorted(_STRUCTURED, key=repr)))
+    pairs = data.draw(st.lists(st.tuples(KEYS, _STRUCTURED[spec][0]), max_size=20))
+    for _, v in pairs:
+        assert from_spark(to_spark(v, spec), spec) == v
+    schema = f"k string, v {_STRUCT_TYPES[spec.lattice]}"
+    df = spark.createDataFrame([(k, to_spark(v, spec)) for k, v in pairs], schema)
+    out = merge_column(df, "k", "v", spec)
+    assert {r.k: from_spark(r.v, spec) for r in out.collect()} == merged_by_key(pairs)
+    assert not _python_in(_plan(out))
+
+
+def test_lfold_structured_crdts(spark: Any) -> None:
+    rows = [("a", "milk", 1), ("a", "milk", 2), ("a", "eggs", 3), ("b", "tea", 1), ("b", None, 9)]
+    df = spark.createDataFrame(rows, "k string, elem string, tag bigint")
+    out = df.groupBy("k").agg(
+        lfold(["elem", "tag"], Structured(lorset)).alias("s"),
+        lfold("elem", Structured(l2pset)).alias("p"),
+        lfold(["elem", "tag"], Structured(lgcounter)).alias("c"),
+    )
+    got = {
+        r.k: (
+            from_spark(r.s, Structured(lorset)),
+            from_spark(r.p, Structured(l2pset)),
+            from_spark(r.c, Structured(lgcounter)),
+        )
+        for r in out.collect()
+    }
+    for k in ("a", "b"):
+        items = [(e, t) for kk, e, t in rows if kk == k and e is not None]
+        assert got[k] == (
+            lorset.fold(items),
+            l2pset.fold([e for e, _ in items]),
+            lgcounter.fold(items),
+        )
+    assert not _python_in(_plan(out))
+
+
+# -- user lattices: an Arrow UDF per batch of groups ---------------------------------------------
+
+
+def test_user_lattice_merges_in_arrow_batches(spark: Any) -> None:
+    pairs = [("a", lsum(3)), ("a", lsum(7)), ("b", lsum(2)), ("b", None)]
+    df = spark.createDataFrame(
+        [(k, to_spark(v, lsum) if v else None) for k, v in pairs], "k string, v binary"
+    )
+    out = df.groupBy("k").agg(lmerge("v", lsum).alias("v"), F.count("*").alias("n"))
+    got = {r.k: (from_spark(r.v, lsum), r.n) for r in out.collect()}
+    assert got == {"a": (lsum(7), 2), "b": (lsum(2), 2)}
+    plan = _plan(out)
+    assert "ArrowEvalPython" in plan and "BatchEvalPython" not in plan  # batched, never per row
+    # lfold of plain items through the same path
+    items = spark.createDataFrame([("a", 1), ("a", 4), ("b", None)], "k string, x bigint")
+    folded = items.groupBy("k").agg(lfold("x", lsum).alias("v"))
+    assert {r.k: from_spark(r.v, lsum) for r in folded.collect()} == {"a": lsum(4), "b": lsum()}
+
+
+def test_user_merge_raising_on_a_worker_names_key_and_call(spark: Any) -> None:
+    df = spark.createDataFrame(
+        [
+            ("ok", to_spark(lsum(1), lsum)),
+            ("bad", to_spark(lsum(13), lsum)),
+            ("bad", to_spark(lsum(2), lsum)),
+        ],
+        "k string, v binary",
+    )
+    with pytest.raises(PythonException) as info:
+        merge_column(df, "k", "v", lsum).collect()
+    err = from_worker_error(info.value)
+    assert isinstance(err, LatticeValueError)
+    assert err.key == "'bad'"  # type: ignore[attr-defined]
+    assert err.call == "merge_column(df, ['k'], 'v', lsum)"  # type: ignore[attr-defined]
+    with pytest.raises(LatticeValueError, match="13 is unlucky"), worker_errors():
+        df.groupBy("k").agg(lmerge("v", lsum)).collect()
+
+
+# -- types checked before any job ------------------------------------------------------------------
+
+
+def test_merge_column_checks_the_column_type_first(spark: Any) -> None:
+    df = spark.createDataFrame([("a", 1)], "k string, v bigint")
+    with pytest.raises(
+        ColumnTypeError, match=r"column 'v' of type bigint cannot hold lset"
+    ) as info:
+        merge_column(df, "k", "v", lset)
+    assert "__blooml" not in str(info.value) and "lfold" in str(info.value)
+    with pytest.raises(ColumnTypeError, match="cannot hold lbool"):
+        merge_column(df, "k", "v", lbool)
+    with pytest.raises(ColumnTypeError, match="pickled bytes"):
+        merge_column(df, "k", "v", lsum)
+    with pytest.raises(TypeError, match="column name or a Column"):
+        lmerge(3, lmax)
+    with pytest.raises(LatticeValueError, match="two columns"):
+        lfold("v", MapOf(lmax))
