@@ -6,7 +6,7 @@ DEMO   ?= examples/shortest_paths.py
 
 PYRIGHT := tools/pyright/node_modules/.bin/pyright
 
-.PHONY: demo test test-fast test-py312 test-py313 lint typecheck typecheck-examples bench clean
+.PHONY: demo test test-all test-fast test-py312 test-py313 lint typecheck typecheck-examples bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,13 +28,19 @@ $(VENV)/.stamp-dev: pyproject.toml | $(BIN)/python
 demo: $(VENV)/.stamp-base
 	$(BIN)/python $(DEMO)
 
+# The suite CI runs: everything but the tests marked slow (each slow test has a short version
+# that runs here). `make test-all` adds the slow ones (the 120-kill durability test, the full
+# fuzz, spark-submit on local-cluster, ...).
 test: $(VENV)/.stamp-test
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-all: $(VENV)/.stamp-test
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(VENV)/.stamp-test
 	$(BIN)/python -m pytest -m "not spark and not slow" $(PYTEST_ARGS)
 
-# The non-Spark suite on another supported CPython: `make test-py313`, `make test-py312`.
+# The non-Spark, non-slow suite on another supported CPython: `make test-py313`, `make test-py312`.
 # The interpreter comes from pyenv (.ci/find-python says what it tried when it is missing);
 # its venv is .venv313 / .venv312 (not in git).
 test-py312 test-py313: test-py%:
@@ -42,7 +48,7 @@ test-py312 test-py313: test-py%:
 	if [ ! -x .venv$*/bin/python ]; then "$$py" -m venv .venv$* || exit 1; fi; \
 	echo "== $$(.venv$*/bin/python -c 'import sys; print(sys.version.split()[0])') ($$py)"; \
 	.venv$*/bin/python -m pip install -q -e ".[test]" || exit 1; \
-	.venv$*/bin/python -m pytest -m "not spark" $(PYTEST_ARGS)
+	.venv$*/bin/python -m pytest -m "not spark and not slow" $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp-dev typecheck-examples
 	$(BIN)/ruff check src tests examples benchmarks
