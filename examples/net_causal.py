@@ -147,8 +147,11 @@ def main(questions: int = 6, timeout: float = 30.0) -> dict[str, Any]:
         want = 3 * 4 * questions
         deadline = time.monotonic() + timeout
         for i in range(questions):
-            question = (addrs[0], f"q:{i}")
-            ctl.sync_do(lambda p: p.say.insert([question]))  # runs before sync_do returns
+
+            def ask(p: Control, i: int = i) -> None:  # i=i: bind this iteration's i
+                p.say.insert([(addrs[0], f"q:{i}")])
+
+            ctl.sync_do(ask)
         seen: list[Any] = []
         while time.monotonic() < deadline and len(seen) < want:
             time.sleep(0.1)

@@ -70,8 +70,11 @@ def main(messages: int = 40, timeout: float = 30.0) -> dict[str, Any]:
     try:
         print(f"sender {sender.addr} -> receiver {receiver.addr}, {LOSS:.0%} loss both ways")
         for i in range(messages):  # one message per tick: one datagram each
-            row = (receiver.addr, sender.addr, i, f"m{i}")
-            sender.sync_do(lambda p: p.pipe_in.insert([row]))  # runs before sync_do returns
+
+            def send(p: Sender, i: int = i) -> None:  # i=i: bind this iteration's i
+                p.pipe_in.insert([(receiver.addr, p.addr, i, f"m{i}")])
+
+            sender.sync_do(send)
         deadline = time.monotonic() + timeout
         confirmed: set[int] = set()
         while time.monotonic() < deadline and len(confirmed) < messages:
