@@ -49,13 +49,13 @@ class Coordinator(TwoPC):
 
     # fmt: off
     @bloom
-    def phase_one(self):
+    def phase_one(self) -> None:
         self.xacts <= self.begin
         self.prepare <~ self.begin.join(self.participant).map(lambda b, p: (p.addr, b.xid, self.addr))
         self.votes <= self.vote.map(lambda v: (v.xid, v.part, v.yes))
 
     @bloom
-    def decide(self):
+    def decide(self) -> None:
         # non-monotone: which votes are still missing, given the votes received so far
         self.waiting <= self.xacts.join(self.participant).map(lambda x, p: (x.xid, p.addr)) \
             .notin(self.votes, lambda w, v: w[0] == v.xid and w[1] == v.part)
@@ -64,7 +64,7 @@ class Coordinator(TwoPC):
             .notin(self.aborted, lambda x, a: x.xid == a.xid)
 
     @bloom
-    def phase_two(self):
+    def phase_two(self) -> None:
         self.outcome <~ self.committed.join(self.participant).map(
             lambda c, p: (p.addr, c.xid, self.addr, "commit"))
         self.outcome <~ self.aborted.join(self.participant).map(
@@ -81,7 +81,7 @@ class Participant(TwoPC):
 
     # fmt: off
     @bloom
-    def rules(self):
+    def rules(self) -> None:
         self.vote <~ self.prepare.notin(self.refuse, self.prepare.xid == self.refuse.xid) \
             .map(lambda p: (p.coord, p.xid, self.addr, True))
         self.vote <~ self.prepare.join(self.refuse, self.prepare.xid == self.refuse.xid) \

@@ -58,12 +58,12 @@ class CausalNode(Program):
 
     # fmt: off
     @bloom
-    def control(self):
+    def control(self) -> None:
         self.members <= self.join_.map(lambda j: (j.member,))
         self.outq <= self.ask.map(lambda a: (a.text,))
 
     @bloom
-    def send(self):
+    def send(self) -> None:
         self.post <= self.outq.group([], min_("text"))
         self.outq <- self.post
         self.bcast <~ self.post.join(self.members).map(lambda p, m: (
@@ -72,24 +72,29 @@ class CausalNode(Program):
         self.sent <+ self.post.map(lambda p: (self.sent.reveal() or 0) + 1)
 
     @bloom
-    def deliver(self):
+    def deliver(self) -> None:
         self.buf <= self.bcast.map(lambda b: (b.sender, b.text, b.clock))
-        self.ready <= self.buf.filter(lambda m: deliverable(m.clock, self.vc, m.sender))
+        self.ready <= self.buf.filter(lambda m: self.can_deliver(m.clock, m.sender))
         self.vc <+ self.ready.map(lambda m: m.clock)
         self.buf <- self.ready
         self.log <+ self.ready.map(lambda m: (self.tick_count, m.sender, m.text))
         self.held <= self.buf.notin(self.ready).group([], count()).map(lambda c: c[0])
 
     @bloom
-    def answer(self):
+    def answer(self) -> None:
         self.outq <+ self.ready.filter(lambda m: m.text.startswith("q:")) \
             .map(lambda m: ("a:" + m.text[2:],))
 
     @bloom
-    def tell(self):
+    def tell(self) -> None:
         self.report <~ self.log.join(self.monitor).map(
             lambda e, mon: (mon.addr, self.addr, e.t, e.sender, e.text, self.held.reveal() or 0))
     # fmt: on
+
+    def can_deliver(self, clock: lvclock, sender: str) -> bool:
+        """``deliverable`` at this node's current ``vc`` (a rule helper: ``self.vc.value`` is a
+        read of ``vc`` the engine records and checks, non-monotone since it is revealed)."""
+        return deliverable(clock, self.vc.value, sender)
 
 
 class Control(Program):
@@ -102,7 +107,7 @@ class Control(Program):
 
     # fmt: off
     @bloom
-    def rules(self):
+    def rules(self) -> None:
         self.join_ <~ self.add
         self.ask <~ self.say
     # fmt: on
@@ -116,7 +121,7 @@ class Monitor(Program):
 
     # fmt: off
     @bloom
-    def rules(self):
+    def rules(self) -> None:
         self.seen <= self.report.map(lambda r: (r.node, r.t, r.sender, r.text, lmax(r.held)))
     # fmt: on
 
@@ -142,7 +147,11 @@ def main(questions: int = 6, timeout: float = 30.0) -> dict[str, Any]:
         want = 3 * 4 * questions
         deadline = time.monotonic() + timeout
         for i in range(questions):
-            ctl.sync_do(lambda p, i=i: p.say.insert([(addrs[0], f"q:{i}")]))
+
+            def ask(p: Control, i: int = i) -> None:  # i=i: bind this iteration's i
+                p.say.insert([(addrs[0], f"q:{i}")])
+
+            ctl.sync_do(ask)
         seen: list[Any] = []
         while time.monotonic() < deadline and len(seen) < want:
             time.sleep(0.1)
@@ -151,7 +160,7 @@ def main(questions: int = 6, timeout: float = 30.0) -> dict[str, Any]:
         out["exit_codes"] = [p.stop() for p in procs]
         ctl.stop()
         mon.stop()
-    violations = []
+    violations: list[tuple[str, str]] = []
     for node in addrs:
         order = [r[3] for r in seen if r[0] == node]
         for text in order:

@@ -41,7 +41,7 @@ class Replica(Program):
 
     # fmt: off
     @bloom
-    def rules(self):
+    def rules(self) -> None:
         self.store <= self.put.map(lambda p: (p.key, lmax((p.version, p.value))))
         self.sync <~ self.gossip.join(self.peer).map(lambda t, p: (p.addr, self.store))
         self.store <= self.sync.map(lambda s: s.kv)
@@ -66,7 +66,7 @@ class Client(Program):
 
     # fmt: off
     @bloom
-    def rules(self):
+    def rules(self) -> None:
         self.put <~ self.put_req
         self.link <~ self.link_req
         self.dump <~ self.dump_req.map(lambda d: (d.addr, self.addr))

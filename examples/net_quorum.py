@@ -38,7 +38,7 @@ class Leader(Program):
 
     # fmt: off
     @bloom
-    def logic(self):
+    def logic(self) -> None:
         self.votes <= self.vote_chn.map(lambda v: v.voter)
         self.voters <= self.vote_chn.map(lambda v: (v.voter,))
         self.cnt <= self.votes.size()
@@ -61,7 +61,7 @@ class Voter(Program):
 
     # fmt: off
     @bloom
-    def logic(self):
+    def logic(self) -> None:
         self.vote_chn <~ self.leader.notin(self.heard, self.leader.addr == self.heard.leader) \
             .join(self.beat).map(lambda ld, b: (ld.addr, self.addr))
         self.heard <= self.result_chn.map(lambda r: (r.leader, lmax(r.votes)))
@@ -73,7 +73,7 @@ def main(voters: int = VOTERS, timeout: float = 20.0) -> dict[str, Any]:
     leader = Leader(addr="127.0.0.1:0")
     leader.start()
     print(f"leader at {leader.addr}; starting {voters} voter processes (quorum {QUORUM_SIZE})")
-    procs = []
+    procs: list[NodeProcess] = []
     try:
         for _ in range(voters):
             procs.append(NodeProcess(f"{HERE}:Voter", inserts={"leader": [(leader.addr,)]}))

@@ -33,7 +33,7 @@ class Receiver(Program):
 
     # fmt: off
     @bloom
-    def rules(self):
+    def rules(self) -> None:
         self.inbox <= self.data_chan.map(lambda d: (d.src, d.ident, d.payload))
         self.ack_chan <~ self.data_chan.map(lambda d: (d.src, d.dst, d.ident))
     # fmt: on
@@ -51,7 +51,7 @@ class Sender(Program):
 
     # fmt: off
     @bloom
-    def rules(self):
+    def rules(self) -> None:
         self.send_buf <= self.pipe_in
         self.data_chan <~ self.pipe_in
         self.data_chan <~ self.send_buf.join(self.timer).map(lambda p, t: p)
@@ -70,7 +70,11 @@ def main(messages: int = 40, timeout: float = 30.0) -> dict[str, Any]:
     try:
         print(f"sender {sender.addr} -> receiver {receiver.addr}, {LOSS:.0%} loss both ways")
         for i in range(messages):  # one message per tick: one datagram each
-            sender.sync_do(lambda p, i=i: p.pipe_in.insert([(receiver.addr, p.addr, i, f"m{i}")]))
+
+            def send(p: Sender, i: int = i) -> None:  # i=i: bind this iteration's i
+                p.pipe_in.insert([(receiver.addr, p.addr, i, f"m{i}")])
+
+            sender.sync_do(send)
         deadline = time.monotonic() + timeout
         confirmed: set[int] = set()
         while time.monotonic() < deadline and len(confirmed) < messages:

@@ -537,7 +537,7 @@ class RelExpr(_Expr):
 
     outerjoin = leftjoin
 
-    def notin(self, other: Any, *preds: Any) -> RelExpr:
+    def notin(self, other: Any, *preds: ColExpr | Callable[[Any, Any], Any]) -> RelExpr:
         """Rows with no match in ``other`` (anti-join; non-monotone in ``other``).
 
         Without predicates, a row matches an equal row. Predicates are column equalities

@@ -14,7 +14,7 @@ import threading
 import time
 import types
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Self, TypeVar
 
 from blooml._factory import new_node, new_runtime, open_durable
 from blooml.bloom._decl import CollectionDecl, DurableLattice
@@ -401,7 +401,7 @@ class Program:
             new_node(self)
         return rt.node
 
-    def start(self) -> Program:
+    def start(self) -> Self:
         """Run this program in a background thread: it ticks whenever messages, timers
         (``periodic``) or input from ``sync_do``/``async_do`` arrive. Returns ``self``."""
         self._node().start()
