@@ -47,7 +47,7 @@ class CrdtCart(Program):
 
     # fmt: off
     @bloom
-    def rules(self):
+    def rules(self) -> None:
         self.cart <= self.action.map(lambda a: (a.item, counter(a.reqid, a.qty)))
         self.sync <~ self.gossip.join(self.peer).map(lambda t, p: (p.addr, self.cart))
         self.cart <= self.sync.map(lambda s: s.cart)
@@ -62,14 +62,14 @@ class Shopper(Program):
 
     # fmt: off
     @bloom
-    def rules(self):
+    def rules(self) -> None:
         self.action <~ self.do
     # fmt: on
 
 
 def contents(cart: lmap) -> dict[str, int]:
     """The cart as ``{item: quantity}`` (items whose count is above zero)."""
-    out = {item: c.value() for item, c in cart.reveal().items()}
+    out = {item: cart.at(item, lpncounter).value() for item in cart.reveal()}
     return {k: v for k, v in sorted(out.items()) if v > 0}
 
 

@@ -30,6 +30,7 @@ run with the same seed.
 from __future__ import annotations
 
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ class FastSender(Program):
 
     # fmt: off
     @bloom
-    def send(self):
+    def send(self) -> None:
         self.p_wait_chn <~ self.q.map(lambda r: (r.dst, r.a, r.b, self.tick_count))
     # fmt: on
 
@@ -62,7 +63,7 @@ class SlowClock(Program, abstract=True):
 
     # fmt: off
     @bloom
-    def advance(self):
+    def advance(self) -> None:
         self.clock <+ self.beat.map(lambda b: self.clock + 1)
     # fmt: on
 
@@ -75,7 +76,7 @@ class NaiveReceiver(SlowClock):
 
     # fmt: off
     @bloom
-    def take(self):
+    def take(self) -> None:
         self.p <= self.p_wait_chn.map(lambda m: (m.a, m.b, m.n, self.clock.reveal()))
     # fmt: on
 
@@ -92,7 +93,7 @@ class LamportReceiver(SlowClock):
 
     # fmt: off
     @bloom
-    def wait(self):
+    def wait(self) -> None:
         self.p_wait <= self.p_wait_chn.map(lambda m: (m.a, m.b, m.n))
         # p(A, B)@next <- p_wait(A, B, N)@M, N < M   (the rest of p_wait persists)
         self.release <= self.p_wait.filter(lambda w: w.n < self.clock.reveal())
@@ -104,6 +105,11 @@ class LamportReceiver(SlowClock):
     # fmt: on
 
 
+def _insert(coll: Any, rows: list[tuple[Any, ...]], sim: Simulation) -> None:
+    """A scheduled input: ``rows`` into collection ``coll`` (``sim.at`` passes the simulation)."""
+    coll.insert(rows)
+
+
 def lamport_demo(seed: int = 7, messages: int = 12) -> dict[str, Any]:
     """Send ``messages`` rows to both receivers over a reordering network; compare."""
     sim = Simulation(seed=seed, delay=(0.01, 0.3))
@@ -112,7 +118,7 @@ def lamport_demo(seed: int = 7, messages: int = 12) -> dict[str, Any]:
     lamport = LamportReceiver(addr="lamport", network=sim)
     for i in range(messages):
         rows = [(dst, f"m{i}", i) for dst in ("naive", "lamport")]
-        sim.at(0.25 * (i + 1), lambda s, rows=rows: sender.q.insert(rows))
+        sim.at(0.25 * (i + 1), partial(_insert, sender.q, rows))
     sim.run_until(0.25 * messages + 2.0)
     out: dict[str, Any] = {"virtual_seconds": sim.now}
     for label, rx in (("naive", naive), ("lamport", lamport)):
@@ -131,10 +137,10 @@ def causal_demo(seed: int = 3, questions: int = 5) -> dict[str, Any]:
     for p in nodes:
         p.members.insert([(a,) for a in addrs])
     for i in range(questions):
-        sim.at(0.05 * i, lambda s, i=i: nodes[0].outq.insert([(f"q:{i}",)]))
+        sim.at(0.05 * i, partial(_insert, nodes[0].outq, [(f"q:{i}",)]))
     want = questions * 4  # every question and its three answers, on every node
     done = sim.run_until(lambda s: all(len(p.log) == want for p in nodes), limit=60)
-    violations = []
+    violations: list[tuple[str, str]] = []
     for a, p in zip(addrs, nodes, strict=True):
         order = [r.text for r in sorted(p.log, key=lambda r: r.t)]
         for text in order:

@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from blooml.spark import SparkEngine, tick_stream
 BATCHES = [ROADS[:4], ROADS[4:7], ROADS[7:], [SHORTCUT]]
 
 
-def _write(folder: Path, i: int, links: list[tuple[str, str, int]]) -> None:
+def _write(folder: Path, i: int, links: Sequence[tuple[str, str, int]]) -> None:
     path = folder / f"links-{i}.json"
     path.write_text("".join(json.dumps({"src": s, "dst": d, "c": c}) + "\n" for s, d, c in links))
     t = 1_700_000_000 + 10 * i

@@ -34,7 +34,7 @@ def test_ci_runs_the_suite_on_each_supported_version() -> None:
     for v in SUPPORTED[1:]:
         assert re.search(rf"^make test-py{v.replace('.', '')} ", ci, re.M), v
     assert re.search(r"^test-py312 test-py313: test-py%:", makefile, re.M)
-    assert '-m "not spark"' in makefile.split("test-py%:\n", 1)[1].split("\n\n", 1)[0]
+    assert '-m "not spark and not slow"' in makefile.split("test-py%:\n", 1)[1].split("\n\n", 1)[0]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the CI helper is a bash script")
