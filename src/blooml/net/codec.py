@@ -68,6 +68,7 @@ from blooml.lattices import (
 )
 
 __all__ = [
+    "ENVELOPE_SLACK",
     "FORMAT_VERSION",
     "MAX_DATAGRAM",
     "Envelope",
@@ -75,6 +76,7 @@ __all__ = [
     "decode_envelope",
     "encode",
     "encode_envelope",
+    "encode_for_channel",
     "encode_row",
     "register",
     "registered",
@@ -374,6 +376,39 @@ def encode_row(row: Sequence[Any], where: str = "", columns: Sequence[str] = ())
                 "unencodable", f"column {col!r} of {tuple(row)!r}: {exc}", v, where
             ) from None
     raise CodecError("unencodable", f"cannot encode {tuple(row)!r}", row, where)  # pragma: no cover
+
+
+#: Bytes of a datagram kept for the envelope around the tuples: header, sender, timestamp,
+#: signature (generous).
+ENVELOPE_SLACK = 160
+
+
+def encode_for_channel(
+    row: Sequence[Any],
+    chan: str,
+    columns: Sequence[str],
+    sender: Any,
+    where: str = "",
+    *,
+    udp: bool,
+    max_datagram: int = MAX_DATAGRAM,
+) -> bytes:
+    """Encode one tuple a rule sends on channel ``chan`` (the transports' ``check`` at the
+    sending rule): a value that cannot travel is a :class:`CodecError` naming its column, and on
+    UDP (``udp=True``) so is a tuple too large for one datagram of ``max_datagram`` bytes."""
+    origin = f"{where}: channel {chan!r}"
+    wire = encode_row(row, origin, columns)
+    if udp:
+        room = max_datagram - ENVELOPE_SLACK - len(chan) - len(str(sender))
+        if len(wire) > room:
+            raise CodecError(
+                "too_large",
+                f"the tuple encodes to {len(wire)} bytes, more than one UDP datagram holds "
+                f"({room}); send smaller tuples or use transport='tcp'",
+                tuple(row),
+                origin,
+            )
+    return wire
 
 
 def _array_header(n: int) -> bytes:

@@ -32,11 +32,12 @@ from typing import Any
 from blooml.engine._state import Pending
 from blooml.errors import BloomlError, CodecError, ProgramError
 from blooml.net.codec import (
+    ENVELOPE_SLACK,
     MAX_DATAGRAM,
     ReplayGuard,
     decode_envelope,
     encode_envelope,
-    encode_row,
+    encode_for_channel,
 )
 
 __all__ = ["Node", "parse_addr"]
@@ -45,7 +46,6 @@ log = logging.getLogger("blooml.net")
 
 #: Largest TCP frame a node accepts (bytes); a peer sending more is disconnected.
 MAX_FRAME = 64 * 1024 * 1024
-_ENVELOPE_SLACK = 160  # envelope header, sender, timestamp, signature (bytes, generous)
 _FRAME = struct.Struct(">I")
 
 
@@ -279,19 +279,15 @@ class Node:
         if addr == rt.addr:
             return None  # loopback: delivered in-process
         parse_addr(addr, f"{where}: channel {chan!r}")
-        rel = rt.rels[chan]
-        wire = encode_row(row, f"{where}: channel {chan!r}", rel.columns)
-        if self.transport == "udp":
-            room = self.max_datagram - _ENVELOPE_SLACK - len(chan) - len(str(rt.addr))
-            if len(wire) > room:
-                raise CodecError(
-                    "too_large",
-                    f"the tuple encodes to {len(wire)} bytes, more than one UDP datagram holds "
-                    f"({room}); send smaller tuples or use transport='tcp'",
-                    tuple(row),
-                    f"{where}: channel {chan!r}",
-                )
-        return wire
+        return encode_for_channel(
+            row,
+            chan,
+            rt.rels[chan].columns,
+            rt.addr,
+            where,
+            udp=self.transport == "udp",
+            max_datagram=self.max_datagram,
+        )
 
     def deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
         """After the tick commits: send the messages for ``addr`` (as few datagrams as hold
@@ -301,7 +297,7 @@ class Node:
             self._wake_soon()
             return
         budget = (
-            self.max_datagram - _ENVELOPE_SLACK - len(str(rt.addr))
+            self.max_datagram - ENVELOPE_SLACK - len(str(rt.addr))
             if self.transport == "udp"
             else MAX_FRAME - 1024
         )

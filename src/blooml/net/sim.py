@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blooml.errors import BloomlError, CodecError, SimulationError
-from blooml.net.codec import MAX_DATAGRAM, decode_envelope, encode_envelope, encode_row
+from blooml.net.codec import decode_envelope, encode_envelope, encode_for_channel
 
 __all__ = ["Link", "Message", "Simulation"]
 
@@ -36,7 +36,6 @@ DelaySpec = float | tuple[float, float] | Callable[[random.Random], float]
 
 _DELIVER, _TICK, _CALL = 0, 1, 2
 _REAL = (int, float)
-_ENVELOPE_SLACK = 160  # as a socket node: envelope header, sender, timestamp, signature
 
 
 def _check_prob(value: Any, where: str) -> float:
@@ -342,18 +341,9 @@ class Simulation:
         """At the sending rule: encode the row (a value the codec refuses fails the rule)."""
         if addr == rt.addr or not self.codec:
             return None
-        wire = encode_row(row, f"{where}: channel {chan!r}", rt.rels[chan].columns)
-        if self.transport == "udp":
-            room = MAX_DATAGRAM - _ENVELOPE_SLACK - len(chan) - len(str(rt.addr))
-            if len(wire) > room:
-                raise CodecError(
-                    "too_large",
-                    f"the tuple encodes to {len(wire)} bytes, more than one UDP datagram holds "
-                    f"({room}); send smaller tuples or use transport='tcp'",
-                    tuple(row),
-                    f"{where}: channel {chan!r}",
-                )
-        return wire
+        return encode_for_channel(
+            row, chan, rt.rels[chan].columns, rt.addr, where, udp=self.transport == "udp"
+        )
 
     def deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
         """After a tick commits: put the tuples for ``addr`` on the network, as one message."""
