@@ -2,7 +2,8 @@
 
 Run: ``.venv/bin/python benchmarks/bench_spark_engine.py [--tree N] [--chain L] [--sssp M]``
 (defaults: transitive closure of a 10,000-edge random tree and of a chain of 200 edges, and
-single-source shortest paths over 50,000 random edges; ``local[2]``).
+single-source shortest paths over 50,000 random edges; ``local[2]``; best of ``--repeat`` runs
+per side, the sides alternating).
 
 For each program the same graph is run by ``SparkEngine(spark, path="dataframe")`` (the IR
 lowered to DataFrame plans) and by the loop a PySpark user writes by hand (join the delta with
@@ -124,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chain", type=int, default=200)
     ap.add_argument("--sssp", type=int, default=50_000)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--repeat", type=int, default=2, help="best of this many runs per side")
     args = ap.parse_args(argv)
     rnd = random.Random(args.seed)
 
@@ -134,12 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     engine = SparkEngine(spark, path="dataframe", checkpoint_every=8)
 
     def case(name: str, ours: Any, theirs: Any, check: Any) -> None:
-        t = time.perf_counter()
-        result = ours()
-        t_ours = time.perf_counter() - t
-        t = time.perf_counter()
-        hand, rounds, touched = theirs()
-        t_hand = time.perf_counter() - t
+        # best of args.repeat, the two sides alternating: whichever runs first on a new graph
+        # pays Spark's code generation for the round's plans, which the other then reuses
+        t_ours = t_hand = float("inf")
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            result = ours()
+            t_ours = min(t_ours, time.perf_counter() - t)
+            t = time.perf_counter()
+            hand, rounds, touched = theirs()
+            t_hand = min(t_hand, time.perf_counter() - t)
         check(result, hand)
         ratio = t_ours / t_hand
         ok = ratio <= TARGET

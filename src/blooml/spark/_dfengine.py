@@ -528,13 +528,17 @@ class _Run:
         if old is None:
             self._store(name, delta)
         else:
-            self._store(name, old.join(delta.select(*keys), keys, "left_anti").unionByName(delta))
+            self._store(
+                name,
+                old.join(delta.select(*keys), keys, "left_anti").unionByName(delta),
+                compact=True,
+            )
         return delta, n
 
-    def _store(self, name: str, state: Any) -> None:
+    def _store(self, name: str, state: Any, *, compact: bool = False) -> None:
         """The new state of ``name``; checkpointed every ``checkpoint_every`` versions."""
         self.versions[name] = self.versions.get(name, 0) + 1
-        if self.versions[name] % self.checkpoint_every == 0:
+        if compact or self.versions[name] % self.checkpoint_every == 0:
             state = state.localCheckpoint()
         self.state[name] = state
 
