@@ -13,10 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -173,30 +170,13 @@ def run(ns: argparse.Namespace) -> int:
     except UsageError as exc:
         print(f"blooml run: {exc}", file=sys.stderr)
         return 2
-    stop = threading.Event()
-    previous = {}
-
-    def handler(signum: int, frame: Any) -> None:
-        stop.set()
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        previous[sig] = signal.signal(sig, handler)
-    try:
-        n.start()
-        print(f"blooml run: {cls.__qualname__} at {p.addr} ({ns.transport})", flush=True)
-        deadline = None if ns.duration is None else time.monotonic() + ns.duration
-        next_summary = time.monotonic() + ns.summary_every
-        while not stop.is_set() and n.running:
-            now = time.monotonic()
-            if deadline is not None and now >= deadline:
-                break
-            if now >= next_summary:
-                log.info(summary(n.stats()))
-                next_summary = now + ns.summary_every
-            stop.wait(min(0.2, ns.summary_every))
-    finally:
-        for sig, h in previous.items():
-            signal.signal(sig, h)
-        n.stop()
+    n.run(
+        duration=ns.duration,
+        every=ns.summary_every,
+        on_every=lambda: log.info(summary(n.stats())),
+        on_start=lambda: print(
+            f"blooml run: {cls.__qualname__} at {p.addr} ({ns.transport})", flush=True
+        ),
+    )
     log.info("stopped: %s", summary(n.stats()))
     return 0

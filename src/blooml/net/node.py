@@ -664,8 +664,17 @@ class Node:
         if self._thread.is_alive():
             raise ProgramError(f"{self.rt.addr}: the node did not stop within {timeout} s")
 
-    def run(self) -> None:
-        """Start, then wait for SIGINT/SIGTERM in the foreground, then stop."""
+    def run(
+        self,
+        *,
+        duration: float | None = None,
+        every: float | None = None,
+        on_every: Callable[[], Any] | None = None,
+        on_start: Callable[[], Any] | None = None,
+    ) -> None:
+        """Start, then wait in the foreground until SIGINT/SIGTERM (or ``duration`` seconds, or
+        the node stops), then stop. ``on_start()`` runs once the node is started, ``on_every()``
+        every ``every`` seconds (``blooml run`` prints its summaries so)."""
         stop = threading.Event()
         previous = {}
 
@@ -676,9 +685,20 @@ class Node:
             previous[sig] = signal.signal(sig, handler)
         try:
             self.start()
-            while not stop.wait(0.2):
-                if not self.running:
+            if on_start is not None:
+                on_start()
+            now = time.monotonic()
+            deadline = None if duration is None else now + duration
+            next_call = None if every is None or on_every is None else now + every
+            step = 0.2 if every is None else min(0.2, every)
+            while not stop.is_set() and self.running:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
                     break
+                if next_call is not None and on_every is not None and now >= next_call:
+                    on_every()
+                    next_call = now + (every or 0.0)
+                stop.wait(step)
         finally:
             for sig, h in previous.items():
                 signal.signal(sig, h)
