@@ -22,11 +22,13 @@ import gc
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._codegen import FusedMapEval, fused_map
 from blooml.engine._lat_eval import LatEval
+from blooml.engine._pending_input import NOTE_MARK as _NOTE_MARK
+from blooml.engine._pending_input import blame, culprits, discard, report_pending
 from blooml.engine._priority import Frontier, eligible_heads
 from blooml.engine._reads import MonotoneRead, guard_class, undeclared_read
 from blooml.engine._rel_eval import Eval, MapEval, ScanEval
@@ -35,14 +37,12 @@ from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.engine.trace import TickRecorder, Tracer, message_key
 from blooml.engine.views import CollectionView, LatticeView
-from blooml.errors import KeyConstraintError, LatticeValueError, ProgramError
+from blooml.errors import ProgramError
 from blooml.ir.graph import sources
 from blooml.ir.program import ProgramIR, Rule
-from blooml.lattices._base import Lattice
 
 __all__ = ["Runtime"]
 
-_NOTE_MARK = "blooml: "
 
 #: Per tick at DEBUG (rules fired, rows derived, time); a tick that raised at WARNING.
 log = logging.getLogger("blooml.engine")
@@ -59,45 +59,6 @@ def _note(exc: BaseException, text: str) -> None:
     notes = getattr(exc, "__notes__", ())
     if not any(n.startswith(_NOTE_MARK) for n in notes):
         exc.add_note(_NOTE_MARK + text)
-
-
-def _culprits(exc: BaseException, items: list[Any]) -> list[Any]:
-    """The queued rows (or lattice values) among ``items`` that ``exc`` is about: the new
-    tuple of a key conflict, the rows holding a rejected lattice value; none when the error
-    does not say."""
-
-    found: list[Any] = []
-    if isinstance(exc, KeyConstraintError):
-        new = exc.new
-        found = [r for r in items if isinstance(r, tuple) and tuple(r) == new]
-    elif isinstance(exc, LatticeValueError):
-        for bad in (exc.value, getattr(exc, "other", MISSING)):
-            found = [r for r in items if _holds(r, bad)]
-            if found:
-                break
-    return found[:1]
-
-
-def _holds(row: Any, bad: Any) -> bool:
-    """Whether ``row`` (a tuple or a lattice value) holds the raw value ``bad``."""
-    for cell in row if isinstance(row, tuple) else (row,):
-        if cell is bad:
-            return True
-        if isinstance(cell, Lattice):
-            v = cell._v
-            if type(v) is type(bad) and v == bad:
-                return True
-    return False
-
-
-def _show(pending: dict[str, list[Any]], limit: int = 3) -> str:
-    """A short description of queued input (at most ``limit`` items per name)."""
-    parts = []
-    for name, items in pending.items():
-        shown = ", ".join(repr(tuple(r) if isinstance(r, tuple) else r) for r in items[:limit])
-        more = f", ... ({len(items)} in all)" if len(items) > limit else ""
-        parts.append(f"{name}: [{shown}{more}]")
-    return "{" + "; ".join(parts) + "}"
 
 
 def _to_rows(rel: Relation, out: Any, where: str) -> list[Any]:
@@ -407,7 +368,7 @@ class Runtime:
             for cr in self.rules:
                 cr.fresh = True  # change tracking is not rolled back: start over in full
             if isinstance(exc, Exception) and consumed:
-                self._report_pending(exc, consumed)
+                report_pending(self, exc, consumed, self._failed)
             self._report_failure(rec, exc, saved[1])
             raise
         finally:
@@ -490,152 +451,10 @@ class Runtime:
             rec.error(exc, rule)
             self.tracer.events(self, rec.finish(self, False, []))
 
-    @staticmethod
-    def _blame(exc: BaseException, items: dict[str, list[Any]]) -> None:
-        """Record on ``exc`` the queued input it was raised on (see ``_report_pending``)."""
-        if getattr(exc, "pending_input", None) is None:
-            exc.pending_input = items  # type: ignore[attr-defined]
-
-    def _report_pending(self, exc: Exception, consumed: Pending) -> None:
-        """Name on ``exc`` (attribute ``pending_input`` and a note) the queued input the failed
-        tick could not take: the row or value being applied when that is known; otherwise,
-        when a rule raised, the input queued for the collections that rule reads (directly or
-        through other rules), or all of it when it reads none of them."""
-        items = getattr(exc, "pending_input", None)
-        if not isinstance(items, dict):
-            everything = self._as_dict(consumed)
-            upstream = self._upstream(self._failed) if self._failed is not None else None
-            if upstream is not None:
-                narrowed = {n: rows for n, rows in everything.items() if n in upstream}
-                everything = narrowed or everything
-            exact = {n: c for n, rows in everything.items() if (c := _culprits(exc, rows))}
-            if not exact and self._failed is not None:
-                exact = self._row_culprit(self._failed, exc, everything)
-            items = exact or everything
-        items = {n: [self._named(n, r) for r in rows] for n, rows in items.items()}
-        exc.pending_input = items  # type: ignore[attr-defined]
-        exc.add_note(
-            f"{_NOTE_MARK}this tick could not take the queued input {_show(items)}; it is still "
-            "queued and the next tick() retries it: call discard_pending() on the program to "
-            "drop what is queued (the exception's pending_input attribute holds the rows above)"
-        )
-
-    def _row_culprit(
-        self, rule: Rule, exc: Exception, pending: dict[str, list[Any]]
-    ) -> dict[str, list[Any]]:
-        """For a rule ``head <= c.filter(...)...map(f)`` reading a collection ``c`` with queued
-        rows, the first queued row on which the rule's functions raise an exception of the
-        type of ``exc`` (the functions are called again, on the state before the tick, for at
-        most 10,000 rows); ``{}`` for any other rule shape, or when no row raises alone."""
-        from blooml.ir import nodes as N
-
-        node = rule.body
-        fns: list[tuple[str, Any]] = []
-        if isinstance(node, N.Map):
-            fns.append(("map", node.fn))
-            node = node.input
-        while isinstance(node, N.Filter):
-            fns.append(("filter", node.fn))
-            node = node.input
-        if not isinstance(node, N.Scan) or not fns or node.name not in pending:
-            return {}
-        rows = pending[node.name][:10_000]
-        prev, self.proxy._rt = self.proxy._rt, self
-        try:
-            for row in rows:
-                value = self._named(node.name, row)
-                try:
-                    for kind, fn in reversed(fns):
-                        if kind == "filter" and not fn(value):
-                            break
-                        if kind == "map":
-                            fn(value)
-                except Exception as again:
-                    if type(again) is type(exc):
-                        return {node.name: [row]}
-        finally:
-            self.proxy._rt = prev
-        return {}
-
-    def _named(self, name: str, item: Any) -> Any:
-        rel = self.rels.get(name)
-        if rel is not None and isinstance(item, tuple) and len(item) == rel.arity:
-            return rel.named._make(item)
-        return item
-
-    def _upstream(self, failed: Rule) -> set[str]:
-        """The collections and lattice variables rule ``failed`` reads, directly or through
-        the rules deriving them."""
-        by_head: dict[str, list[Rule]] = {}
-        for r in self.ir.rules:
-            by_head.setdefault(r.head, []).append(r)
-        seen: set[str] = set()
-        todo = [failed]
-        while todo:
-            rule = todo.pop()
-            names = {n for n, _ in sources(rule.body)} | set(rule.reads)
-            for n in names - seen:
-                seen.add(n)
-                todo.extend(by_head.get(n, ()))
-        return seen
-
-    @staticmethod
-    def _as_dict(pend: Pending) -> dict[str, list[Any]]:
-        """The input in ``pend`` as ``{name: [rows or lattice values]}``: rows to insert
-        (external input, ``<+`` facts, arrived messages), ``<+-`` replacements and lattice
-        values; queued deletions are not input rows and are left out."""
-        out: dict[str, list[Any]] = {}
-        for d in (pend.replaces, pend.inserts, pend.lats):
-            for name, items in d.items():
-                out.setdefault(name, []).extend(items)
-        return out
-
     def discard_pending(self, only: Any = None) -> PendingInput:
         """Drop what is queued for the next tick (everything, or the items of ``only``);
         return it (see ``Program.discard_pending``)."""
-        if only is not None:
-            return self._discard_some(only)
-        pend, self.pending = self.pending, Pending()
-        out = PendingInput()
-        for name, items in self._as_dict(pend).items():
-            out[name] = [self._named(name, r) for r in items]
-        for name, rows in pend.deletes.items():
-            out.deletes[name] = [self._named(name, r) for r in rows]
-        return out
-
-    def _discard_some(self, only: Any) -> PendingInput:
-        """Drop from the queue one occurrence of each item of ``only`` (``{name: [rows or
-        values]}``, as ``pending_input`` gives), searching insertions, replacements and
-        lattice merges; return what was found and dropped."""
-        if not isinstance(only, Mapping):
-            raise ProgramError(
-                f"discard_pending(only): expected {{name: [rows]}} (e.g. an exception's "
-                f"pending_input), got {only!r}"
-            )
-        unknown = [n for n in only if n not in self.rels and n not in self.lats]
-        if unknown:
-            raise ProgramError(
-                f"discard_pending(only): {unknown} name no collection or lattice variable of "
-                f"this program (it has {sorted([*self.rels, *self.lats])})"
-            )
-        pend = self.pending
-        out = PendingInput()
-        for name, items in only.items():
-            for item in items:
-                for d in (pend.inserts, pend.replaces, pend.lats):
-                    lst = d.get(name)
-                    if not lst:
-                        continue
-                    try:
-                        i = lst.index(item)
-                    except ValueError:
-                        continue
-                    del lst[i]
-                    if not lst:
-                        del d[name]
-                    out.setdefault(name, []).append(self._named(name, item))
-                    break
-        return out
+        return discard(self, only)
 
     def _apply_inputs(self, pend: Pending, now: float) -> None:
         try:
@@ -658,7 +477,7 @@ class Runtime:
                 try:
                     rel.add(row, now)
                 except Exception as exc:
-                    self._blame(exc, {name: [row]})
+                    blame(exc, {name: [row]})
                     raise
         for name, rows in pend.deletes.items():
             rel = self.rels[name]
@@ -668,7 +487,7 @@ class Runtime:
             try:
                 self.rels[name].add_many(rows, now, f"input to {name}")
             except Exception as exc:
-                self._blame(exc, {name: _culprits(exc, rows) or list(rows)})
+                blame(exc, {name: culprits(exc, rows) or list(rows)})
                 raise
         for name, values in pend.lats.items():
             var = self.lats[name]
@@ -676,7 +495,7 @@ class Runtime:
                 try:
                     var.merge_in(v, f"input to {name}")
                 except Exception as exc:
-                    self._blame(exc, {name: [v]})
+                    blame(exc, {name: [v]})
                     raise
         for name, state in self.periodic.items():
             if now >= state[0]:
