@@ -337,6 +337,29 @@ class _Run:
         self.versions: dict[str, int] = {}
         self.recursive: set[str] = set()
         self.touched: list[list[int]] = []
+        # exact row counts (state, and the current round's deltas): they decide which side of
+        # a join is broadcast, instead of Spark's estimates for checkpointed frames
+        self.n_state: dict[str, int] = {}
+        self.n_delta: dict[str, int] = {}
+        self.broadcast_bytes = _broadcast_bytes(spark)
+        # id(a scanned frame) -> (the frame, its rows, its columns); the frame is kept so that
+        # its id cannot be reused by another frame while the entry exists
+        self.sizes: dict[int, tuple[Any, int, int]] = {}
+
+    def small(self, df: Any, rows: int | None, width: int) -> Any:
+        """``df`` with a broadcast hint when its exact row count makes it cheap to ship."""
+        if rows is not None and rows * (16 + 12 * width) <= self.broadcast_bytes:
+            return df.hint("broadcast")
+        return df
+
+    def state_rows(self, name: str) -> int:
+        """The stored row count of ``name`` (counted once when a tick starts without it)."""
+        n = self.n_state.get(name)
+        if n is None:
+            old = self.state.get(name)
+            n = 0 if old is None else old.count()
+            self.n_state[name] = n
+        return n
 
     # the relational part ---------------------------------------------------------------------
 
@@ -349,11 +372,18 @@ class _Run:
 
         if isinstance(node, Scan):
             idx = counter[0]
+            width = len(self.ir.collections[node.name].columns)
             if node.name in self.recursive:
                 counter[0] += 1
                 if delta_at is not None and idx == delta_at:
-                    return self.delta.get(node.name)
-            return self.state.get(node.name)
+                    delta = self.delta.get(node.name)
+                    if delta is not None:
+                        self.sizes[id(delta)] = (delta, self.n_delta[node.name], width)
+                    return delta
+            old = self.state.get(node.name)
+            if old is not None:
+                self.sizes[id(old)] = (old, self.state_rows(node.name), width)
+            return old
         if isinstance(node, Literal):
             if not node.rows:
                 return None
@@ -429,6 +459,16 @@ class _Run:
         parts = [self.eval(inp, delta_at, counter) for inp in node.inputs]
         if any(p is None for p in parts):
             return None
+        # broadcast the smallest input when its exact size allows (usually the delta): the
+        # other inputs are then scanned in place, not shuffled, every round
+        sized = [
+            (self.sizes[id(p)][1:], i)
+            for i, p in enumerate(parts)
+            if id(p) in self.sizes and self.sizes[id(p)][0] is p
+        ]
+        if sized:
+            (rows, width), i = min(sized)
+            parts[i] = self.small(parts[i], rows, width)
         # columns by position (i{input}_{position}), as the lowering names them
         named = [
             p.select(*[F.col(c).alias(f"i{i}_{c[1:]}") for c in p.columns])
@@ -446,9 +486,9 @@ class _Run:
 
     # merging derived rows into the state: only the touched keys --------------------------------
 
-    def merge(self, name: str, rows: Any, *, count: bool = True) -> tuple[Any, int]:
+    def merge(self, name: str, rows: Any) -> tuple[Any, int]:
         """Merge ``rows`` into ``name``'s state, touching only their keys; returns (the delta
-        — rows new or grown — or None, its size; -1 when not ``count``ed)."""
+        — rows new or grown — or None, its size)."""
         from pyspark.sql import functions as F
 
         info = self.ir.collections[name]
@@ -460,15 +500,16 @@ class _Run:
         if rows.columns != cols:
             rows = rows.select(*[F.col(c) for c in cols])
         old = self.state.get(name)
+        n_old = 0 if old is None else self.state_rows(name)
         if not values:  # set semantics: the delta is the rows not stored yet
             delta = rows.distinct()
             if old is not None:
-                delta = delta.join(old, cols, "left_anti")
+                delta = delta.join(self.small(old, n_old, len(cols)), cols, "left_anti")
             delta = delta.localCheckpoint()
-            n = delta.count() if count else -1
+            n = delta.count()
             if n == 0:
                 return None, 0
-            self._store(name, delta if old is None else old.unionByName(delta))
+            self._store(name, delta if old is None else old.unionByName(delta), n_old + n)
             return delta, n
         # one row per touched key: lattice columns merged, other values must agree
         aggs = []
@@ -484,6 +525,7 @@ class _Run:
             merged = touched.select(
                 *cols,
                 F.lit(True).alias("_changed"),
+                F.lit(True).alias("_fresh"),
                 _any([F.col(f"x{c}") for c in plain]).alias("_conflict"),
             )
         else:
@@ -506,41 +548,61 @@ class _Run:
             merged = joined.select(
                 *sel,
                 (~present | _any(grew)).alias("_changed"),
+                (~present).alias("_fresh"),
                 _any(conflict).alias("_conflict"),
             )
+        # one small job counts the delta and its new keys and finds conflicts among the values
+        # that must agree
         delta = merged.where(F.col("_changed") | F.col("_conflict")).localCheckpoint()
-        if plain:  # values that must agree: one job counts the delta and finds conflicts
-            stats = delta.agg(
-                F.count(F.lit(1)).alias("n"), F.max(F.col("_conflict").cast("int")).alias("bad")
-            ).first()
-            n = 0 if stats is None else int(stats["n"])
-            if stats is not None and stats["bad"]:
-                bad = delta.where(F.col("_conflict")).first()
-                key = tuple(bad[k] for k in keys)
-                raise KeyConstraintError(
-                    name, key if len(key) != 1 else key[0], "a stored row", tuple(bad[: len(cols)])
-                )
-        else:
-            n = delta.count()
+        stats = delta.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.col("_fresh").cast("long")).alias("fresh"),
+            F.max(F.col("_conflict").cast("int")).alias("bad"),
+        ).first()
+        n = 0 if stats is None else int(stats["n"])
         if n == 0:
             return None, 0
+        if stats["bad"]:
+            bad = delta.where(F.col("_conflict")).first()
+            key = tuple(bad[k] for k in keys)
+            raise KeyConstraintError(
+                name, key if len(key) != 1 else key[0], "a stored row", tuple(bad[: len(cols)])
+            )
         delta = delta.select(*cols)
+        n_state = n_old + int(stats["fresh"] or 0)
         if old is None:
-            self._store(name, delta)
+            self._store(name, delta, n_state)
         else:
+            gone = self.small(delta.select(*keys), n, len(keys))
             self._store(
-                name,
-                old.join(delta.select(*keys), keys, "left_anti").unionByName(delta),
-                compact=True,
+                name, old.join(gone, keys, "left_anti").unionByName(delta), n_state, compact=True
             )
         return delta, n
 
-    def _store(self, name: str, state: Any, *, compact: bool = False) -> None:
-        """The new state of ``name``; checkpointed every ``checkpoint_every`` versions."""
+    def _store(self, name: str, state: Any, rows: int, *, compact: bool = False) -> None:
+        """The new state of ``name`` (``rows`` rows); checkpointed every ``checkpoint_every``
+        versions."""
         self.versions[name] = self.versions.get(name, 0) + 1
         if compact or self.versions[name] % self.checkpoint_every == 0:
             state = state.localCheckpoint()
         self.state[name] = state
+        self.n_state[name] = rows
+
+
+def _broadcast_bytes(spark: Any) -> int:
+    """The session's broadcast threshold in bytes (``spark.sql.autoBroadcastJoinThreshold``;
+    -1 turns broadcasting off, as it does for Spark's own choices)."""
+    try:
+        raw = str(spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10485760"))
+    except Exception:  # pragma: no cover - a conf service that refuses: Spark's default
+        raw = "10485760"
+    units = {"b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    text = raw.strip().lower().removesuffix("b") or "0"
+    scale = units.get(text[-1], 1)
+    try:
+        return int(float(text.rstrip("kmg") or 0) * scale)
+    except ValueError:  # pragma: no cover
+        return 10 << 20
 
 
 def _any(conds: list[Any]) -> Any:
@@ -603,12 +665,14 @@ def run_plan(
         keys = run.cols(name)[:nk]
         if old is not None:
             run.state[name] = old.join(rows.select(*keys).distinct(), keys, "left_anti")
+            run.n_state.pop(name, None)
         run.merge(name, rows)
     for name, rows in pend.get("<-", {}).items():
         old = run.state.get(name)
         if old is not None:
             match = [c for i, c in enumerate(run.cols(name)) if i not in plan.lattice_cols[name]]
             run.state[name] = old.join(rows.select(*match).distinct(), match, "left_anti")
+            run.n_state.pop(name, None)
     for name, rows in pend.get("<+", {}).items():
         run.merge(name, rows)
     for name, df in inputs.items():
@@ -623,7 +687,7 @@ def run_plan(
                 f"input {name!r}: {ir.collections[name].kind} {name!r} has columns "
                 f"{list(ir.collections[name].columns)}; the DataFrame has {df.columns}"
             )
-        run.merge(name, df.toDF(*cols), count=False)
+        run.merge(name, df.toDF(*cols))
     rounds: list[int] = []
     for stratum in ir.strata:
         rules = [ir.rules[i] for i in stratum]
@@ -707,6 +771,8 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
                 run.lattices[name] = new
                 changed_lats.add(name)
         new_delta: dict[str, Any] = {}
+        run.n_delta = {}
+        run.sizes = {}
         touched = 0
         for name, parts in derived.items():
             if not parts:
@@ -716,6 +782,7 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
             touched += n
             if delta is not None and name in reads:
                 new_delta[name] = delta
+                run.n_delta[name] = n
         touched_log.append(touched)
         run.delta = new_delta
         if not (set(new_delta) | changed_lats) & reads:
