@@ -146,6 +146,7 @@ _SCRIPT = textwrap.dedent(
         query.awaitTermination(300)
         res["restarted"] = repr(query.exception())
         res["latest"] = json.loads((ckpt / "blooml-state" / "LATEST").read_text())
+        res["kept"] = sorted(p.name for p in (ckpt / "blooml-state").iterdir())
         res["ticks"] = sorted(p.name for p in out.iterdir() if p.name.startswith("tick="))
         res["path"] = {
             p.name: sorted(map(list, session.read.parquet(str(p)).collect()))
@@ -249,6 +250,7 @@ def test_tick_stream_on_a_local_connect_server(connect_job: dict[str, Any]) -> N
     assert "error" not in out, out.get("error")
     assert out["first"] == "None" and out["restarted"] == "None"
     assert out["latest"] == {"batch": 3, "tick": 3}
+    assert out["kept"] == ["LATEST", "tick-3"]  # the state of the last committed tick only
     assert out["ticks"] == ["tick=0", "tick=1", "tick=2", "tick=3"]
     for i in range(4):
         expected = sorted(map(list, local(BATCHES[: i + 1]).path))

@@ -75,6 +75,8 @@ def test_micro_batches_are_ticks_and_survive_a_restart(spark: Any, tmp_path: Pat
     _same(local(BATCHES), engine)
     latest = json.loads((ckpt / "blooml-state" / "LATEST").read_text())
     assert latest == {"batch": 3, "tick": 3}
+    # only the last committed tick's state is kept
+    assert sorted(p.name for p in (ckpt / "blooml-state").iterdir()) == ["LATEST", "tick-3"]
     ticks = sorted(p.name for p in out.iterdir() if p.name.startswith("tick="))
     assert ticks == ["tick=0", "tick=1", "tick=2", "tick=3"]
     last = {tuple(r) for r in spark.read.parquet(str(out / "tick=3")).collect()}

@@ -4,11 +4,12 @@
 tick's input to one collection, :meth:`SparkEngine.tick` runs the tick as DataFrame plans, and
 the program's state after the tick (tables, lattice variables, the facts queued for the next
 tick) is written as Parquet under ``<checkpoint_location>/blooml-state/tick-<batch id>``
-before the tick is marked committed. After a restart (a new driver, a new engine) the state is
-read back from the last committed tick. A batch whose tick is already committed — Spark
-re-runs the last batch when the query stopped between blooml's commit and its own — is
-skipped, so no tick is lost or applied twice. Output collections are written per tick to
-``<path>/tick=<batch id>`` (overwritten when a tick is re-run), so readers see each tick once.
+before the tick is marked committed (then the state of older ticks is deleted). After a
+restart (a new driver, a new engine) the state is read back from the last committed tick. A
+batch whose tick is already committed — Spark re-runs the last batch when the query stopped
+between blooml's commit and its own — is skipped, so no tick is lost or applied twice. Output
+collections are written per tick to ``<path>/tick=<batch id>`` (overwritten when a tick is
+re-run), so readers see each tick once.
 
 One code path for classic and Connect sessions. The ``foreachBatch`` function is a
 :class:`_Ticks` holding plain data only (the program's IR, the input collection, the state
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Mapping
 from typing import Any
 
@@ -173,6 +175,7 @@ class _Ticks:
             )
             raise
         _commit(state_dir, batch_id, committed + 1)
+        _prune(state_dir, batch_id)
 
     def _engine(self, session: Any) -> Any:
         """This state directory's engine in this process; a new one (its state loaded from the
@@ -216,6 +219,13 @@ def _commit(state_dir: str, batch_id: int, tick: int) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, os.path.join(state_dir, _LATEST))  # atomic: the tick is committed
+
+
+def _prune(state_dir: str, batch_id: int) -> None:
+    """Delete the state of ticks before the committed one (a restart reads only that one)."""
+    for name in os.listdir(state_dir):
+        if name.startswith("tick-") and name[5:].isdigit() and int(name[5:]) < batch_id:
+            shutil.rmtree(os.path.join(state_dir, name), ignore_errors=True)
 
 
 def _save(engine: Any, ir: ProgramIR, tick_dir: str) -> None:
