@@ -9,11 +9,17 @@ Parquet under ``out/best/tick=<n>``. The stream stops after the first two files 
 again, as after a driver restart: the program's state comes back from the checkpoint
 location, and the last two files extend it (the last one is a shortcut, which lowers costs).
 
+``python examples/spark_stream.py --remote local[2]`` runs it on Spark Connect (a local Connect
+server; or ``--remote sc://host:15002`` for a server whose Python imports blooml and this
+folder's ``shortest_paths``, and can write the working directory): the ticks then run in the
+server's Python.
+
 ``main()`` returns what it printed, for the test suite.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -57,12 +63,10 @@ def _ticks(spark: Any, folder: Path, work: Path) -> SparkEngine:
     return engine
 
 
-def main(spark: Any = None, workdir: str | None = None) -> dict[str, Any]:
-    """Run the stream in two parts (a restart between them); print and return the costs."""
-    own = spark is None
-    if own:
-        from pyspark.sql import SparkSession
+def _session(remote: str | None) -> Any:
+    from pyspark.sql import SparkSession
 
+    if remote is None:
         spark = (
             SparkSession.builder.master("local[2]")
             .config("spark.ui.enabled", "false")
@@ -70,7 +74,30 @@ def main(spark: Any = None, workdir: str | None = None) -> dict[str, Any]:
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
-    work = Path(workdir or tempfile.mkdtemp(prefix="blooml-stream-"))
+        return spark
+    if remote.startswith("local"):  # the local server's Python imports shortest_paths from here
+        here = str(Path(__file__).resolve().parent)
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            p for p in (here, os.environ.get("PYTHONPATH")) if p
+        )
+    return (
+        SparkSession.builder.remote(remote)
+        .config("spark.sql.shuffle.partitions", "4")
+        .getOrCreate()
+    )
+
+
+def main(
+    spark: Any = None, workdir: str | None = None, remote: str | None = None
+) -> dict[str, Any]:
+    """Run the stream in two parts (a restart between them); print and return the costs.
+
+    ``remote``: a Spark Connect URL (``"local[2]"``, ``"sc://host:15002"``) for the session
+    this function creates when ``spark`` is not given."""
+    own = spark is None
+    if own:
+        spark = _session(remote)
+    work = Path(workdir or tempfile.mkdtemp(prefix="blooml-stream-")).resolve()
     folder = work / "in"
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {}
@@ -106,4 +133,10 @@ def main(spark: Any = None, workdir: str | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description="Shortest paths as Spark micro-batches")
+    parser.add_argument("--remote", help="a Spark Connect URL: local[2], sc://host:15002")
+    parser.add_argument(
+        "--workdir", help="input, checkpoint and output folder (default: a new one)"
+    )
+    args = parser.parse_args()
+    main(workdir=args.workdir, remote=args.remote)

@@ -1,6 +1,10 @@
-"""Spark Connect: the DataFrame functions work on a Connect session (a local Connect server in a
-child process: one JVM cannot hold a classic and a Connect-server session side by side); the
-RDD-only functions fail at once naming what to use instead."""
+"""Spark Connect: the DataFrame functions, SparkEngine and tick_stream work on a Connect session
+(a local Connect server in a child process: one JVM cannot hold a classic and a Connect-server
+session side by side); the RDD-only functions fail at once naming what to use instead.
+
+One child process serves every test of this module (a Connect server takes ~20 s to start): its
+script runs each part and prints one ``RESULT`` line of JSON, one entry per part (or the part's
+traceback under ``"error"``)."""
 
 from __future__ import annotations
 
@@ -10,8 +14,10 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
+from _reach import BATCHES, local
 
 pytestmark = pytest.mark.spark
 pytest.importorskip("pyspark.sql.connect.session", reason="Spark Connect needs the spark extra")
@@ -21,58 +27,24 @@ HERE = Path(__file__).resolve().parent
 _SCRIPT = textwrap.dedent(
     """
     import json
+    import sys
+    import traceback
+    from pathlib import Path
+
     import blooml.spark
     from pyspark.sql import SparkSession, functions as F
+    from blooml import Program, bloom, table
     from blooml.errors import LatticeValueError, NotSupportedOnSpark
     from blooml.lattices import lmax, lset
     from blooml.lattices.crdts import lorset
     from blooml.spark import (
-        SparkEngine, Structured, fold_by_key, from_spark, merge_column, to_rdd, to_spark,
-        worker_errors,
+        SparkEngine, Structured, fold_by_key, from_spark, merge_column, tick_stream, to_rdd,
+        to_spark, worker_errors,
     )
     from blooml.spark.functions import lfold, lmerge
+    from _reach import BATCHES, Best, Reach, write_batch
     from _user_lattice import lsum
 
-    spark = (
-        SparkSession.builder.remote("local[2]")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    out = {"connect": type(spark).__module__}
-    df = spark.createDataFrame(
-        [("a", 1, "x"), ("a", 2, "y"), ("b", None, None)], "k string, v bigint, e string"
-    )
-    agg = df.groupBy("k").agg(
-        lfold("v", lset).alias("s"),
-        lfold("v", lmax).alias("m"),
-        lfold(["e", "v"], Structured(lorset)).alias("o"),
-        lfold("v", lsum).alias("u"),
-        F.count("*").alias("n"),
-    )
-    out["agg"] = {
-        r.k: [
-            repr(from_spark(r.s, lset)),
-            repr(from_spark(r.m, lmax)),
-            repr(from_spark(r.o, Structured(lorset))),
-            repr(from_spark(r.u, lsum)),
-            r.n,
-        ]
-        for r in agg.collect()
-    }
-    merged = merge_column(agg, "k", "s", lset)
-    out["merge_column"] = {r.k: repr(from_spark(r.s, lset)) for r in merged.collect()}
-    cells = spark.createDataFrame(
-        [("a", to_spark(lsum(1), lsum)), ("b", to_spark(lsum(13), lsum)),
-         ("b", to_spark(lsum(2), lsum))],
-        "k string, v binary",
-    )
-    try:
-        with worker_errors():
-            merge_column(cells, "k", "v", lsum).collect()
-    except LatticeValueError as exc:
-        out["worker_error"] = [type(exc).__name__, exc.key, exc.call]
-    from blooml import Program, bloom, table
 
     class Closure(Program):
         edge = table(["a", "b"])
@@ -85,44 +57,173 @@ _SCRIPT = textwrap.dedent(
                 lambda p, e: (p.a, e.b)
             )
 
-    result = SparkEngine(spark).run(Closure, {"edge": [(1, 2), (2, 3), (3, 4)]})
-    out["closure"] = sorted(result.rows("path"))
-    out["touched"] = result.touched
-    errors = []
-    for call in (
-        lambda: to_rdd(df, "k", "v", lmax),
-        lambda: fold_by_key(df, lset),
-        lambda: SparkEngine(spark, path="rdd"),
-    ):
+
+    def functions(spark):
+        \"\"\"The Column functions, SparkEngine, and the RDD-only functions' errors.\"\"\"
+        out = {}
+        df = spark.createDataFrame(
+            [("a", 1, "x"), ("a", 2, "y"), ("b", None, None)], "k string, v bigint, e string"
+        )
+        agg = df.groupBy("k").agg(
+            lfold("v", lset).alias("s"),
+            lfold("v", lmax).alias("m"),
+            lfold(["e", "v"], Structured(lorset)).alias("o"),
+            lfold("v", lsum).alias("u"),
+            F.count("*").alias("n"),
+        )
+        out["agg"] = {
+            r.k: [
+                repr(from_spark(r.s, lset)),
+                repr(from_spark(r.m, lmax)),
+                repr(from_spark(r.o, Structured(lorset))),
+                repr(from_spark(r.u, lsum)),
+                r.n,
+            ]
+            for r in agg.collect()
+        }
+        merged = merge_column(agg, "k", "s", lset)
+        out["merge_column"] = {r.k: repr(from_spark(r.s, lset)) for r in merged.collect()}
+        cells = spark.createDataFrame(
+            [("a", to_spark(lsum(1), lsum)), ("b", to_spark(lsum(13), lsum)),
+             ("b", to_spark(lsum(2), lsum))],
+            "k string, v binary",
+        )
         try:
-            call()
-        except NotSupportedOnSpark as exc:
-            errors.append(str(exc))
-    out["errors"] = errors
+            with worker_errors():
+                merge_column(cells, "k", "v", lsum).collect()
+        except LatticeValueError as exc:
+            out["worker_error"] = [type(exc).__name__, exc.key, exc.call]
+        result = SparkEngine(spark).run(Closure, {"edge": [(1, 2), (2, 3), (3, 4)]})
+        out["closure"] = sorted(result.rows("path"))
+        out["touched"] = result.touched
+        errors = []
+        for call in (
+            lambda: to_rdd(df, "k", "v", lmax),
+            lambda: fold_by_key(df, lset),
+            lambda: SparkEngine(spark, path="rdd"),
+        ):
+            try:
+                call()
+            except NotSupportedOnSpark as exc:
+                errors.append(str(exc))
+        out["errors"] = errors
+        return out
+
+
+    def start(session, program, folder, ckpt, outputs):
+        stream = (
+            session.readStream.schema("a bigint, b bigint")
+            .option("maxFilesPerTrigger", 1)
+            .json(str(folder))
+        )
+        return tick_stream(
+            SparkEngine(session, program=program), stream, "edge",
+            checkpoint_location=str(ckpt), outputs=outputs, available_now=True,
+        )
+
+
+    def stream(spark, root):
+        \"\"\"tick_stream: ticks 0 and 1; Spark's last commit removed (a stop between blooml's
+        commit and Spark's); a new client continues with batch 1 again, 2 and 3; then a tick
+        that fails. Returns (the part's result, the session still open).\"\"\"
+        folder, ckpt, out = root / "in", root / "ckpt", root / "out"
+        folder.mkdir()
+        for i in (0, 1):
+            write_batch(folder, i, BATCHES[i])
+        query = start(spark, Reach, folder, ckpt, {"path": str(out)})
+        query.awaitTermination(300)
+        res = {"first": repr(query.exception())}
+        for i in (2, 3):
+            write_batch(folder, i, BATCHES[i])
+        (ckpt / "commits" / "1").unlink()
+        (ckpt / "commits" / ".1.crc").unlink(missing_ok=True)
+        # a new client: a new server session, a new foreachBatch process, a new engine
+        session = spark.newSession()
+        session.conf.set("spark.sql.shuffle.partitions", "2")
+        spark.client.release_session()  # the first client goes away (stop() would also
+        spark.client.close()  # stop the local server)
+        query = start(session, Reach, folder, ckpt, {"path": str(out)})
+        query.awaitTermination(300)
+        res["restarted"] = repr(query.exception())
+        res["latest"] = json.loads((ckpt / "blooml-state" / "LATEST").read_text())
+        res["kept"] = sorted(p.name for p in (ckpt / "blooml-state").iterdir())
+        res["ticks"] = sorted(p.name for p in out.iterdir() if p.name.startswith("tick="))
+        res["path"] = {
+            p.name: sorted(map(list, session.read.parquet(str(p)).collect()))
+            for p in out.iterdir() if p.name.startswith("tick=")
+        }
+        state = ckpt / "blooml-state" / "tick-3"
+        res["back"] = sorted(map(list, session.read.parquet(str(state / "pending" / "insert" /
+                                                                    "back")).collect()))
+        res["top"] = session.read.parquet(str(state / "lattices")).collect()[0].cell
+        # a tick that fails: the error reaches this client
+        bad = root / "bad"
+        bad.mkdir()
+        write_batch(bad, 0, [(0, 1), (1, 2)])
+        write_batch(bad, 1, [(0, 5)])  # a second successor of 0: a key conflict in best
+        query = start(session, Best, bad, root / "bad-ckpt", {})
+        try:
+            query.awaitTermination(300)
+            res["failed"] = None
+        except Exception as exc:
+            res["failed"] = [type(exc).__name__, str(exc)]
+        res["failed_exception"] = str(query.exception())
+        latest = root / "bad-ckpt" / "blooml-state" / "LATEST"
+        res["failed_latest"] = json.loads(latest.read_text())
+        return res, session
+
+
+    root = Path(sys.argv[1])
+    spark = (
+        SparkSession.builder.remote("local[2]")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
+    out = {"connect": type(spark).__module__}
+    try:
+        out["functions"] = functions(spark)
+    except Exception:
+        out["functions"] = {"error": traceback.format_exc()}
+    try:
+        out["stream"], spark = stream(spark, root)
+    except Exception:
+        out["stream"] = {"error": traceback.format_exc()}
     print("RESULT " + json.dumps(out))
     spark.stop()
     """
 )
 
 
-def test_functions_on_a_local_connect_server(tmp_path: Path) -> None:
-    script = tmp_path / "connect_job.py"
+@pytest.fixture(scope="module")
+def connect_job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Run the script against a local Connect server; its RESULT."""
+    root = tmp_path_factory.mktemp("connect")
+    script = root / "connect_job.py"
     script.write_text(_SCRIPT)
+    work = root / "work"
+    work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
-    env["PYTHONPATH"] = str(HERE)
+    env["PYTHONPATH"] = str(HERE)  # the server's Python imports _reach and _user_lattice
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     proc = subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, str(script), str(work)],
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
         check=False,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     assert lines, proc.stdout[-2000:] + proc.stderr[-4000:]
-    out = json.loads(lines[0][len("RESULT ") :])
+    out: dict[str, Any] = json.loads(lines[0][len("RESULT ") :])
     assert out["connect"].startswith("pyspark.sql.connect")
+    return out
+
+
+def test_functions_on_a_local_connect_server(connect_job: dict[str, Any]) -> None:
+    out = connect_job["functions"]
+    assert "error" not in out, out.get("error")
     assert out["agg"] == {
         "a": ["lset({1, 2})", "lmax(2)", "lorset({'x': {1}, 'y': {2}})", "lsum(2)", 2],
         "b": ["lset()", "lmax()", "lorset()", "lsum(0)", 1],
@@ -140,3 +241,32 @@ def test_functions_on_a_local_connect_server(tmp_path: Path) -> None:
     # SparkEngine on Connect: the program as DataFrame plans
     assert out["closure"] == [[1, 2], [1, 3], [1, 4], [2, 3], [2, 4], [3, 4]]
     assert out["touched"][-1][-1] == 0
+
+
+def test_tick_stream_on_a_local_connect_server(connect_job: dict[str, Any]) -> None:
+    """Micro-batches are ticks on Connect too, and a new client continues them after a stop
+    between blooml's commit and Spark's: no lost and no doubled tick."""
+    out = connect_job["stream"]
+    assert "error" not in out, out.get("error")
+    assert out["first"] == "None" and out["restarted"] == "None"
+    assert out["latest"] == {"batch": 3, "tick": 3}
+    assert out["kept"] == ["LATEST", "tick-3"]  # the state of the last committed tick only
+    assert out["ticks"] == ["tick=0", "tick=1", "tick=2", "tick=3"]
+    for i in range(4):
+        expected = sorted(map(list, local(BATCHES[: i + 1]).path))
+        assert out["path"][f"tick={i}"] == expected, i
+    # queued by tick 3 for the next tick: every edge reversed (back <+ edge.map(...))
+    assert out["back"] == sorted([b, a] for rows in BATCHES for a, b in rows)
+    assert json.loads(out["top"]) == {"cell": max(b for rows in BATCHES for _, b in rows)}
+
+
+def test_a_failed_tick_on_connect_reaches_the_client(connect_job: dict[str, Any]) -> None:
+    out = connect_job["stream"]
+    assert "error" not in out, out.get("error")
+    assert out["failed"] is not None, "awaitTermination did not raise"
+    name, msg = out["failed"]
+    assert name == "StreamingQueryException"
+    for text in (msg, out["failed_exception"]):
+        assert "blooml.errors.KeyConstraintError: key conflict in 'best' for key 0" in text
+        assert "tick 1 of Best (micro-batch 1, input 'edge'); not committed" in text
+    assert out["failed_latest"] == {"batch": 0, "tick": 0}

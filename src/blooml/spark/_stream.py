@@ -4,25 +4,38 @@
 tick's input to one collection, :meth:`SparkEngine.tick` runs the tick as DataFrame plans, and
 the program's state after the tick (tables, lattice variables, the facts queued for the next
 tick) is written as Parquet under ``<checkpoint_location>/blooml-state/tick-<batch id>``
-before the tick is marked committed. After a restart (a new driver, a new engine) the state is
-read back from the last committed tick. A batch whose tick is already committed — Spark
-re-runs the last batch when the query stopped between blooml's commit and its own — is
-skipped, so no tick is lost or applied twice. Output collections are written per tick to
-``<path>/tick=<batch id>`` (overwritten when a tick is re-run), so readers see each tick once.
+before the tick is marked committed (then the state of older ticks is deleted). After a
+restart (a new driver, a new engine) the state is read back from the last committed tick. A
+batch whose tick is already committed — Spark re-runs the last batch when the query stopped
+between blooml's commit and its own — is skipped, so no tick is lost or applied twice. Output
+collections are written per tick to ``<path>/tick=<batch id>`` (overwritten when a tick is
+re-run), so readers see each tick once.
 
-The state directory is read and written by the driver with Spark (Parquet) and a small marker
-file written with Python's file functions: ``checkpoint_location`` must be a path the driver
-can write as a local (or mounted) file system path.
+One code path for classic and Connect sessions. The ``foreachBatch`` function is a
+:class:`_Ticks` holding plain data only (the program's IR, the input collection, the state
+directory, the outputs, the engine's settings), because on Spark Connect it is cloudpickled
+and called in a Python process the Connect server starts (one per query), away from the
+client. There it builds a :class:`SparkEngine` on the batch's session and keeps it in
+:data:`_ENGINES` (by state directory) from batch to batch; on a classic session the function
+runs in the driver, where :func:`tick_stream` put the user's engine in :data:`_ENGINES`, so
+that engine holds the ticks' state as it would after ``engine.tick(...)``.
+
+The state directory is read and written with Spark (Parquet) and a small marker file written
+with Python's file functions by the process that runs the function (the driver; on Connect the
+server's Python): ``checkpoint_location`` must be a path that process can write as a local (or
+mounted) file system path.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Mapping
 from typing import Any
 
 from blooml.errors import NotSupportedOnSpark
+from blooml.ir import ProgramIR
 from blooml.lattices._base import Lattice
 from blooml.spark._formats import column_format
 from blooml.spark._lazy import is_connect, require_pyspark
@@ -30,6 +43,10 @@ from blooml.spark._lazy import is_connect, require_pyspark
 __all__ = ["tick_stream"]
 
 _LATEST = "LATEST"
+
+#: state directory → the engine running its ticks in this process (the user's engine on a
+#: classic session; on Connect one built on the batch's session by the server's Python)
+_ENGINES: dict[str, Any] = {}
 
 
 def tick_stream(
@@ -45,6 +62,19 @@ def tick_stream(
 ) -> Any:
     """Run ``program`` on a streaming DataFrame, one tick per micro-batch; returns the query.
 
+    Works on classic and Spark Connect sessions. On a classic session the ticks run in the
+    driver on ``engine``, which holds the program's state afterwards (``engine.state()``). On
+    Spark Connect the ``foreachBatch`` function runs in a Python process of the Connect server:
+    it builds its own engine there (``path="dataframe"``, ``engine``'s ``checkpoint_every`` and
+    ``max_rounds``) and ``engine`` does not see the ticks (read ``outputs``). That Python must
+    import blooml, the program's module and its lattice classes, and
+    ``checkpoint_location`` must be a path the *server* can write (give an absolute path).
+
+    A tick that fails stops the query: ``query.awaitTermination()`` raises a
+    ``StreamingQueryException`` and ``query.exception()`` returns it, its message carrying the
+    blooml error (its class, the rule or collection it names); the failed tick is not committed,
+    and a restarted query runs it again.
+
     Args:
         engine: the :class:`~blooml.spark.SparkEngine` (its ``program``, or ``program=``).
         stream: a streaming DataFrame (``spark.readStream...``) whose columns are those of
@@ -59,17 +89,10 @@ def tick_stream(
         processing_time: a trigger interval such as ``"5 seconds"``.
 
     Raises:
-        NotSupportedOnSpark: a Spark Connect session (``foreachBatch`` runs on the server
-            there, away from the engine's state), or a rule with no DataFrame translation.
+        NotSupportedOnSpark: a rule with no DataFrame translation (before the query starts).
         KeyError: ``into`` or an output is not a collection of the program.
     """
     require_pyspark("tick_stream")
-    if is_connect(engine.spark):
-        raise NotSupportedOnSpark(
-            "tick_stream on a Spark Connect session",
-            "foreachBatch functions run on the Connect server, away from the engine's state; "
-            "use a classic session for ticks as micro-batches",
-        )
     ir = engine._bound(program)
     from blooml.spark._dfengine import DataFramePlan
 
@@ -80,28 +103,21 @@ def tick_stream(
         if name not in ir.collections:
             known = ", ".join(sorted(ir.collections))
             raise KeyError(f"{name!r} is not a collection of {ir.name} (known: {known})")
+    connect = is_connect(engine.spark)
+    if not connect:  # the driver runs the function: a path relative to its directory
+        checkpoint_location = os.path.abspath(checkpoint_location)
     state_dir = os.path.join(checkpoint_location, "blooml-state")
-    os.makedirs(state_dir, exist_ok=True)
-    prog = program if program is not None else engine.program
-    columns = list(ir.collections[into].columns)
-
-    def on_batch(batch: Any, batch_id: int) -> None:
-        latest = _latest(state_dir)
-        if batch_id <= latest:
-            return  # this tick is committed already: a re-delivered batch
-        carried_tick = engine.state(program=prog)[0]
-        if carried_tick != latest:
-            _load(engine, prog, ir, plan, state_dir, latest)
-        result = engine.tick({into: batch.toDF(*columns)}, program=prog)
-        tick_dir = os.path.join(state_dir, f"tick-{batch_id}")
-        _save(engine, prog, ir, tick_dir)
-        for name, path in (outputs or {}).items():
-            result.dataframe(name).write.mode("overwrite").parquet(
-                os.path.join(path, f"tick={batch_id}")
-            )
-        _commit(state_dir, batch_id, carried_tick + 1)
-
-    writer = stream.writeStream.foreachBatch(on_batch).option(
+    ticks = _Ticks(
+        ir,
+        into,
+        state_dir,
+        dict(outputs or {}),
+        checkpoint_every=engine.checkpoint_every,
+        max_rounds=engine.max_rounds,
+    )
+    if not connect:
+        _ENGINES[state_dir] = engine  # the ticks run here, on the user's engine
+    writer = stream.writeStream.foreachBatch(ticks).option(
         "checkpointLocation", checkpoint_location
     )
     if available_now:
@@ -111,12 +127,89 @@ def tick_stream(
     return writer.start()
 
 
-def _latest(state_dir: str) -> int:
+class _Ticks:
+    """The ``foreachBatch`` function of :func:`tick_stream`: one tick per batch.
+
+    Holds plain, picklable data only (the IR's rule functions are cloudpickled with it), so
+    that a Spark Connect server can run it in its own Python process."""
+
+    def __init__(
+        self,
+        ir: ProgramIR,
+        into: str,
+        state_dir: str,
+        outputs: dict[str, str],
+        *,
+        checkpoint_every: int,
+        max_rounds: int,
+    ) -> None:
+        self.ir = ir
+        self.into = into
+        self.columns = list(ir.collections[into].columns)
+        self.state_dir = state_dir
+        self.outputs = outputs
+        self.checkpoint_every = checkpoint_every
+        self.max_rounds = max_rounds
+
+    def __call__(self, batch: Any, batch_id: int) -> None:
+        state_dir, ir = self.state_dir, self.ir
+        latest, committed = _latest(state_dir)
+        if batch_id <= latest:
+            return  # this tick is committed already: a re-delivered batch
+        os.makedirs(state_dir, exist_ok=True)
+        try:
+            engine = self._engine(batch.sparkSession)
+            if engine.state(program=ir)[0] != committed:  # a new engine, or a failed tick
+                _load(engine, ir, state_dir, latest)
+            result = engine.tick({self.into: batch.toDF(*self.columns)}, program=ir)
+            tick_dir = os.path.join(state_dir, f"tick-{batch_id}")
+            _save(engine, ir, tick_dir)
+            for name, path in self.outputs.items():
+                result.dataframe(name).write.mode("overwrite").parquet(
+                    os.path.join(path, f"tick={batch_id}")
+                )
+        except Exception as exc:
+            exc.add_note(
+                f"in blooml.spark.tick_stream: tick {committed + 1} of {ir.name} (micro-batch "
+                f"{batch_id}, input {self.into!r}); not committed, a restarted query runs it again"
+            )
+            raise
+        _commit(state_dir, batch_id, committed + 1)
+        _prune(state_dir, batch_id)
+
+    def _engine(self, session: Any) -> Any:
+        """This state directory's engine in this process; a new one (its state loaded from the
+        last committed tick) on a Connect session it was not built on."""
+        engine = _ENGINES.get(self.state_dir)
+        if engine is not None and not (
+            engine.connect and _session_id(engine.spark) != _session_id(session)
+        ):
+            return engine
+        from blooml.spark._engine import SparkEngine
+
+        engine = SparkEngine(
+            session,
+            path="dataframe",
+            checkpoint_every=self.checkpoint_every,
+            max_rounds=self.max_rounds,
+            program=self.ir,
+        )
+        _ENGINES[self.state_dir] = engine
+        return engine
+
+
+def _session_id(session: Any) -> Any:
+    return getattr(session, "session_id", None)
+
+
+def _latest(state_dir: str) -> tuple[int, int]:
+    """(batch id, tick) of the last committed tick; (-1, -1) before the first."""
     try:
         with open(os.path.join(state_dir, _LATEST)) as f:
-            return int(json.load(f)["batch"])
+            latest = json.load(f)
     except FileNotFoundError:
-        return -1
+        return -1, -1
+    return int(latest["batch"]), int(latest["tick"])
 
 
 def _commit(state_dir: str, batch_id: int, tick: int) -> None:
@@ -128,8 +221,15 @@ def _commit(state_dir: str, batch_id: int, tick: int) -> None:
     os.replace(tmp, os.path.join(state_dir, _LATEST))  # atomic: the tick is committed
 
 
-def _save(engine: Any, program: Any, ir: Any, tick_dir: str) -> None:
-    tick, frames, lattices, pending = engine.state(program=program)
+def _prune(state_dir: str, batch_id: int) -> None:
+    """Delete the state of ticks before the committed one (a restart reads only that one)."""
+    for name in os.listdir(state_dir):
+        if name.startswith("tick-") and name[5:].isdigit() and int(name[5:]) < batch_id:
+            shutil.rmtree(os.path.join(state_dir, name), ignore_errors=True)
+
+
+def _save(engine: Any, ir: ProgramIR, tick_dir: str) -> None:
+    tick, frames, lattices, pending = engine.state(program=ir)
     spark = engine.spark
     for name, df in frames.items():
         df.write.mode("overwrite").parquet(os.path.join(tick_dir, "tables", name))
@@ -146,9 +246,9 @@ def _save(engine: Any, program: Any, ir: Any, tick_dir: str) -> None:
         f.write(str(tick))
 
 
-def _load(engine: Any, program: Any, ir: Any, plan: Any, state_dir: str, batch: int) -> None:
+def _load(engine: Any, ir: ProgramIR, state_dir: str, batch: int) -> None:
     if batch < 0:
-        engine.reset(program)
+        engine.reset(ir)
         return
     spark = engine.spark
     tick_dir = os.path.join(state_dir, f"tick-{batch}")
@@ -168,7 +268,7 @@ def _load(engine: Any, program: Any, ir: Any, plan: Any, state_dir: str, batch: 
     for row in spark.read.parquet(os.path.join(tick_dir, "lattices")).collect():
         cls = ir.lattices[row.name].cls
         lattices[row.name] = column_format(cls).from_cell(_cell_back(json.loads(row.cell)))
-    engine.restore(tick, frames, lattices, pending, program=program)
+    engine.restore(tick, frames, lattices, pending, program=ir)
 
 
 _OPS = {"<+": "insert", "<-": "delete", "<+-": "replace"}
