@@ -26,6 +26,7 @@ from typing import Any
 from blooml.errors import KeyConstraintError, NotSupportedOnSpark, ProgramError
 from blooml.ir import (
     Filter,
+    FlatMap,
     Group,
     Join,
     Lat,
@@ -42,7 +43,7 @@ from blooml.ir import (
     sources,
 )
 from blooml.ir import exprs as X
-from blooml.lattices import lbool, lmax, lmin, lpset, lset
+from blooml.lattices import lbool, lmax, lmin
 from blooml.lattices._base import Lattice
 from blooml.spark._formats import column_format
 
@@ -50,8 +51,6 @@ __all__ = ["DataFramePlan", "run_plan"]
 
 #: lattice classes whose cells are plain Spark values merged by one SQL aggregate
 _CELL: dict[type, str] = {lmax: "max", lmin: "min", lbool: "bool_or"}
-#: lattice variables that can be folded in SQL from rows
-_FOLDABLE = (lmax, lmin, lbool, lset, lpset)
 _AGGS = {"count", "sum", "min", "max", "avg"}
 _OPS = {"+", "-", "*"}
 _CMPS = {"<", "<=", "==", "!=", ">", ">="}
@@ -72,6 +71,13 @@ class DataFramePlan:
     def __init__(self, ir: ProgramIR) -> None:
         self.ir = ir
         self.lattice_cols: dict[str, dict[int, type]] = {n: {} for n in ir.collections}
+        # rule bodies run as Arrow-batched Python (blooml.spark._dfpython), by id(node): whether
+        # a node runs as Python, its rule, its head (a rule's body), its output's lattice classes
+        # (found when it runs)
+        self.python_nodes: dict[int, bool] = {}
+        self.python_where: dict[int, str] = {}
+        self.python_heads: dict[int, str] = {}
+        self.python_classes: dict[int, dict[int, type]] = {}
         for info in ir.collections.values():
             if info.ttl is not None:
                 raise _Unlowerable(f"{info.describe()}: soft state (ttl)")
@@ -109,15 +115,16 @@ class DataFramePlan:
             if isinstance(rule.body, Lat):
                 self._check_lat(rule.body, where)
                 return
-            if cls not in _FOLDABLE:
-                raise _Unlowerable(f"{where}: folding rows into {cls.__qualname__} in SQL")
-            if len(self._types(rule.body, where)) != 1:
-                raise _Unlowerable(f"{where}: folding rows of several columns in SQL")
+            _dfpython.check_fold(cls, self._types(rule.body, where), where)
+            self.python_heads[id(rule.body)] = rule.head
             return
         if isinstance(rule.body, Lat):
             raise _Unlowerable(f"{where}: rows from a lattice expression")
         types = self._types(rule.body, where)
         info = ir.collections[rule.head]
+        if _dfpython.is_opaque(types):  # a Python function's rows: checked when it runs
+            self.python_heads[id(rule.body)] = rule.head
+            return
         if len(types) != len(info.columns):
             raise _Unlowerable(f"{where}: derives {len(types)} columns for {len(info.columns)}")
         for i, t in enumerate(types):
@@ -170,9 +177,9 @@ class DataFramePlan:
             if len(width) > 1:
                 raise _Unlowerable(f"{where}: literal rows of different widths")
             return [None] * (width.pop() if width else 0)
+        if isinstance(node, (Map, Filter, FlatMap)) and _dfpython.runs_python(self, node, where):
+            return _dfpython.python_types(self, node, where)
         if isinstance(node, Filter):
-            if isinstance(node.input, Join):
-                raise _Unlowerable(f"{where}: a filter over a join (map the join first)")
             inputs = self._inputs(node.input, where)
             expr = node.expr
             if expr is None:
@@ -189,8 +196,6 @@ class DataFramePlan:
         if isinstance(node, Join):
             if node.how != "inner":
                 raise _Unlowerable(f"{where}: a {node.how} join")
-            if not node.preds:
-                raise _Unlowerable(f"{where}: a join without column equalities")
             out: list[type | None] = []
             for inp in node.inputs:
                 if not isinstance(inp, Scan):
@@ -201,12 +206,15 @@ class DataFramePlan:
             if node.fn is not None:
                 raise _Unlowerable(f"{where}: notin with a test function")
             left = self._types(node.left, where)
-            self._types(node.right, where)
+            if _dfpython.is_opaque(left) or _dfpython.is_opaque(self._types(node.right, where)):
+                raise _Unlowerable(f"{where}: notin over the rows of a Python function")
             return left
         if isinstance(node, Group):
             inner = self._types(node.input, where)
             if isinstance(node.input, Join):
                 raise _Unlowerable(f"{where}: group over a join")
+            if _dfpython.is_opaque(inner):
+                raise _Unlowerable(f"{where}: group over the rows of a Python function")
             for a in node.aggs:
                 if a.fn not in _AGGS or (a.col is None and a.fn != "count"):
                     raise _Unlowerable(f"{where}: the aggregate {a.fn}")
@@ -360,6 +368,8 @@ class _Run:
             return self.spark.createDataFrame(
                 [tuple(r) for r in node.rows], [f"c{i}" for i in range(len(node.rows[0]))]
             )
+        if isinstance(node, (Map, Filter, FlatMap)) and self.plan.python_nodes.get(id(node)):
+            return _dfpython.eval_python(self, node, delta_at, counter)
         if isinstance(node, (Map, Filter)):
             inputs = node.input.inputs if isinstance(node.input, Join) else (node.input,)
             if isinstance(node.input, Join):
@@ -661,8 +671,6 @@ def _as_frame(spark: Any, data: Any, columns: tuple[str, ...], lat: dict[int, ty
 
 
 def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
-    from blooml.spark.functions import lfold
-
     ir = run.ir
     heads = {r.head for r in rules}
     reads = {name for r in rules for name, _ in sources(r.body)}
@@ -690,11 +698,9 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
             if ir.is_lattice(rule.head):
                 cls = ir.lattices[rule.head].cls
                 for df in parts:
-                    col = df.columns[0] if len(df.columns) == 1 else None
-                    if col is None:
-                        raise NotSupportedOnSpark(rule.describe(), "folding multi-column rows")
-                    (row,) = df.agg(lfold(col, cls).alias("v")).collect()
-                    lat_news.setdefault(rule.head, []).append(column_format(cls).from_cell(row.v))
+                    lat_news.setdefault(rule.head, []).append(
+                        _dfpython.fold_rows(run.plan, df, cls, rule)
+                    )
             else:
                 derived.setdefault(rule.head, []).extend(parts)
         changed_lats = set()
@@ -773,3 +779,6 @@ def _eval_lat(run: _Run, rule: Rule, node: Node) -> Any:
             exc.add_note(f"in {rule.describe()} (on Spark)")
             raise
     raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
+
+
+from blooml.spark import _dfpython  # noqa: E402  (it builds on this module)
