@@ -46,6 +46,7 @@ from blooml.ir.nodes import AGG_NAMES
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
 from blooml.spark._dfengine import DataFramePlan, run_plan
+from blooml.spark._errors import worker_errors
 from blooml.spark._formats import Pickled, column_format, spec_of
 from blooml.spark._lazy import check_worker_python, is_connect, require_pyspark
 from blooml.spark._rdd import fold
@@ -608,20 +609,28 @@ class SparkEngine:
                 data = data.map(_cells).toDF(list(cols))  # an RDD (classic sessions)
             frames[name] = data
         carried = self._ticks.get(plan.ir.name) if keep else None
-        state, lattices, rounds, touched, pending = run_plan(
-            self.spark,
-            plan,
-            frames,
-            checkpoint_every=self.checkpoint_every,
-            max_rounds=self.max_rounds,
-            state=carried.state if carried else None,
-            lattices=carried.lattices if carried else None,
-            pending=carried.pending if carried else None,
-        )
+        if carried is not None and carried.plan is not None:
+            # lattice column classes found when Python rule bodies ran in earlier ticks
+            for name, cols in carried.plan.lattice_cols.items():
+                for i, cls in cols.items():
+                    plan.lattice_cols[name].setdefault(i, cls)
+        if any(plan.python_nodes.values()):
+            check_worker_python("SparkEngine", self.spark)
+        with worker_errors():  # a rule function raising on a worker: named by its rule
+            state, lattices, rounds, touched, pending = run_plan(
+                self.spark,
+                plan,
+                frames,
+                checkpoint_every=self.checkpoint_every,
+                max_rounds=self.max_rounds,
+                state=carried.state if carried else None,
+                lattices=carried.lattices if carried else None,
+                pending=carried.pending if carried else None,
+            )
         result = DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
         if keep:
             tick = carried.tick + 1 if carried else 0
-            self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending)
+            self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending, plan)
             result.tick = tick
         return result
 
@@ -989,7 +998,7 @@ def _cells(row: Iterable[Any]) -> tuple[Any, ...]:
 class _Carried:
     """What :meth:`SparkEngine.tick` keeps of a program between ticks."""
 
-    __slots__ = ("lattices", "pending", "state", "tick")
+    __slots__ = ("lattices", "pending", "plan", "state", "tick")
 
     def __init__(
         self,
@@ -997,11 +1006,13 @@ class _Carried:
         state: dict[str, Any],
         lattices: dict[str, Lattice],
         pending: dict[str, dict[str, Any]],
+        plan: DataFramePlan | None = None,
     ) -> None:
         self.tick = tick
         self.state = state
         self.lattices = lattices
         self.pending = pending
+        self.plan = plan
 
 
 class DataFrameResult(SparkResult):
