@@ -220,3 +220,21 @@ class Unlowered(Program):
 def test_what_has_no_translation_still_fails_before_any_job(spark: Any) -> None:
     with pytest.raises(NotSupportedOnSpark, match=r"rule 1 .*notin"):
         _df(spark).run(Unlowered, {"link": "not even rows"})
+
+
+def test_declared_schemas_type_the_rows_in_one_pass(spark: Any) -> None:
+    inputs = {"link": LINKS}
+    schemas = {"cost": "src bigint, dst bigint, c double", "tag": "src bigint, kind string"}
+    result = _df(spark, schemas=schemas).run(Python, inputs)
+    _same_state(_local(Python, inputs), result)
+    assert result["cost"].schema.simpleString() == "struct<src:bigint,dst:bigint,c:double>"
+    # a declaration the function's rows do not fit, naming the rule and the column
+    with pytest.raises(ProgramError, match=r"rule 2 .*column 'kind' of 'tag' is declared bigint"):
+        _df(spark, schemas={"tag": "src bigint, kind bigint"}).run(Python, inputs)
+    # a lattice column the plan cannot know of in a declared head
+    with pytest.raises(NotSupportedOnSpark, match=r"rule 7 .*lmin values in column 'c' of 'best'"):
+        _df(spark, schemas={"best": "src bigint, c bigint"}).run(Python, inputs)
+    with pytest.raises(ProgramError, match="one field per column"):
+        _df(spark, schemas={"tag": "src bigint"}).run(Python, inputs)
+    with pytest.raises(ProgramError, match="'nope' is not a collection"):
+        _df(spark, schemas={"nope": "x bigint"}).run(Python, inputs)

@@ -78,6 +78,8 @@ class DataFramePlan:
         self.python_where: dict[int, str] = {}
         self.python_heads: dict[int, str] = {}
         self.python_classes: dict[int, dict[int, type]] = {}
+        #: declared Spark schemas of collections (columns c0..): SparkEngine(schemas=...)
+        self.schemas: dict[str, Any] = {}
         for info in ir.collections.values():
             if info.ttl is not None:
                 raise _Unlowerable(f"{info.describe()}: soft state (ttl)")

@@ -200,10 +200,9 @@ def eval_python(run: Any, node: Node, delta_at: int | None, counter: list[int]) 
     top = chain[0]
     if isinstance(top, Filter):
         out = df.mapInArrow(_filter_batches(shapes, classes, filters, where), df.schema)
-        flat = [c for cls in classes for c in [cls]]
         out_classes: dict[int, type] = {}
         offset = 0
-        for (cols, _), cls_map in zip(shapes, flat, strict=True):
+        for (cols, _), cls_map in zip(shapes, classes, strict=True):
             out_classes.update({offset + k: c for k, c in cls_map.items()})
             offset += len(cols)
         out = out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(out.columns)])
@@ -217,9 +216,16 @@ def eval_python(run: Any, node: Node, delta_at: int | None, counter: list[int]) 
         arity = len(info.columns)
         head_desc = (info.kind, info.name, tuple(info.columns))
     fn = top.fn  # type: ignore[attr-defined]
-    encode = _encode_batches(
-        shapes, classes, filters, fn, isinstance(top, FlatMap), where, head_desc, arity
-    )
+    flat = isinstance(top, FlatMap)
+    declared = plan.schemas.get(head) if head is not None else None
+    if declared is not None:  # one pass, straight into the declared types
+        expected = dict(plan.lattice_cols[head])  # type: ignore[index]
+        plan.python_classes[id(node)] = expected
+        typed = _encode_batches(
+            shapes, classes, filters, fn, flat, where, head_desc, arity, (declared, expected)
+        )
+        return df.mapInArrow(typed, declared)
+    encode = _encode_batches(shapes, classes, filters, fn, flat, where, head_desc, arity)
     encoded = df.mapInArrow(encode, "b binary, s string").localCheckpoint()
     sigs = [r.s for r in encoded.select("s").distinct().collect()]
     if not sigs:
@@ -228,6 +234,38 @@ def eval_python(run: Any, node: Node, delta_at: int | None, counter: list[int]) 
     _reconcile(plan, node, out_classes, where)
     plan.python_classes[id(node)] = out_classes
     return encoded.mapInArrow(_decode_batches(schema, where), schema)
+
+
+def declare(plan: DataFramePlan, spark: Any, schemas: Any) -> None:
+    """Set ``plan.schemas`` from ``SparkEngine(schemas=...)``: collection name -> a DDL string
+    (``"a bigint, b bigint"``) or a ``StructType`` with one field per column."""
+    from pyspark.sql.types import StructField, StructType
+
+    ir = plan.ir
+    for name, schema in (schemas or {}).items():
+        info = ir.collections.get(name)
+        if info is None:
+            known = ", ".join(sorted(ir.collections))
+            raise ProgramError(
+                f"SparkEngine(schemas=...): {name!r} is not a collection of {ir.name} "
+                f"(known: {known})"
+            )
+        if isinstance(schema, str):
+            try:
+                schema = spark.createDataFrame([], schema).schema
+            except Exception as exc:
+                raise ProgramError(
+                    f"SparkEngine(schemas=...): the schema of {name!r}, {schema!r}, is not a "
+                    f"Spark DDL schema such as 'a bigint, b string' ({exc})"
+                ) from None
+        if not isinstance(schema, StructType) or len(schema.fields) != len(info.columns):
+            raise ProgramError(
+                f"SparkEngine(schemas=...): {info.kind} {name!r} has columns "
+                f"{list(info.columns)}; its schema must have one field per column, got {schema!r}"
+            )
+        plan.schemas[name] = StructType(
+            [StructField(f"c{j}", f.dataType, True) for j, f in enumerate(schema.fields)]
+        )
 
 
 def _reconcile(plan: DataFramePlan, node: Node, classes: dict[int, type], where: str) -> None:
@@ -453,7 +491,11 @@ def _encode_batches(
     where: str,
     head: tuple[str, str, tuple[str, ...]] | None,
     arity: int | None,
+    target: tuple[Any, dict[int, type]] | None = None,
 ) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """The rows a map or flat_map derives from each batch: encoded with their inferred types
+    (a ``binary`` Arrow stream and its signature), or in the ``target`` (declared) schema."""
+
     def run(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
@@ -509,12 +551,58 @@ def _encode_batches(
                     f"its function returns rows of different widths {sorted(widths)}; "
                     "a DataFrame's rows have one width",
                 )
-            yield _encode(out, where, fail, pa)
+            if target is None:
+                yield _encode(out, fail, pa)
+            else:
+                yield _typed(out, fail, pa, target, head)
 
     return run
 
 
-def _encode(rows: list[tuple[Any, ...]], where: str, fail: Any, pa: Any) -> Any:
+def _typed(
+    rows: list[tuple[Any, ...]],
+    fail: Any,
+    pa: Any,
+    target: tuple[Any, dict[int, type]],
+    head: tuple[str, str, tuple[str, ...]] | None,
+) -> Any:
+    """``rows`` as a record batch of the declared schema (lattice values as their cells)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema, expected = target
+    arrow = to_arrow_schema(schema)
+    name = head[1] if head is not None else "?"
+    cols = head[2] if head is not None else ()
+    arrays = []
+    for j, values in enumerate(zip(*rows, strict=True)):
+        col = cols[j] if j < len(cols) else str(j)
+        want = expected.get(j)
+        fmt = column_format(want) if want is not None else None
+        cells = []
+        for v in values:
+            if isinstance(v, Lattice):
+                if type(v) is not want:
+                    fail(
+                        "NotSupportedOnSpark",
+                        f"it derives {type(v).__qualname__} values in column {col!r} of "
+                        f"{name!r}, declared {schema[j].dataType.simpleString()} in "
+                        "SparkEngine(schemas=...): the plan knows no such lattice column (leave "
+                        f"{name!r} out of schemas to have its types and lattice classes inferred)",
+                    )
+                v = fmt.to_cell(v)  # type: ignore[union-attr]
+            cells.append(v)
+        try:
+            arrays.append(pa.array(cells, type=arrow.field(j).type))
+        except Exception as exc:
+            fail(
+                "ProgramError",
+                f"column {col!r} of {name!r} is declared {schema[j].dataType.simpleString()} "
+                f"(SparkEngine schemas=...); its function derives {exc}",
+            )
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow)
+
+
+def _encode(rows: list[tuple[Any, ...]], fail: Any, pa: Any) -> Any:
     from pyspark.sql import types as T
     from pyspark.sql.pandas.types import to_arrow_type
 

@@ -45,6 +45,7 @@ from blooml.ir.aggregates import apply_aggregate
 from blooml.ir.nodes import AGG_NAMES
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
+from blooml.spark import _dfpython
 from blooml.spark._dfengine import DataFramePlan, run_plan
 from blooml.spark._errors import worker_errors
 from blooml.spark._formats import Pickled, column_format, spec_of
@@ -479,6 +480,11 @@ class SparkEngine:
             ``"auto"`` (default): ``"dataframe"`` on Spark Connect, ``"rdd"`` on a classic
             session (its columns may hold values of mixed types, as in Python).
         program: the program :meth:`tick` runs (``engine.tick(inputs)``).
+        schemas: on the DataFrame path, collection name → its Spark schema (a DDL string such
+            as ``"src bigint, dst bigint"`` or a ``StructType``, one field per column): the rows
+            that a rule body running as Python (a function that does not lower to SQL) derives
+            for it are built in these types in one pass, instead of having their types
+            inferred from the function's output (see ``docs/spark.md``).
 
     Example::
 
@@ -495,6 +501,7 @@ class SparkEngine:
         max_rounds: int = 10_000,
         path: str = "auto",
         program: Any = None,
+        schemas: Mapping[str, Any] | None = None,
     ) -> None:
         require_pyspark("SparkEngine")
         self.connect = is_connect(spark)
@@ -512,8 +519,13 @@ class SparkEngine:
                 "SparkEngine(path='rdd') on a Spark Connect session",
                 "Spark Connect has no RDDs; use path='auto' (DataFrame plans)",
             )
+        if schemas is not None and not isinstance(schemas, Mapping):
+            raise TypeError(
+                f"SparkEngine: schemas must map collection names to Spark schemas, got {schemas!r}"
+            )
         self.spark = spark
         self.path = path
+        self.schemas = dict(schemas or {})
         self._ticks: dict[str, _Carried] = {}
         self.program = program
         self.checkpoint_every = checkpoint_every
@@ -611,9 +623,10 @@ class SparkEngine:
         carried = self._ticks.get(plan.ir.name) if keep else None
         if carried is not None and carried.plan is not None:
             # lattice column classes found when Python rule bodies ran in earlier ticks
-            for name, cols in carried.plan.lattice_cols.items():
-                for i, cls in cols.items():
+            for name, known in carried.plan.lattice_cols.items():
+                for i, cls in known.items():
                     plan.lattice_cols[name].setdefault(i, cls)
+        _dfpython.declare(plan, self.spark, self.schemas)
         if any(plan.python_nodes.values()):
             check_worker_python("SparkEngine", self.spark)
         with worker_errors():  # a rule function raising on a worker: named by its rule
