@@ -205,8 +205,8 @@ class DataFramePlan:
                 out.extend(self._types(inp, where))
             return out
         if isinstance(node, NotIn):
-            if node.fn is not None:
-                raise _Unlowerable(f"{where}: notin with a test function")
+            if node.fn is not None and where:  # its test runs as Python (_dfpython)
+                self.python_where.setdefault(id(node), where)
             left = self._types(node.left, where)
             if _dfpython.is_opaque(left) or _dfpython.is_opaque(self._types(node.right, where)):
                 raise _Unlowerable(f"{where}: notin over the rows of a Python function")
@@ -398,6 +398,8 @@ class _Run:
             if df is None:
                 return None
             return df.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(df.columns)])
+        if isinstance(node, NotIn) and node.fn is not None:
+            return _dfpython.eval_notin(self, node, delta_at, counter)
         if isinstance(node, NotIn):
             left = self.eval(node.left, delta_at, counter)
             if left is None:

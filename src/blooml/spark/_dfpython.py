@@ -268,6 +268,41 @@ def declare(plan: DataFramePlan, spark: Any, schemas: Any) -> None:
         )
 
 
+def eval_notin(run: Any, node: NotIn, delta_at: int | None, counter: list[int]) -> Any:
+    """The rows of ``node.left`` that no row of ``node.right`` matches (its column equalities,
+    then its test function, run as Arrow-batched Python over the equi-joined — or, without
+    equalities, cross-joined — pairs), as a DataFrame (columns ``c0..``) or None."""
+    from pyspark.sql import functions as F
+
+    plan: DataFramePlan = run.plan
+    where = _where(plan, node)
+    left = run.eval(node.left, delta_at, counter)
+    if left is None:
+        return None
+    right = run.eval(node.right, None, counter)
+    if right is None:
+        return left
+    lcols = [f"i0_{c[1:]}" for c in left.columns]
+    rcols = [f"i1_{c[1:]}" for c in right.columns]
+    lt = left.select(*[F.col(c).alias(n) for c, n in zip(left.columns, lcols, strict=True)])
+    rt = right.select(*[F.col(c).alias(n) for c, n in zip(right.columns, rcols, strict=True)])
+    cond = [lt[f"i0_{p.lcol}"].eqNullSafe(rt[f"i1_{p.rcol}"]) for p in node.preds]
+    pairs = lt.join(rt, cond, "inner") if cond else lt.crossJoin(rt)
+    classes = []
+    for side in (node.left, node.right):
+        known = plan.python_classes.get(id(side))
+        if known is None:
+            known = {k: c for k, c in enumerate(plan._types(side, where)) if c is not None}
+        classes.append(known)
+    shapes = [(lcols, _row_names(node.left)), (rcols, _row_names(node.right))]
+    test = _filter_batches(shapes, classes, [node.fn], where)  # type: ignore[list-item]
+    matched = pairs.mapInArrow(test, pairs.schema).select(*[F.col(c).alias(f"m{c}") for c in lcols])
+    out = lt.join(
+        matched.distinct(), [lt[c].eqNullSafe(F.col(f"m{c}")) for c in lcols], "left_anti"
+    )
+    return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(lcols)])
+
+
 def _reconcile(plan: DataFramePlan, node: Node, classes: dict[int, type], where: str) -> None:
     """Lattice classes a Python function derived for a collection head become its lattice
     column classes (only those merged in Spark SQL)."""
