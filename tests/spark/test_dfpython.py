@@ -234,21 +234,49 @@ def test_notin_with_a_test_function(spark: Any, edges: list[tuple[int, int]]) ->
     _same_state(_local(Far, inputs), _df(spark).run(Far, inputs))
 
 
+class Grouped(Program):
+    """argmin/argmax (Spark SQL), choose (grouped Arrow), reduce (one Arrow group)."""
+
+    link = table(["src", "dst", "w"])
+    cheapest = table(["src", "dst", "w"])
+    widest = table(["src", "dst", "w"])
+    one = table(["src"], ["dst", "w"])
+    total = table(["n"], ["w"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.cheapest <= self.link.argmin(["src"], "w")
+        self.widest <= self.link.argmax([], "w")
+        self.one <= self.link.choose(["src"], seed=3)
+        self.total <= self.link.reduce(
+            (0, 0), lambda memo, lk: (memo[0] + 1, memo[1] + _cost(lk.w))
+        )
+    # fmt: on
+
+
+@settings(max_examples=2, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 6)), max_size=10))
+def test_argmin_argmax_choose_reduce(spark: Any, links: list[tuple[int, ...]]) -> None:
+    inputs = {"link": links}
+    _same_state(_local(Grouped, inputs), _df(spark).run(Grouped, inputs))
+
+
 class Unlowered(Program):
     link = table(["src", "dst", "w"])
     seen = table(["src"])
-    best = table(["src"], ["w"])
+    when = table(["src", "t"])
 
     # fmt: off
     @bloom
     def rules(self):
         self.seen <= self.link.map(lambda lk: lk.src if _cost(lk.w) else None)
-        self.best <= self.link.argmax(["src"], "w").map(lambda lk: (lk.src, lk.w))
+        self.when <= self.link.map(lambda lk: (lk.src, self.tick_count))
     # fmt: on
 
 
 def test_what_has_no_translation_still_fails_before_any_job(spark: Any) -> None:
-    with pytest.raises(NotSupportedOnSpark, match=r"rule 1 .*argmax"):
+    with pytest.raises(NotSupportedOnSpark, match=r"rule 1 .*read program state"):
         _df(spark).run(Unlowered, {"link": "not even rows"})
 
 

@@ -25,6 +25,8 @@ from typing import Any
 
 from blooml.errors import KeyConstraintError, NotSupportedOnSpark, ProgramError
 from blooml.ir import (
+    ArgAgg,
+    Choose,
     Filter,
     FlatMap,
     Group,
@@ -38,6 +40,7 @@ from blooml.ir import (
     Node,
     NotIn,
     ProgramIR,
+    Reduce,
     Rule,
     Scan,
     sources,
@@ -211,6 +214,8 @@ class DataFramePlan:
             if _dfpython.is_opaque(left) or _dfpython.is_opaque(self._types(node.right, where)):
                 raise _Unlowerable(f"{where}: notin over the rows of a Python function")
             return left
+        if isinstance(node, (ArgAgg, Choose, Reduce)):  # grouped Arrow / SQL (_dfpython)
+            return _dfpython.grouped_types(self, node, where)
         if isinstance(node, Group):
             inner = self._types(node.input, where)
             if isinstance(node.input, Join):
@@ -400,6 +405,8 @@ class _Run:
             return df.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(df.columns)])
         if isinstance(node, NotIn) and node.fn is not None:
             return _dfpython.eval_notin(self, node, delta_at, counter)
+        if isinstance(node, (ArgAgg, Choose, Reduce)):
+            return _dfpython.eval_grouped(self, node, counter)
         if isinstance(node, NotIn):
             left = self.eval(node.left, delta_at, counter)
             if left is None:

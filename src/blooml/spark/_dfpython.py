@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from blooml.errors import NotSupportedOnSpark, ProgramError
-from blooml.ir import Filter, FlatMap, Join, Map, Node, NotIn, Rule, Scan
+from blooml.ir import ArgAgg, Choose, Filter, FlatMap, Join, Map, Node, NotIn, Reduce, Rule, Scan
 from blooml.lattices import lbool, lmax, lmin
 from blooml.lattices._base import Lattice
 from blooml.spark._dfengine import DataFramePlan, _Unlowerable
@@ -301,6 +301,172 @@ def eval_notin(run: Any, node: NotIn, delta_at: int | None, counter: list[int]) 
         matched.distinct(), [lt[c].eqNullSafe(F.col(f"m{c}")) for c in lcols], "left_anti"
     )
     return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(lcols)])
+
+
+def grouped_types(plan: DataFramePlan, node: Node, where: str) -> list[type | None]:
+    """Plan ``argmin``/``argmax`` (Spark SQL), ``choose`` (grouped Arrow) and ``reduce`` (one
+    Arrow group, its output types inferred): their input's classes, or Opaque for reduce."""
+    inner = plan._types(node.input, where)  # type: ignore[attr-defined]
+    name = type(node).__name__.lower()
+    if is_opaque(inner):
+        raise _Unlowerable(f"{where}: {name} over the rows of a Python function")
+    if where:
+        plan.python_where.setdefault(id(node), where)
+    if isinstance(node, ArgAgg):
+        if not 0 <= node.col < len(inner) or inner[node.col] is not None:
+            raise _Unlowerable(f"{where}: arg{node.how} over a lattice column")
+        return inner
+    if isinstance(node, Choose):
+        if any(t is not None for t in inner):
+            raise _Unlowerable(f"{where}: choose over rows with lattice columns")
+        return inner
+    return Opaque()
+
+
+def eval_grouped(run: Any, node: Node, counter: list[int]) -> Any:
+    """``argmin``/``argmax``, ``choose`` or ``reduce`` over their (complete) input."""
+    from pyspark.sql import functions as F
+
+    plan: DataFramePlan = run.plan
+    where = _where(plan, node)
+    df = run.eval(node.input, None, counter)  # type: ignore[attr-defined]
+    if df is None and isinstance(node, Reduce):
+        df = run.spark.createDataFrame([], "c0 int").limit(0)
+    if df is None:
+        return None
+    cols = list(df.columns)
+    if isinstance(node, ArgAgg):  # Spark SQL: each group's best value, joined back
+        keys = [cols[k] for k in node.keys]
+        col = cols[node.col]
+        agg = (F.max(col) if node.how == "max" else F.min(col)).alias("_best")
+        best = df.groupBy(*keys).agg(agg) if keys else df.agg(agg)
+        best = best.select(*[F.col(k).alias(f"_{k}") for k in keys], "_best")
+        cond = [df[k].eqNullSafe(best[f"_{k}"]) for k in keys] + [df[col] == best["_best"]]
+        return df.join(best, cond, "inner").select(*cols)
+    if isinstance(node, Choose):
+        keys = [cols[k] for k in node.keys]
+        pick = _choose_groups(cols, node.seed, where)
+        grouped = df.groupBy(*keys) if keys else df.groupBy(F.lit("all"))
+        return grouped.applyInArrow(pick, df.schema)
+    assert isinstance(node, Reduce)
+    classes = plan.python_classes.get(id(node.input))  # type: ignore[attr-defined]
+    if classes is None:
+        types = plan._types(node.input, where)  # type: ignore[attr-defined]
+        classes = {k: c for k, c in enumerate(types) if c is not None}
+    shapes = [(cols, _row_names(node.input))]  # type: ignore[attr-defined]
+    head = plan.python_heads.get(id(node))
+    head_desc = None
+    if head is not None and head in plan.ir.collections:
+        info = plan.ir.collections[head]
+        head_desc = (info.kind, info.name, tuple(info.columns))
+    fold = _reduce_group(shapes, [classes], node.init, node.fn, where, head_desc)
+    encoded = df.groupBy(F.lit("all")).applyInArrow(fold, "b binary, s string").localCheckpoint()
+    sigs = [r.s for r in encoded.select("s").distinct().collect()]
+    if not sigs:  # no rows: the result of init alone
+        init_rows = _reduce_group(shapes, [classes], node.init, node.fn, where, head_desc)
+        table = init_rows(_empty_table(cols))
+        if table.num_rows == 0 or table.column("s")[0].as_py() == _NO_ROWS:
+            return None
+        encoded = run.spark.createDataFrame(
+            [(table.column("b")[0].as_py(), table.column("s")[0].as_py())], "b binary, s string"
+        )
+        sigs = [table.column("s")[0].as_py()]
+    encoded = encoded.where(F.col("s") != _NO_ROWS)
+    sigs = [s for s in sigs if s != _NO_ROWS]
+    if not sigs:
+        return None
+    schema, out_classes = _merge_signatures(sigs, where)
+    _reconcile(plan, node, out_classes, where)
+    plan.python_classes[id(node)] = out_classes
+    return encoded.mapInArrow(_decode_batches(schema, where), schema)
+
+
+_NO_ROWS = "no rows"
+
+
+def _empty_table(cols: list[str]) -> Any:
+    import pyarrow as pa
+
+    return pa.table({c: pa.array([], pa.null()) for c in cols})
+
+
+def _choose_groups(cols: list[str], seed: int, where: str) -> Callable[[Any], Any]:
+    """One row per group: the one with the smallest seeded hash of its repr (as the local
+    engine's ``choose``)."""
+
+    def pick(table: Any) -> Any:
+        import hashlib
+
+        values = [
+            [(conv(v) if conv is not None else v) for v in col.to_pylist()]
+            for col, conv in ((table.column(c), _py_converter(table.column(c).type)) for c in cols)
+        ]
+        rows = list(zip(*values, strict=True))
+        if not rows:
+            return table.slice(0, 0)
+        hashes = [
+            hashlib.blake2b(repr((seed, tuple(r))).encode(), digest_size=8).digest() for r in rows
+        ]
+        i = min(range(len(rows)), key=hashes.__getitem__)
+        return table.slice(i, 1)
+
+    return pick
+
+
+def _reduce_group(
+    shapes: list[tuple[list[str], Any]],
+    classes: list[dict[int, type]],
+    init: Any,
+    fn: Callable[[Any, Any], Any],
+    where: str,
+    head: tuple[str, str, tuple[str, ...]] | None,
+) -> Callable[[Any], Any]:
+    """``fn(memo, row)`` folded over every row (sorted as the local engine sorts them), its
+    result rows encoded as in :func:`_encode_batches`."""
+
+    def fold(table: Any) -> Any:
+        import pyarrow as pa
+
+        errors = WorkerErrors(where)
+
+        def fail(cls: str, text: str) -> None:
+            errors.raise_for((cls, cls, text))
+
+        args_of = _arguments(shapes, classes)
+        rows = [a[0] for b in table.to_batches() for a in args_of(b)]
+        try:
+            try:
+                rows.sort()
+            except TypeError:
+                rows.sort(key=repr)
+            memo = init
+            for r in rows:
+                memo = fn(memo, r)
+        except Exception as exc:
+            errors.raise_for(exc)
+        if memo is None:
+            out: list[Any] = []
+        elif isinstance(memo, tuple):
+            out = [memo]
+        elif isinstance(memo, (list, set, frozenset)):
+            out = [r if isinstance(r, tuple) else (r,) for r in memo if r is not None]
+        else:
+            out = [(memo,)]
+        if not out:  # one row saying so (no group at all: no rows in)
+            return pa.table({"b": pa.array([None], pa.binary()), "s": pa.array([_NO_ROWS])})
+        widths = {len(r) for r in out}
+        if head is not None and widths != {len(head[2])}:
+            bad = next(r for r in out if len(r) != len(head[2]))
+            fail(
+                "ProgramError",
+                f"{head[0]} {head[1]!r} has {len(head[2])} columns {list(head[2])}; got "
+                f"{len(bad)} values {bad!r}",
+            )
+        if len(widths) > 1:
+            fail("NotSupportedOnSpark", f"its function returns rows of widths {sorted(widths)}")
+        return pa.Table.from_batches([_encode(out, fail, pa)])
+
+    return fold
 
 
 def _reconcile(plan: DataFramePlan, node: Node, classes: dict[int, type], where: str) -> None:
