@@ -157,6 +157,34 @@ def test_user_lattice_folded_over_ticks(spark: Any) -> None:
     assert local.longest.value == lsum(4)
 
 
+class Cheapest(Program):
+    link = table(["src", "dst", "w"])
+    best = table(["src"], ["c"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.best <= self.link.map(lambda lk: (lk.src, lmin(_cost(lk.w))))
+    # fmt: on
+
+
+def test_lattice_column_found_at_run_time_carries_over_ticks(spark: Any) -> None:
+    ticks: list[dict[str, Any]] = [
+        {"link": [(0, 1, 3), (1, 2, 4)]},
+        {"link": [(0, 2, 2)], "best": [(1, lmin(1))]},  # merged as lmin, not a key conflict
+        {"best": [(0, lmin(7))]},
+    ]
+    local = Cheapest()
+    engine = _df(spark, program=Cheapest)
+    for inputs in ticks:
+        for name, rows in inputs.items():
+            getattr(local, name).insert(rows)
+        local.tick()
+        result = engine.tick(inputs)
+    _same_state(local, result)
+    assert sorted(result.rows("best")) == [(0, lmin(2)), (1, lmin(1))]
+
+
 class Sets(Program):
     link = table(["src", "dst", "w"])
     reach = table(["src"], ["dsts"])
