@@ -5,7 +5,9 @@ scans, selections and projections from the expressions recovered from rule funct
 (:mod:`blooml.ir.exprs`), equi-joins, anti-joins for ``notin``, ``groupBy`` for aggregates —
 with lattice columns of the natively stored builtins (``lmax``, ``lmin``, ``lbool``) merged by
 their SQL aggregates (the Column functions of :mod:`blooml.spark.functions`). Lattice variables
-of the native builtins (and ``lset``/``lpset``) are folded with ``lfold`` and kept on the driver.
+of any class are folded with ``lfold`` and kept on the driver. Rule bodies that do not lower
+(functions not recovered as expressions, ``flat_map``, ``notin`` tests, ``choose``, ``reduce``)
+run as Arrow-batched Python inside the plan: :mod:`blooml.spark._dfpython`.
 
 :func:`run_plan` then evaluates one tick semi-naively, as the local engine does: each round
 joins the *deltas* of the previous round against the full state, and merges only the keys the
