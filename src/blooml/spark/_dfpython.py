@@ -6,11 +6,16 @@ translation, runs as ``DataFrame.mapInArrow`` over its lowered input (a scan, a 
 equi-join or — for a join without column equalities — a ``crossJoin``): one Python call per
 Arrow batch, inside which the rule's function is called on each row built as the local engine
 builds it (a named tuple of the collection, ``fn(*rows)`` after a join; lattice cells as lattice
-values). Works on classic and Spark Connect sessions (no RDD is used).
+values). Works on classic and Spark Connect sessions (no RDD is used). Likewise ``notin``
+with a test function (the test over the equi- or cross-joined pairs, then a ``left_anti``
+join), ``choose`` (``groupBy(keys).applyInArrow``) and ``reduce`` (one ``applyInArrow``
+group); ``argmin``/``argmax`` are plain Spark SQL.
 
-The output schema. A ``filter`` keeps its input's schema. The rows of a ``map`` or
-``flat_map`` have a schema only known once the function has run, so their types are inferred
-from the actual output, with Spark's own type inference:
+The output schema. A ``filter`` (and ``notin``, ``choose``, ``argmin``/``argmax``) keeps its
+input's schema. A ``map`` or ``flat_map`` deriving the rows of a collection declared in
+``SparkEngine(schemas=...)`` builds them in the declared types in one pass. Otherwise (and
+for ``reduce``) their schema is only known once the function has run, so their types are
+inferred from the actual output, with Spark's own type inference:
 
 1. each batch's output rows are encoded as one Arrow IPC stream (a ``binary`` cell), with the
    Spark type of each column over that batch (``pyspark.sql.types._infer_type``, merged) and the
@@ -46,7 +51,19 @@ from blooml.spark._dfengine import DataFramePlan, _Unlowerable
 from blooml.spark._errors import WorkerErrors
 from blooml.spark._formats import column_format, spec_of
 
-__all__ = ["Opaque", "eval_python", "fold_rows", "python_types", "runs_python"]
+__all__ = [
+    "Opaque",
+    "check_fold",
+    "declare",
+    "eval_grouped",
+    "eval_notin",
+    "eval_python",
+    "fold_rows",
+    "grouped_types",
+    "is_opaque",
+    "python_types",
+    "runs_python",
+]
 
 #: lattice classes whose cells merge in Spark SQL (see ``_dfengine._CELL``)
 _SQL_MERGED = (lmax, lmin, lbool)
@@ -345,7 +362,7 @@ def eval_grouped(run: Any, node: Node, counter: list[int]) -> Any:
         return df.join(best, cond, "inner").select(*cols)
     if isinstance(node, Choose):
         keys = [cols[k] for k in node.keys]
-        pick = _choose_groups(cols, node.seed, where)
+        pick = _choose_groups(cols, node.seed)
         grouped = df.groupBy(*keys) if keys else df.groupBy(F.lit("all"))
         return grouped.applyInArrow(pick, df.schema)
     assert isinstance(node, Reduce)
@@ -390,7 +407,7 @@ def _empty_table(cols: list[str]) -> Any:
     return pa.table({c: pa.array([], pa.null()) for c in cols})
 
 
-def _choose_groups(cols: list[str], seed: int, where: str) -> Callable[[Any], Any]:
+def _choose_groups(cols: list[str], seed: int) -> Callable[[Any], Any]:
     """One row per group: the one with the smallest seeded hash of its repr (as the local
     engine's ``choose``)."""
 
