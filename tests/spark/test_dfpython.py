@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_engine import _local, _same_state
 
-from blooml import Program, bloom, lmin, lset, scratch, table
+from blooml import Program, bloom, count, lmin, lset, scratch, sum_, table
 from blooml.errors import BloomlError, NotSupportedOnSpark, ProgramError
 from blooml.spark import SparkEngine
 from blooml.spark._dfengine import DataFramePlan, _Run
@@ -263,13 +263,16 @@ def test_notin_with_a_test_function(spark: Any, edges: list[tuple[int, int]]) ->
 
 
 class Grouped(Program):
-    """argmin/argmax (Spark SQL), choose (grouped Arrow), reduce (one Arrow group)."""
+    """argmin/argmax (Spark SQL), choose (grouped Arrow), reduce (one Arrow group); group and
+    argmax over the rows of a Python function."""
 
     link = table(["src", "dst", "w"])
     cheapest = table(["src", "dst", "w"])
     widest = table(["src", "dst", "w"])
     one = table(["src"], ["dst", "w"])
     total = table(["n"], ["w"])
+    per = table(["src"], ["n", "c"])
+    top = table(["src", "c"])
 
     # fmt: off
     @bloom
@@ -280,6 +283,9 @@ class Grouped(Program):
         self.total <= self.link.reduce(
             (0, 0), lambda memo, lk: (memo[0] + 1, memo[1] + _cost(lk.w))
         )
+        # over the rows of a Python function
+        self.per <= self.link.map(lambda lk: (lk.src, _cost(lk.w))).group([0], count(), sum_(1))
+        self.top <= self.link.map(lambda lk: (lk.src, _cost(lk.w))).argmax([], 1)
     # fmt: on
 
 

@@ -222,12 +222,13 @@ class DataFramePlan:
             inner = self._types(node.input, where)
             if isinstance(node.input, Join):
                 raise _Unlowerable(f"{where}: group over a join")
-            if _dfpython.is_opaque(inner):
-                raise _Unlowerable(f"{where}: group over the rows of a Python function")
+            opaque = _dfpython.is_opaque(inner)  # a Python function's rows: checked at run time
+            if opaque and where:
+                self.python_where.setdefault(id(node), where)
             for a in node.aggs:
                 if a.fn not in _AGGS or (a.col is None and a.fn != "count"):
                     raise _Unlowerable(f"{where}: the aggregate {a.fn}")
-                if a.col is not None and inner[a.col] is not None:
+                if a.col is not None and not opaque and inner[a.col] is not None:
                     raise _Unlowerable(f"{where}: an aggregate over a lattice column")
             return [None] * (len(node.keys) + len(node.aggs))
         raise _Unlowerable(f"{where}: {type(node).__name__.lower()}")
@@ -426,6 +427,7 @@ class _Run:
             df = self.eval(node.input, None, counter)
             if df is None:
                 return None
+            _dfpython.check_group(self.plan, node, df)
             keys = [F.col(f"c{k}") for k in node.keys]
             aggs = []
             for j, a in enumerate(node.aggs):

@@ -44,7 +44,20 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from blooml.errors import NotSupportedOnSpark, ProgramError
-from blooml.ir import ArgAgg, Choose, Filter, FlatMap, Join, Map, Node, NotIn, Reduce, Rule, Scan
+from blooml.ir import (
+    ArgAgg,
+    Choose,
+    Filter,
+    FlatMap,
+    Group,
+    Join,
+    Map,
+    Node,
+    NotIn,
+    Reduce,
+    Rule,
+    Scan,
+)
 from blooml.lattices import lbool, lmax, lmin
 from blooml.lattices._base import Lattice
 from blooml.spark._dfengine import DataFramePlan, _Unlowerable
@@ -54,6 +67,7 @@ from blooml.spark._formats import column_format, spec_of
 __all__ = [
     "Opaque",
     "check_fold",
+    "check_group",
     "declare",
     "eval_grouped",
     "eval_notin",
@@ -324,11 +338,10 @@ def grouped_types(plan: DataFramePlan, node: Node, where: str) -> list[type | No
     """Plan ``argmin``/``argmax`` (Spark SQL), ``choose`` (grouped Arrow) and ``reduce`` (one
     Arrow group, its output types inferred): their input's classes, or Opaque for reduce."""
     inner = plan._types(node.input, where)  # type: ignore[attr-defined]
-    name = type(node).__name__.lower()
-    if is_opaque(inner):
-        raise _Unlowerable(f"{where}: {name} over the rows of a Python function")
     if where:
         plan.python_where.setdefault(id(node), where)
+    if is_opaque(inner):  # a Python function's rows: checked when they are known
+        return Opaque()
     if isinstance(node, ArgAgg):
         if not 0 <= node.col < len(inner) or inner[node.col] is not None:
             raise _Unlowerable(f"{where}: arg{node.how} over a lattice column")
@@ -352,6 +365,17 @@ def eval_grouped(run: Any, node: Node, counter: list[int]) -> Any:
     if df is None:
         return None
     cols = list(df.columns)
+    inner = plan.python_classes.get(id(node.input))  # type: ignore[attr-defined]
+    if inner is not None and not isinstance(node, Reduce):  # the rows of a Python function
+        what = {ArgAgg: "arg" + getattr(node, "how", ""), Choose: "choose"}[type(node)]
+        used = [*node.keys, node.col] if isinstance(node, ArgAgg) else node.keys  # type: ignore[attr-defined]
+        _check_columns(used, len(cols), where, what)
+        if isinstance(node, ArgAgg) and node.col in inner:
+            raise NotSupportedOnSpark(where, f"{what} over a column of lattice values")
+        if isinstance(node, Choose) and inner:
+            raise NotSupportedOnSpark(where, "choose over rows with lattice values")
+        _reconcile(plan, node, inner, where)
+        plan.python_classes[id(node)] = dict(inner)
     if isinstance(node, ArgAgg):  # Spark SQL: each group's best value, joined back
         keys = [cols[k] for k in node.keys]
         col = cols[node.col]
@@ -396,6 +420,29 @@ def eval_grouped(run: Any, node: Node, counter: list[int]) -> Any:
     _reconcile(plan, node, out_classes, where)
     plan.python_classes[id(node)] = out_classes
     return encoded.mapInArrow(_decode_batches(schema, where), schema)
+
+
+def check_group(plan: DataFramePlan, node: Group, df: Any) -> None:
+    """Before a ``group`` over the rows of a Python function runs: its columns exist and it
+    aggregates no lattice values (known once the function has run)."""
+    inner = plan.python_classes.get(id(node.input))
+    if inner is None:
+        return
+    where = _where(plan, node)
+    used = [*node.keys, *(a.col for a in node.aggs if a.col is not None)]
+    _check_columns(used, len(df.columns), where, "group")
+    for a in node.aggs:
+        if a.col in inner:
+            raise NotSupportedOnSpark(where, f"the aggregate {a.fn} over lattice values")
+
+
+def _check_columns(cols: Any, width: int, where: str, what: str) -> None:
+    bad = [c for c in cols if not 0 <= c < width]
+    if bad:
+        raise ProgramError(
+            f"{where}: {what} refers to column {bad[0]}, but the rows of its input have only "
+            f"{width} columns"
+        )
 
 
 _NO_ROWS = "no rows"
