@@ -30,6 +30,7 @@ import textwrap
 import types
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -94,6 +95,13 @@ def run_snippets(
     module = types.ModuleType(name)  # classes defined in a block get a real module (pickling)
     module.__dict__.update(prelude or {})
     sys.modules[name] = module
+    by_value: Any = None
+    if "spark" in modes:
+        # Spark workers cannot import this in-memory module: ship its functions by value, as
+        # a user's script (__main__) is shipped
+        from pyspark import cloudpickle as by_value
+
+        by_value.register_pickle_by_value(module)
     try:
         for i, s in enumerate(blocks):
             # pad so that tracebacks show the markdown file's own line numbers
@@ -108,6 +116,8 @@ def run_snippets(
                     "line before its fence (see tests/test_doc_snippets.py)."
                 ) from exc
     finally:
+        if by_value is not None:
+            by_value.unregister_pickle_by_value(module)
         sys.modules.pop(name, None)
     return len(blocks)
 

@@ -107,6 +107,24 @@ _SCRIPT = textwrap.dedent(
             except NotSupportedOnSpark as exc:
                 errors.append(str(exc))
         out["errors"] = errors
+        limit = 2
+
+        class Cheap(Program):  # a closure and a conditional: runs as Arrow-batched Python
+            link = table(["src", "dst", "w"])
+            cheap = table(["src", "dst"])
+
+            @bloom
+            def rules(self):
+                self.cheap <= self.link.map(
+                    lambda lk: (lk.src, lk.dst) if lk.w <= limit else None
+                )
+
+        links = [(1, 2, 1), (2, 3, 5), (3, 4, 2)]
+        local = Cheap()
+        local.link.insert(links)
+        local.tick()
+        cheap = SparkEngine(spark, path="dataframe").run(Cheap, {"link": links}).rows("cheap")
+        out["python"] = [sorted(cheap), sorted(map(tuple, local.cheap))]
         return out
 
 
@@ -241,6 +259,8 @@ def test_functions_on_a_local_connect_server(connect_job: dict[str, Any]) -> Non
     # SparkEngine on Connect: the program as DataFrame plans
     assert out["closure"] == [[1, 2], [1, 3], [1, 4], [2, 3], [2, 4], [3, 4]]
     assert out["touched"][-1][-1] == 0
+    # a rule body that does not lower runs as Arrow-batched Python on Connect too
+    assert out["python"][0] == out["python"][1] == [[1, 2], [3, 4]]
 
 
 def test_tick_stream_on_a_local_connect_server(connect_job: dict[str, Any]) -> None:

@@ -5,7 +5,9 @@ scans, selections and projections from the expressions recovered from rule funct
 (:mod:`blooml.ir.exprs`), equi-joins, anti-joins for ``notin``, ``groupBy`` for aggregates —
 with lattice columns of the natively stored builtins (``lmax``, ``lmin``, ``lbool``) merged by
 their SQL aggregates (the Column functions of :mod:`blooml.spark.functions`). Lattice variables
-of the native builtins (and ``lset``/``lpset``) are folded with ``lfold`` and kept on the driver.
+of any class are folded with ``lfold`` and kept on the driver. Rule bodies that do not lower
+(functions not recovered as expressions, ``flat_map``, ``notin`` tests, ``choose``, ``reduce``)
+run as Arrow-batched Python inside the plan: :mod:`blooml.spark._dfpython`.
 
 :func:`run_plan` then evaluates one tick semi-naively, as the local engine does: each round
 joins the *deltas* of the previous round against the full state, and merges only the keys the
@@ -25,7 +27,10 @@ from typing import Any
 
 from blooml.errors import KeyConstraintError, NotSupportedOnSpark, ProgramError
 from blooml.ir import (
+    ArgAgg,
+    Choose,
     Filter,
+    FlatMap,
     Group,
     Join,
     Lat,
@@ -37,12 +42,13 @@ from blooml.ir import (
     Node,
     NotIn,
     ProgramIR,
+    Reduce,
     Rule,
     Scan,
     sources,
 )
 from blooml.ir import exprs as X
-from blooml.lattices import lbool, lmax, lmin, lpset, lset
+from blooml.lattices import lbool, lmax, lmin
 from blooml.lattices._base import Lattice
 from blooml.spark._formats import column_format
 
@@ -50,8 +56,6 @@ __all__ = ["DataFramePlan", "run_plan"]
 
 #: lattice classes whose cells are plain Spark values merged by one SQL aggregate
 _CELL: dict[type, str] = {lmax: "max", lmin: "min", lbool: "bool_or"}
-#: lattice variables that can be folded in SQL from rows
-_FOLDABLE = (lmax, lmin, lbool, lset, lpset)
 _AGGS = {"count", "sum", "min", "max", "avg"}
 _OPS = {"+", "-", "*"}
 _CMPS = {"<", "<=", "==", "!=", ">", ">="}
@@ -72,6 +76,15 @@ class DataFramePlan:
     def __init__(self, ir: ProgramIR) -> None:
         self.ir = ir
         self.lattice_cols: dict[str, dict[int, type]] = {n: {} for n in ir.collections}
+        # rule bodies run as Arrow-batched Python (blooml.spark._dfpython), by id(node): whether
+        # a node runs as Python, its rule, its head (a rule's body), its output's lattice classes
+        # (found when it runs)
+        self.python_nodes: dict[int, bool] = {}
+        self.python_where: dict[int, str] = {}
+        self.python_heads: dict[int, str] = {}
+        self.python_classes: dict[int, dict[int, type]] = {}
+        #: declared Spark schemas of collections (columns c0..): SparkEngine(schemas=...)
+        self.schemas: dict[str, Any] = {}
         for info in ir.collections.values():
             if info.ttl is not None:
                 raise _Unlowerable(f"{info.describe()}: soft state (ttl)")
@@ -109,15 +122,16 @@ class DataFramePlan:
             if isinstance(rule.body, Lat):
                 self._check_lat(rule.body, where)
                 return
-            if cls not in _FOLDABLE:
-                raise _Unlowerable(f"{where}: folding rows into {cls.__qualname__} in SQL")
-            if len(self._types(rule.body, where)) != 1:
-                raise _Unlowerable(f"{where}: folding rows of several columns in SQL")
+            _dfpython.check_fold(cls, self._types(rule.body, where), where)
+            self.python_heads[id(rule.body)] = rule.head
             return
         if isinstance(rule.body, Lat):
             raise _Unlowerable(f"{where}: rows from a lattice expression")
         types = self._types(rule.body, where)
         info = ir.collections[rule.head]
+        if _dfpython.is_opaque(types):  # a Python function's rows: checked when it runs
+            self.python_heads[id(rule.body)] = rule.head
+            return
         if len(types) != len(info.columns):
             raise _Unlowerable(f"{where}: derives {len(types)} columns for {len(info.columns)}")
         for i, t in enumerate(types):
@@ -170,9 +184,9 @@ class DataFramePlan:
             if len(width) > 1:
                 raise _Unlowerable(f"{where}: literal rows of different widths")
             return [None] * (width.pop() if width else 0)
+        if isinstance(node, (Map, Filter, FlatMap)) and _dfpython.runs_python(self, node, where):
+            return _dfpython.python_types(self, node, where)
         if isinstance(node, Filter):
-            if isinstance(node.input, Join):
-                raise _Unlowerable(f"{where}: a filter over a join (map the join first)")
             inputs = self._inputs(node.input, where)
             expr = node.expr
             if expr is None:
@@ -189,8 +203,6 @@ class DataFramePlan:
         if isinstance(node, Join):
             if node.how != "inner":
                 raise _Unlowerable(f"{where}: a {node.how} join")
-            if not node.preds:
-                raise _Unlowerable(f"{where}: a join without column equalities")
             out: list[type | None] = []
             for inp in node.inputs:
                 if not isinstance(inp, Scan):
@@ -198,19 +210,25 @@ class DataFramePlan:
                 out.extend(self._types(inp, where))
             return out
         if isinstance(node, NotIn):
-            if node.fn is not None:
-                raise _Unlowerable(f"{where}: notin with a test function")
+            if node.fn is not None and where:  # its test runs as Python (_dfpython)
+                self.python_where.setdefault(id(node), where)
             left = self._types(node.left, where)
-            self._types(node.right, where)
+            if _dfpython.is_opaque(left) or _dfpython.is_opaque(self._types(node.right, where)):
+                raise _Unlowerable(f"{where}: notin over the rows of a Python function")
             return left
+        if isinstance(node, (ArgAgg, Choose, Reduce)):  # grouped Arrow / SQL (_dfpython)
+            return _dfpython.grouped_types(self, node, where)
         if isinstance(node, Group):
             inner = self._types(node.input, where)
             if isinstance(node.input, Join):
                 raise _Unlowerable(f"{where}: group over a join")
+            opaque = _dfpython.is_opaque(inner)  # a Python function's rows: checked at run time
+            if opaque and where:
+                self.python_where.setdefault(id(node), where)
             for a in node.aggs:
                 if a.fn not in _AGGS or (a.col is None and a.fn != "count"):
                     raise _Unlowerable(f"{where}: the aggregate {a.fn}")
-                if a.col is not None and inner[a.col] is not None:
+                if a.col is not None and not opaque and inner[a.col] is not None:
                     raise _Unlowerable(f"{where}: an aggregate over a lattice column")
             return [None] * (len(node.keys) + len(node.aggs))
         raise _Unlowerable(f"{where}: {type(node).__name__.lower()}")
@@ -390,6 +408,8 @@ class _Run:
             return self.spark.createDataFrame(
                 [tuple(r) for r in node.rows], [f"c{i}" for i in range(len(node.rows[0]))]
             )
+        if isinstance(node, (Map, Filter, FlatMap)) and self.plan.python_nodes.get(id(node)):
+            return _dfpython.eval_python(self, node, delta_at, counter)
         if isinstance(node, (Map, Filter)):
             inputs = node.input.inputs if isinstance(node.input, Join) else (node.input,)
             if isinstance(node.input, Join):
@@ -416,6 +436,10 @@ class _Run:
             if df is None:
                 return None
             return df.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(df.columns)])
+        if isinstance(node, NotIn) and node.fn is not None:
+            return _dfpython.eval_notin(self, node, delta_at, counter)
+        if isinstance(node, (ArgAgg, Choose, Reduce)):
+            return _dfpython.eval_grouped(self, node, counter)
         if isinstance(node, NotIn):
             left = self.eval(node.left, delta_at, counter)
             if left is None:
@@ -433,6 +457,7 @@ class _Run:
             df = self.eval(node.input, None, counter)
             if df is None:
                 return None
+            _dfpython.check_group(self.plan, node, df)
             keys = [F.col(f"c{k}") for k in node.keys]
             aggs = []
             for j, a in enumerate(node.aggs):
@@ -725,8 +750,6 @@ def _as_frame(spark: Any, data: Any, columns: tuple[str, ...], lat: dict[int, ty
 
 
 def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
-    from blooml.spark.functions import lfold
-
     ir = run.ir
     heads = {r.head for r in rules}
     reads = {name for r in rules for name, _ in sources(r.body)}
@@ -754,11 +777,9 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
             if ir.is_lattice(rule.head):
                 cls = ir.lattices[rule.head].cls
                 for df in parts:
-                    col = df.columns[0] if len(df.columns) == 1 else None
-                    if col is None:
-                        raise NotSupportedOnSpark(rule.describe(), "folding multi-column rows")
-                    (row,) = df.agg(lfold(col, cls).alias("v")).collect()
-                    lat_news.setdefault(rule.head, []).append(column_format(cls).from_cell(row.v))
+                    lat_news.setdefault(rule.head, []).append(
+                        _dfpython.fold_rows(run.plan, df, cls, rule)
+                    )
             else:
                 derived.setdefault(rule.head, []).extend(parts)
         changed_lats = set()
@@ -840,3 +861,6 @@ def _eval_lat(run: _Run, rule: Rule, node: Node) -> Any:
             exc.add_note(f"in {rule.describe()} (on Spark)")
             raise
     raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
+
+
+from blooml.spark import _dfpython  # noqa: E402  (it builds on this module)

@@ -45,7 +45,9 @@ from blooml.ir.aggregates import apply_aggregate
 from blooml.ir.nodes import AGG_NAMES
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
+from blooml.spark import _dfpython
 from blooml.spark._dfengine import DataFramePlan, run_plan
+from blooml.spark._errors import worker_errors
 from blooml.spark._formats import Pickled, column_format, spec_of
 from blooml.spark._lazy import check_worker_python, is_connect, require_pyspark
 from blooml.spark._rdd import fold
@@ -478,6 +480,11 @@ class SparkEngine:
             ``"auto"`` (default): ``"dataframe"`` on Spark Connect, ``"rdd"`` on a classic
             session (its columns may hold values of mixed types, as in Python).
         program: the program :meth:`tick` runs (``engine.tick(inputs)``).
+        schemas: on the DataFrame path, collection name → its Spark schema (a DDL string such
+            as ``"src bigint, dst bigint"`` or a ``StructType``, one field per column): the rows
+            that a rule body running as Python (a function that does not lower to SQL) derives
+            for it are built in these types in one pass, instead of having their types
+            inferred from the function's output (see ``docs/spark.md``).
 
     Example::
 
@@ -494,6 +501,7 @@ class SparkEngine:
         max_rounds: int = 10_000,
         path: str = "auto",
         program: Any = None,
+        schemas: Mapping[str, Any] | None = None,
     ) -> None:
         require_pyspark("SparkEngine")
         self.connect = is_connect(spark)
@@ -511,8 +519,13 @@ class SparkEngine:
                 "SparkEngine(path='rdd') on a Spark Connect session",
                 "Spark Connect has no RDDs; use path='auto' (DataFrame plans)",
             )
+        if schemas is not None and not isinstance(schemas, Mapping):
+            raise TypeError(
+                f"SparkEngine: schemas must map collection names to Spark schemas, got {schemas!r}"
+            )
         self.spark = spark
         self.path = path
+        self.schemas = dict(schemas or {})
         self._ticks: dict[str, _Carried] = {}
         self.program = program
         self.checkpoint_every = checkpoint_every
@@ -608,20 +621,29 @@ class SparkEngine:
                 data = data.map(_cells).toDF(list(cols))  # an RDD (classic sessions)
             frames[name] = data
         carried = self._ticks.get(plan.ir.name) if keep else None
-        state, lattices, rounds, touched, pending = run_plan(
-            self.spark,
-            plan,
-            frames,
-            checkpoint_every=self.checkpoint_every,
-            max_rounds=self.max_rounds,
-            state=carried.state if carried else None,
-            lattices=carried.lattices if carried else None,
-            pending=carried.pending if carried else None,
-        )
+        if carried is not None and carried.plan is not None:
+            # lattice column classes found when Python rule bodies ran in earlier ticks
+            for name, known in carried.plan.lattice_cols.items():
+                for i, cls in known.items():
+                    plan.lattice_cols[name].setdefault(i, cls)
+        _dfpython.declare(plan, self.spark, self.schemas)
+        if any(plan.python_nodes.values()):
+            check_worker_python("SparkEngine", self.spark)
+        with worker_errors():  # a rule function raising on a worker: named by its rule
+            state, lattices, rounds, touched, pending = run_plan(
+                self.spark,
+                plan,
+                frames,
+                checkpoint_every=self.checkpoint_every,
+                max_rounds=self.max_rounds,
+                state=carried.state if carried else None,
+                lattices=carried.lattices if carried else None,
+                pending=carried.pending if carried else None,
+            )
         result = DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
         if keep:
             tick = carried.tick + 1 if carried else 0
-            self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending)
+            self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending, plan)
             result.tick = tick
         return result
 
@@ -989,7 +1011,7 @@ def _cells(row: Iterable[Any]) -> tuple[Any, ...]:
 class _Carried:
     """What :meth:`SparkEngine.tick` keeps of a program between ticks."""
 
-    __slots__ = ("lattices", "pending", "state", "tick")
+    __slots__ = ("lattices", "pending", "plan", "state", "tick")
 
     def __init__(
         self,
@@ -997,11 +1019,13 @@ class _Carried:
         state: dict[str, Any],
         lattices: dict[str, Lattice],
         pending: dict[str, dict[str, Any]],
+        plan: DataFramePlan | None = None,
     ) -> None:
         self.tick = tick
         self.state = state
         self.lattices = lattices
         self.pending = pending
+        self.plan = plan
 
 
 class DataFrameResult(SparkResult):
