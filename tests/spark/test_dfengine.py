@@ -69,5 +69,18 @@ class Owner(Program):
 def test_key_conflict_is_a_key_constraint_error(spark: Any) -> None:
     ok = _df_engine(spark).run(Owner, {"claim": [("pen", "ann"), ("cup", "bob")]})
     assert sorted(ok.rows("owner")) == [("cup", "bob"), ("pen", "ann")]
-    with pytest.raises(KeyConstraintError, match="owner"):
+    with pytest.raises(KeyConstraintError, match="owner") as info:
         _df_engine(spark).run(Owner, {"claim": [("pen", "ann"), ("pen", "bob")]})
+    # the report names the key and the two rows that disagree, as the local engine does
+    assert info.value.key == "pen"
+    assert {info.value.old, info.value.new} == {("pen", "ann"), ("pen", "bob")}
+    # against a row stored by an earlier tick: the stored row is the old one
+    engine = _df_engine(spark)
+    engine.tick({"claim": [("pen", "ann")]}, program=Owner)
+    with pytest.raises(KeyConstraintError) as info:
+        engine.tick({"claim": [("pen", "cid")]}, program=Owner)
+    assert (info.value.key, info.value.old, info.value.new) == (
+        "pen",
+        ("pen", "ann"),
+        ("pen", "cid"),
+    )

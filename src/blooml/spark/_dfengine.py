@@ -417,7 +417,7 @@ class _Run:
             else:
                 df = self.eval(node.input, delta_at, counter)
                 if df is not None:
-                    df = df.select(*[F.col(c).alias(f"i0_{c[1:]}") for c in df.columns])
+                    df = df.toDF(*[f"i0_{c[1:]}" for c in df.columns])
             if df is None:
                 return None
             low = self._lowering(inputs)
@@ -426,16 +426,14 @@ class _Run:
             if isinstance(node, Filter):
                 width = len(df.columns)
                 out = df.where(low.col(expr))
-                if not isinstance(node.input, Join):
-                    return out.select(*[F.col(f"i0_{i}").alias(f"c{i}") for i in range(width)])
-                return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(df.columns)])
+                return out.toDF(*[f"c{j}" for j in range(width)])
             items = expr.items if isinstance(expr, X.TupleExpr) else (expr,)
             return df.select(*[low.col(e).alias(f"c{j}") for j, e in enumerate(items)])
         if isinstance(node, Join):
             df = self._join(node, delta_at, counter)
             if df is None:
                 return None
-            return df.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(df.columns)])
+            return df.toDF(*[f"c{j}" for j in range(len(df.columns))])
         if isinstance(node, NotIn) and node.fn is not None:
             return _dfpython.eval_notin(self, node, delta_at, counter)
         if isinstance(node, (ArgAgg, Choose, Reduce)):
@@ -450,7 +448,7 @@ class _Run:
             pairs = [(p.lcol, p.rcol) for p in node.preds] or [
                 (i, i) for i in range(len(left.columns))
             ]
-            r = right.select(*[F.col(c).alias(f"r{c}") for c in right.columns])
+            r = right.toDF(*[f"r{c}" for c in right.columns])
             cond = [left[f"c{a}"].eqNullSafe(r[f"rc{b}"]) for a, b in pairs]
             return left.join(r, cond, "left_anti")
         if isinstance(node, Group):
@@ -495,18 +493,14 @@ class _Run:
             (rows, width), i = min(sized)
             parts[i] = self.small(parts[i], rows, width)
         # columns by position (i{input}_{position}), as the lowering names them
-        named = [
-            p.select(*[F.col(c).alias(f"i{i}_{c[1:]}") for c in p.columns])
-            for i, p in enumerate(parts)
-        ]
+        named = [p.toDF(*[f"i{i}_{c[1:]}" for c in p.columns]) for i, p in enumerate(parts)]
         acc = named[0]
         for j in range(1, len(named)):
-            cond = [
-                F.col(f"i{p.left}_{p.lcol}") == named[j][f"i{j}_{p.rcol}"]
-                for p in node.preds
-                if p.right == j
-            ]
-            acc = acc.join(named[j], cond, "inner") if cond else acc.crossJoin(named[j])
+            cond = [f"i{p.left}_{p.lcol} = i{j}_{p.rcol}" for p in node.preds if p.right == j]
+            if cond:  # one SQL condition: a Column per equality costs a JVM call each
+                acc = acc.join(named[j], F.expr(" AND ".join(cond)), "inner")
+            else:
+                acc = acc.crossJoin(named[j])
         return acc
 
     # merging derived rows into the state: only the touched keys --------------------------------
@@ -536,63 +530,60 @@ class _Run:
                 return None, 0
             self._store(name, delta if old is None else old.unionByName(delta), n_old + n)
             return delta, n
-        # one row per touched key: lattice columns merged, other values must agree
+        # one row per touched key: lattice columns merged, other values must agree. The
+        # expressions are SQL text: one JVM call per projection instead of one per Column
         aggs = []
         for i, c in enumerate(values, start=nk):
             cls = lat.get(i)
             if cls is not None:
-                aggs.append(_cell_merge(cls, F.col(c)).alias(c))
+                aggs.append(F.expr(f"{_cell_merge_sql(cls, c)} AS {c}"))
             else:
-                aggs.append(F.first(c, ignorenulls=True).alias(c))
-                aggs.append((F.count_distinct(c) > 1).alias(f"x{c}"))
+                aggs.append(F.expr(f"first({c}, true) AS {c}"))
+                aggs.append(F.expr(f"count(DISTINCT {c}) > 1 AS x{c}"))
         touched = rows.groupBy(*keys).agg(*aggs)
         if old is None:
-            merged = touched.select(
+            merged = touched.selectExpr(
                 *cols,
-                F.lit(True).alias("_changed"),
-                F.lit(True).alias("_fresh"),
-                _any([F.col(f"x{c}") for c in plain]).alias("_conflict"),
+                "true AS _changed",
+                "true AS _fresh",
+                f"{_any_sql(f'x{c}' for c in plain)} AS _conflict",
             )
         else:
-            o = old.select(*[F.col(c).alias(f"o{c}") for c in cols])
-            joined = touched.join(o, [F.col(k).eqNullSafe(o[f"o{k}"]) for k in keys], "left")
-            present = F.col(f"o{keys[0]}").isNotNull()
-            sel = [F.col(k) for k in keys]
+            o = old.toDF(*[f"o{c}" for c in cols])
+            on = " AND ".join(f"{k} <=> o{k}" for k in keys)
+            joined = touched.join(o, F.expr(on), "left")
+            present = f"(o{keys[0]} IS NOT NULL)"
+            sel = list(keys)
             grew = []
             conflict = []
             for i, c in enumerate(values, start=nk):
                 cls = lat.get(i)
-                a, b = F.col(c), F.col(f"o{c}")
                 if cls is not None:
-                    m = _pair_merge(cls, a, b)
-                    sel.append(m.alias(c))
-                    grew.append(~m.eqNullSafe(b))
+                    m = _pair_merge_sql(cls, c, f"o{c}")
+                    sel.append(f"{m} AS {c}")
+                    grew.append(f"NOT ({m} <=> o{c})")
                 else:
-                    sel.append(F.when(present, b).otherwise(a).alias(c))
-                    conflict.append(F.col(f"x{c}") | (present & ~a.eqNullSafe(b)))
-            merged = joined.select(
+                    sel.append(f"CASE WHEN {present} THEN o{c} ELSE {c} END AS {c}")
+                    conflict.append(f"(x{c} OR ({present} AND NOT ({c} <=> o{c})))")
+            merged = joined.selectExpr(
                 *sel,
-                (~present | _any(grew)).alias("_changed"),
-                (~present).alias("_fresh"),
-                _any(conflict).alias("_conflict"),
+                f"(NOT {present} OR {_any_sql(grew)}) AS _changed",
+                f"NOT {present} AS _fresh",
+                f"{_any_sql(conflict)} AS _conflict",
             )
         # one small job counts the delta and its new keys and finds conflicts among the values
         # that must agree
-        delta = merged.where(F.col("_changed") | F.col("_conflict")).localCheckpoint()
-        stats = delta.agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum(F.col("_fresh").cast("long")).alias("fresh"),
-            F.max(F.col("_conflict").cast("int")).alias("bad"),
+        delta = merged.where("_changed OR _conflict").localCheckpoint()
+        stats = delta.selectExpr(
+            "count(1) AS n",
+            "sum(CAST(_fresh AS long)) AS fresh",
+            "max(CAST(_conflict AS int)) AS bad",
         ).first()
         n = 0 if stats is None else int(stats["n"])
         if n == 0:
             return None, 0
         if stats["bad"]:
-            bad = delta.where(F.col("_conflict")).first()
-            key = tuple(bad[k] for k in keys)
-            raise KeyConstraintError(
-                name, key if len(key) != 1 else key[0], "a stored row", tuple(bad[: len(cols)])
-            )
+            self._conflict(name, keys, cols, rows, old, delta.where("_conflict").first())
         delta = delta.select(*cols)
         n_state = n_old + int(stats["fresh"] or 0)
         if old is None:
@@ -603,6 +594,23 @@ class _Run:
                 name, old.join(gone, keys, "left_anti").unionByName(delta), n_state, compact=True
             )
         return delta, n
+
+    def _conflict(
+        self, name: str, keys: list[str], cols: list[str], rows: Any, old: Any, bad: Any
+    ) -> None:
+        """Raise the KeyConstraintError of a conflicting key: the stored row (or the first
+        derived one) against a derived row that disagrees with it."""
+        from pyspark.sql import functions as F
+
+        key = tuple(bad[k] for k in keys)
+        where = F.lit(True)
+        for k, v in zip(keys, key, strict=True):
+            where = where & F.col(k).eqNullSafe(F.lit(v))
+        derived = [tuple(r) for r in rows.where(where).select(*cols).distinct().limit(2).collect()]
+        stored = None if old is None else old.where(where).first()
+        first = tuple(stored) if stored is not None else derived[0]
+        other = next((r for r in derived if r != first), derived[-1])
+        raise KeyConstraintError(name, key if len(key) != 1 else key[0], first, other)
 
     def _store(self, name: str, state: Any, rows: int, *, compact: bool = False) -> None:
         """The new state of ``name`` (``rows`` rows); checkpointed every ``checkpoint_every``
@@ -630,29 +638,22 @@ def _broadcast_bytes(spark: Any) -> int:
         return 10 << 20
 
 
-def _any(conds: list[Any]) -> Any:
-    from pyspark.sql import functions as F
-
-    out = F.lit(False)
-    for c in conds:
-        out = out | F.coalesce(c, F.lit(False))
-    return out
+def _any_sql(conds: Any) -> str:
+    """SQL for "any of ``conds`` is true" (NULL counts as false)."""
+    parts = [f"coalesce({c}, false)" for c in conds]
+    return "(" + " OR ".join(parts) + ")" if parts else "false"
 
 
-def _cell_merge(cls: type, c: Any) -> Any:
-    from pyspark.sql import functions as F
-
+def _cell_merge_sql(cls: type, c: str) -> str:
     if cls is lbool:
-        return F.coalesce(F.bool_or(c), F.lit(False))
-    return getattr(F, _CELL[cls])(c)
+        return f"coalesce(bool_or({c}), false)"
+    return f"{_CELL[cls]}({c})"
 
 
-def _pair_merge(cls: type, a: Any, b: Any) -> Any:
-    from pyspark.sql import functions as F
-
+def _pair_merge_sql(cls: type, a: str, b: str) -> str:
     if cls is lbool:
-        return F.coalesce(a, F.lit(False)) | F.coalesce(b, F.lit(False))
-    return F.greatest(a, b) if cls is lmax else F.least(a, b)  # NULL (⊥) is ignored
+        return f"(coalesce({a}, false) OR coalesce({b}, false))"
+    return f"{'greatest' if cls is lmax else 'least'}({a}, {b})"  # NULL (⊥) is ignored
 
 
 def run_plan(
