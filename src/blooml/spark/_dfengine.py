@@ -14,7 +14,8 @@ joins the *deltas* of the previous round against the full state, and merges only
 round touched: ``touched`` rows are merged with the stored rows of the same keys (a join on the
 key, not a pass over the whole state), and the rows that changed are the next delta and replace
 their keys' stored rows. Deltas are localCheckpointed every round and the state every
-``checkpoint_every`` rounds, so lineage stays bounded.
+``checkpoint_every`` rounds, so lineage stays bounded. Deltas and states are counted exactly, and
+each join broadcasts its smallest input when the count fits the session's broadcast threshold.
 
 This module knows the IR and nothing of the DSL.
 """
