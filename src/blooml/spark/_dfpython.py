@@ -259,12 +259,7 @@ def eval_python(run: Any, node: Node, delta_at: int | None, counter: list[int]) 
     encode = _encode_batches(shapes, classes, filters, fn, flat, where, head_desc, arity)
     encoded = df.mapInArrow(encode, "b binary, s string").localCheckpoint()
     sigs = [r.s for r in encoded.select("s").distinct().collect()]
-    if not sigs:
-        return None
-    schema, out_classes = _merge_signatures(sigs, where)
-    _reconcile(plan, node, out_classes, where)
-    plan.python_classes[id(node)] = out_classes
-    return encoded.mapInArrow(_decode_batches(schema, where), schema)
+    return _decode(plan, node, encoded, sigs, where)
 
 
 def declare(plan: DataFramePlan, spark: Any, schemas: Any) -> None:
@@ -414,6 +409,13 @@ def eval_grouped(run: Any, node: Node, counter: list[int]) -> Any:
         sigs = [table.column("s")[0].as_py()]
     encoded = encoded.where(F.col("s") != _NO_ROWS)
     sigs = [s for s in sigs if s != _NO_ROWS]
+    return _decode(plan, node, encoded, sigs, where)
+
+
+def _decode(plan: DataFramePlan, node: Node, encoded: Any, sigs: list[str], where: str) -> Any:
+    """The typed rows of ``encoded`` (Arrow-stream cells tagged with their signatures): the
+    signatures merged into one schema, the lattice classes found recorded for the plan; None
+    when no batch produced rows."""
     if not sigs:
         return None
     schema, out_classes = _merge_signatures(sigs, where)
