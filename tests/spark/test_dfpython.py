@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from test_engine import _local, _same_state
 
 from blooml import Program, bloom, count, lmin, lset, scratch, sum_, table
-from blooml.errors import BloomlError, NotSupportedOnSpark, ProgramError
+from blooml.errors import BloomlError, KeyConstraintError, NotSupportedOnSpark, ProgramError
 from blooml.spark import SparkEngine
 from blooml.spark._dfengine import DataFramePlan, _Run
 
@@ -330,3 +330,22 @@ def test_declared_schemas_type_the_rows_in_one_pass(spark: Any) -> None:
         _df(spark, schemas={"tag": "src bigint"}).run(Python, inputs)
     with pytest.raises(ProgramError, match="'nope' is not a collection"):
         _df(spark, schemas={"nope": "x bigint"}).run(Python, inputs)
+
+
+def test_lattice_columns_found_at_run_time_survive_a_restore(spark: Any) -> None:
+    # a new engine continuing from a saved tick (as tick_stream does after a restart) gets the
+    # column classes found at run time, so an input cell merges as lmin, not as a key conflict
+    first = _df(spark, program=Cheapest)
+    first.tick({"link": [(0, 1, 3), (1, 2, 4)]})
+    assert first.lattice_columns() == {"best": {1: lmin}}
+    tick, frames, lattices, pending = first.state()
+    blind = _df(spark, program=Cheapest)  # without them: stored lmin cells are plain values
+    blind.restore(tick, frames, lattices, pending)
+    with pytest.raises(KeyConstraintError):
+        blind.tick({"best": [(1, lmin(1))]})
+    second = _df(spark, program=Cheapest)
+    second.restore(tick, frames, lattices, pending, lattice_columns=first.lattice_columns())
+    result = second.tick({"best": [(1, lmin(1))]})
+    assert sorted(result.rows("best")) == [(0, lmin(30)), (1, lmin(1))]
+    with pytest.raises(KeyError, match="nope"):
+        second.restore(tick, frames, lattices, pending, lattice_columns={"nope": {0: lmin}})

@@ -703,15 +703,39 @@ class SparkEngine:
         pending: Mapping[str, Mapping[str, Any]] | None = None,
         *,
         program: Any = None,
+        lattice_columns: Mapping[str, Mapping[int, type]] | None = None,
     ) -> None:
-        """Continue the program from a saved tick (as :meth:`state` returns it)."""
+        """Continue the program from a saved tick (as :meth:`state` returns it).
+
+        ``lattice_columns`` (as :meth:`lattice_columns` returns it) restores the lattice classes
+        of collection columns that were found when Python rule bodies ran: without them, stored
+        cells of such a column merge as plain values until a rule derives the column again."""
         ir = self._bound(program)
+        plan = None
+        if lattice_columns:
+            plan, why = DataFramePlan.try_build(ir)
+            if plan is None:
+                raise NotSupportedOnSpark(why, "no Spark SQL translation (SparkEngine.restore)")
+            for name, known in lattice_columns.items():
+                if name not in ir.collections:
+                    raise KeyError(f"lattice_columns: {name!r} is not a collection of {ir.name}")
+                for i, cls in known.items():
+                    plan.lattice_cols[name].setdefault(int(i), cls)
         frames = {n: df.toDF(*[f"c{i}" for i in range(len(df.columns))]) for n, df in state.items()}
         pend = {
             op: {n: df.toDF(*[f"c{i}" for i in range(len(df.columns))]) for n, df in by.items()}
             for op, by in (pending or {}).items()
         }
-        self._ticks[ir.name] = _Carried(tick, frames, dict(lattices), pend)
+        self._ticks[ir.name] = _Carried(tick, frames, dict(lattices), pend, plan)
+
+    def lattice_columns(self, program: Any = None) -> dict[str, dict[int, type]]:
+        """Collection -> {column index: lattice class} of the lattice-valued columns the
+        program's last tick knew, those found at run time included (save it with
+        :meth:`state` to :meth:`restore` a tick elsewhere)."""
+        carried = self._ticks.get(self._bound(program).name)
+        if carried is None or carried.plan is None:
+            return {}
+        return {n: dict(c) for n, c in carried.plan.lattice_cols.items() if c}
 
     def reset(self, program: Any = None) -> None:
         """Forget the state :meth:`tick` keeps for the program."""

@@ -34,8 +34,9 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
-from blooml.errors import NotSupportedOnSpark
+from blooml.errors import NotSupportedOnSpark, ProgramError
 from blooml.ir import ProgramIR
+from blooml.lattices import lbool, lmax, lmin
 from blooml.lattices._base import Lattice
 from blooml.spark._formats import column_format
 from blooml.spark._lazy import is_connect, require_pyspark
@@ -242,6 +243,14 @@ def _save(engine: Any, ir: ProgramIR, tick_dir: str) -> None:
     spark.createDataFrame(cells, "name string, cell string").write.mode("overwrite").parquet(
         os.path.join(tick_dir, "lattices")
     )
+    # lattice classes of columns found when Python rule bodies ran (only the SQL-merged
+    # builtins can be such columns): a restarted engine merges those cells as lattices
+    found = {
+        name: {str(i): cls.__name__ for i, cls in known.items()}
+        for name, known in engine.lattice_columns(program=ir).items()
+    }
+    with open(os.path.join(tick_dir, "_LATTICE_COLUMNS"), "w") as f:
+        json.dump(found, f)
     with open(os.path.join(tick_dir, "_TICK"), "w") as f:
         f.write(str(tick))
 
@@ -268,7 +277,23 @@ def _load(engine: Any, ir: ProgramIR, state_dir: str, batch: int) -> None:
     for row in spark.read.parquet(os.path.join(tick_dir, "lattices")).collect():
         cls = ir.lattices[row.name].cls
         lattices[row.name] = column_format(cls).from_cell(_cell_back(json.loads(row.cell)))
-    engine.restore(tick, frames, lattices, pending, program=ir)
+    columns: dict[str, dict[int, type]] = {}
+    path = os.path.join(tick_dir, "_LATTICE_COLUMNS")
+    if os.path.exists(path):  # absent in a state written before it was recorded
+        with open(path) as f:
+            for name, known in json.load(f).items():
+                for i, cls_name in known.items():
+                    if cls_name not in _COLUMN_CLASSES:
+                        raise ProgramError(
+                            f"{path}: column {i} of {name!r} has lattice class {cls_name!r}; "
+                            f"a saved state knows only {sorted(_COLUMN_CLASSES)}"
+                        )
+                    columns.setdefault(name, {})[int(i)] = _COLUMN_CLASSES[cls_name]
+    engine.restore(tick, frames, lattices, pending, program=ir, lattice_columns=columns)
+
+
+#: lattice classes a DataFrame-path collection column can hold (merged in Spark SQL)
+_COLUMN_CLASSES: dict[str, type] = {c.__name__: c for c in (lmax, lmin, lbool)}
 
 
 _OPS = {"<+": "insert", "<-": "delete", "<+-": "replace"}
