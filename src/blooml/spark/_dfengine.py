@@ -528,7 +528,7 @@ class _Run:
             delta = rows.distinct()
             if old is not None:
                 delta = delta.join(self.small(old, n_old, len(cols)), cols, "left_anti")
-            delta = delta.localCheckpoint()
+            delta = _checkpoint(delta)
             n = delta.count()
             if n == 0:
                 return None, 0
@@ -565,7 +565,7 @@ class _Run:
                 ]
                 sel.append(f"CASE WHEN _present THEN o{c} ELSE d{c} END AS {c}")
                 conflict.append(f"(x{c} OR (_present AND _new AND NOT (d{c} <=> o{c})))")
-        full = (
+        full = _checkpoint(
             derived.unionByName(stored)
             .groupBy(*keys)
             .agg(*[F.expr(a) for a in aggs])
@@ -575,7 +575,6 @@ class _Run:
                 "NOT _present AS _fresh",
                 f"{_any_sql(conflict)} AS _conflict",
             )
-            .localCheckpoint()
         )
         stats = full.selectExpr(
             "count(1) AS rows",
@@ -609,11 +608,10 @@ class _Run:
                 aggs.append(F.expr(f"first({c}, true) AS {c}"))
                 aggs.append(F.expr(f"count(DISTINCT {c}) > 1 AS x{c}"))
                 conflict.append(f"x{c}")
-        delta = (
+        delta = _checkpoint(
             rows.groupBy(*keys)
             .agg(*aggs)
             .selectExpr(*keys, *values, f"{_any_sql(conflict)} AS _conflict")
-            .localCheckpoint()
         )
         stats = delta.selectExpr("count(1) AS n", "max(CAST(_conflict AS int)) AS bad").first()
         n = int(stats["n"])
@@ -648,9 +646,41 @@ class _Run:
         versions unless it is a checkpoint already."""
         self.versions[name] = self.versions.get(name, 0) + 1
         if not checkpointed and self.versions[name] % self.checkpoint_every == 0:
-            state = state.localCheckpoint()
+            state = _checkpoint(state)
         self.state[name] = state
         self.n_state[name] = rows
+
+
+def _checkpoint(df: Any) -> Any:
+    """``df.localCheckpoint()``, on classic sessions with Spark's size estimate of the result
+    reset when it has outgrown a long.
+
+    A checkpoint keeps the size estimate of the plan it came from, and Spark estimates a join's
+    size as the product of its inputs'. A rule joining two recursive collections feeds those
+    products back round after round: the estimate's digits double every few rounds until
+    planning a query takes longer than running it (and then minutes). Past 2**63 an estimate
+    only says "large", so the checkpointed rows are wrapped in a new frame whose estimate is
+    Spark's default for an RDD it knows nothing about (``spark.sql.defaultSizeInBytes``). The
+    rows are not copied or recomputed. Spark Connect keeps the estimate (no JVM access)."""
+    out = df.localCheckpoint()
+    jdf = getattr(out, "_jdf", None)
+    if jdf is None:  # Spark Connect
+        return out
+    try:
+        plan = jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() != "LogicalRDD":  # pragma: no cover - Spark changed
+            return out
+        try:
+            if int(plan.stats().sizeInBytes()).bit_length() <= 63:
+                return out
+        except ValueError:  # too many digits for Python's int(): reset it
+            pass
+        fresh = out.sparkSession._jsparkSession.internalCreateDataFrame(
+            plan.rdd(), jdf.schema(), False
+        )
+        return type(out)(fresh, out.sparkSession)
+    except Exception:  # pragma: no cover - an internal API moved: keep Spark's estimate
+        return out
 
 
 def _broadcast_bytes(spark: Any) -> int:
@@ -763,7 +793,7 @@ def run_plan(
         by_head[rule.head] = rows if prev is None else prev.unionByName(rows)
     for by_head in nxt.values():
         for name in by_head:
-            by_head[name] = by_head[name].localCheckpoint()  # a snapshot of this tick's state
+            by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
     return run.state, run.lattices, tuple(rounds), run.touched, nxt
 
 
