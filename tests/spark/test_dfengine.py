@@ -86,37 +86,20 @@ def test_key_conflict_is_a_key_constraint_error(spark: Any) -> None:
     )
 
 
-class ChainDistance(Program):
-    """Distances along a chain: one round per hop, an lmin per node."""
-
-    link = table(["src", "dst", "c"])
-    source = table(["node"])
-    dist = table(["node"], ["d"])
-
-    # fmt: off
-    @bloom
-    def rules(self):
-        self.dist <= self.source.map(lambda s: (s.node, lmin(0)))
-        self.dist <= self.dist.join(self.link, self.dist.node == self.link.src).map(
-            lambda d, lk: (lk.dst, d.d + lk.c)
-        )
-    # fmt: on
-
-
 def test_many_rounds_keep_spark_size_estimates_small(spark: Any) -> None:
     # Spark estimates a join's size as the product of its inputs' and a checkpoint keeps the
     # estimate of the plan it came from: a state merged by joining it, fed back round after
     # round, doubled the estimate's digits every round until planning alone took seconds, then
     # minutes. The merge is one aggregation: the estimate grows by a bounded factor per round.
     hops = 16
-    links = [(i, i + 1, 1) for i in range(hops)]
-    result = _df_engine(spark).run(ChainDistance, {"link": links, "source": [(0,)]})
-    assert {n: d.reveal() for n, d in result.rows("dist")} == {i: i for i in range(hops + 1)}
-    assert result.rounds[-1] >= hops
-    state = result["dist"]
-    estimate = int(state._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
-    # here about 66 bits more a round (one product with the link table's estimate); the old
-    # merge reached 8 million bits after 16 rounds
+    sp = _example("shortest_paths")  # path: keyed by (src, dst, hop), an lmin cost
+    inputs = {"link": [(f"n{i}", f"n{i + 1}", 1) for i in range(hops)]}
+    result = _df_engine(spark).run(sp.Paths, inputs)
+    _same_state(_local(sp.Paths, inputs), result)
+    assert max(result.rounds) >= hops
+    estimate = int(result["path"]._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    # a bounded factor a round (one product with the link table's estimate); the old merge
+    # reached 8 million bits after 16 rounds
     assert estimate.bit_length() < 128 * hops
 
 
