@@ -4,6 +4,7 @@ restart: no lost and no doubled tick."""
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 from _reach import BATCHES, Best, Reach, local, write_batch
 
 from blooml import Program
-from blooml.spark import SparkEngine, tick_stream
+from blooml.spark import SparkEngine, _stream, tick_stream
 
 pytestmark = pytest.mark.spark
 
@@ -81,6 +82,14 @@ def test_micro_batches_are_ticks_and_survive_a_restart(spark: Any, tmp_path: Pat
     assert ticks == ["tick=0", "tick=1", "tick=2", "tick=3"]
     last = {tuple(r) for r in spark.read.parquet(str(out / "tick=3")).collect()}
     assert last == set(map(tuple, local(BATCHES).path))
+    from pyspark import cloudpickle
+
+    # on a classic session the query's function holds the user's engine: nothing module-level
+    # keeps it (or its state frames) alive after the query, and it is never pickled
+    assert str(ckpt / "blooml-state") not in _stream._ENGINES
+    ticks = _stream._Ticks(Reach.ir(), "edge", str(ckpt), {}, checkpoint_every=8, max_rounds=9)
+    ticks.engine = engine
+    assert pickle.loads(cloudpickle.dumps(ticks)).engine is None  # as Spark Connect ships it
 
 
 def test_a_failed_tick_stops_the_query_with_the_blooml_error(spark: Any, tmp_path: Path) -> None:

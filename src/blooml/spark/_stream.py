@@ -16,9 +16,9 @@ One code path for classic and Connect sessions. The ``foreachBatch`` function is
 directory, the outputs, the engine's settings), because on Spark Connect it is cloudpickled
 and called in a Python process the Connect server starts (one per query), away from the
 client. There it builds a :class:`SparkEngine` on the batch's session and keeps it in
-:data:`_ENGINES` (by state directory) from batch to batch; on a classic session the function
-runs in the driver, where :func:`tick_stream` put the user's engine in :data:`_ENGINES`, so
-that engine holds the ticks' state as it would after ``engine.tick(...)``.
+:data:`_ENGINES` (by state directory) from batch to batch. On a classic session the function
+runs in the driver and holds the user's engine itself (nothing module-level keeps it once the
+query is gone), so that engine holds the ticks' state as it would after ``engine.tick(...)``.
 
 The state directory is read and written with Spark (Parquet) and a small marker file written
 with Python's file functions by the process that runs the function (the driver; on Connect the
@@ -45,8 +45,8 @@ __all__ = ["tick_stream"]
 
 _LATEST = "LATEST"
 
-#: state directory → the engine running its ticks in this process (the user's engine on a
-#: classic session; on Connect one built on the batch's session by the server's Python)
+#: state directory → the engine running its ticks in this process: on Spark Connect, one built
+#: on the batch's session by the server's Python (on a classic session, _Ticks.engine)
 _ENGINES: dict[str, Any] = {}
 
 
@@ -117,7 +117,7 @@ def tick_stream(
         max_rounds=engine.max_rounds,
     )
     if not connect:
-        _ENGINES[state_dir] = engine  # the ticks run here, on the user's engine
+        ticks.engine = engine  # the ticks run here, on the user's engine
     writer = stream.writeStream.foreachBatch(ticks).option(
         "checkpointLocation", checkpoint_location
     )
@@ -151,6 +151,11 @@ class _Ticks:
         self.outputs = outputs
         self.checkpoint_every = checkpoint_every
         self.max_rounds = max_rounds
+        #: the user's engine, on a classic session (never pickled: Connect gets None)
+        self.engine: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "engine": None}
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         state_dir, ir = self.state_dir, self.ir
@@ -181,6 +186,8 @@ class _Ticks:
     def _engine(self, session: Any) -> Any:
         """This state directory's engine in this process; a new one (its state loaded from the
         last committed tick) on a Connect session it was not built on."""
+        if self.engine is not None:  # classic: the user's engine
+            return self.engine
         engine = _ENGINES.get(self.state_dir)
         if engine is not None and not (
             engine.connect and _session_id(engine.spark) != _session_id(session)
