@@ -107,3 +107,28 @@ def test_a_failed_tick_stops_the_query_with_the_blooml_error(spark: Any, tmp_pat
     latest = json.loads((ckpt / "blooml-state" / "LATEST").read_text())
     assert latest == {"batch": 0, "tick": 0}  # the failed tick is not committed
     assert engine.state()[0] == 0
+
+
+def test_connect_ticks_that_cannot_be_pickled_fail_first_naming_the_rule() -> None:
+    # Spark Connect cloudpickles tick_stream's function with the IR; check before the query
+    import threading
+
+    from blooml import bloom, table
+    from blooml.errors import NotSupportedOnSpark
+
+    lock = threading.Lock()
+
+    class Guarded(Program):
+        edge = table(["a", "b"])
+        seen = table(["a", "b"])
+
+        # fmt: off
+        @bloom
+        def rules(self):
+            self.seen <= self.edge.map(lambda e: (e.a, e.b) if lock else None)
+        # fmt: on
+
+    ticks = _stream._Ticks(Guarded.ir(), "edge", "unused", {}, checkpoint_every=8, max_rounds=9)
+    with pytest.raises(NotSupportedOnSpark, match=r"rule 0 .*cannot be pickled.*lock") as info:
+        _stream._check_shippable(ticks)
+    assert "test_stream.py" in info.value.rule

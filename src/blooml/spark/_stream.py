@@ -90,7 +90,8 @@ def tick_stream(
         processing_time: a trigger interval such as ``"5 seconds"``.
 
     Raises:
-        NotSupportedOnSpark: a rule with no DataFrame translation (before the query starts).
+        NotSupportedOnSpark: a rule with no DataFrame translation, or (Spark Connect) a rule
+            whose functions cannot be pickled to ship to the server (before the query starts).
         KeyError: ``into`` or an output is not a collection of the program.
     """
     require_pyspark("tick_stream")
@@ -118,6 +119,8 @@ def tick_stream(
     )
     if not connect:
         ticks.engine = engine  # the ticks run here, on the user's engine
+    else:
+        _check_shippable(ticks)
     writer = stream.writeStream.foreachBatch(ticks).option(
         "checkpointLocation", checkpoint_location
     )
@@ -126,6 +129,31 @@ def tick_stream(
     elif processing_time is not None:
         writer = writer.trigger(processingTime=processing_time)
     return writer.start()
+
+
+def _check_shippable(ticks: _Ticks) -> None:
+    """Spark Connect cloudpickles the ``foreachBatch`` function with the program's IR: a rule
+    function that closes over something pickle cannot carry (a lock, a socket, an open file)
+    fails there with a generic serialization error. Fail first, naming the rule."""
+    from pyspark import cloudpickle
+
+    try:
+        cloudpickle.dumps(ticks)
+    except Exception as exc:
+        culprit: tuple[str, BaseException] = (f"tick_stream of {ticks.ir.name}", exc)
+        for rule in ticks.ir.rules:
+            try:
+                cloudpickle.dumps(rule)
+            except Exception as rule_exc:
+                culprit = (rule.describe(), rule_exc)
+                break
+        where, cause = culprit
+        raise NotSupportedOnSpark(
+            where,
+            "its functions cannot be pickled to run on the Spark Connect server "
+            f"({type(cause).__name__}: {cause}); close over plain values, or use a classic "
+            "session",
+        ) from cause
 
 
 class _Ticks:
