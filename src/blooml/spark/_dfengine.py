@@ -26,7 +26,6 @@ This module knows the IR and nothing of the DSL.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping
 from typing import Any
 
@@ -345,8 +344,6 @@ class _Lowering:
 
 # -- evaluation --------------------------------------------------------------------------------
 
-_fresh = itertools.count()
-
 
 class _Run:
     def __init__(self, spark: Any, plan: DataFramePlan, checkpoint_every: int) -> None:
@@ -534,17 +531,16 @@ class _Run:
                 return None, 0
             self._store(name, delta if old is None else old.unionByName(delta), n_old + n)
             return delta, n
-        if old is None:
-            return self._merge_first(name, rows, keys, values)
-        # One aggregation over the derived rows and the stored ones gives the whole new state:
+        # One aggregation over the derived rows and the stored ones (if any) gives the new state:
         # per key, lattice columns merged by their SQL aggregate, other values kept from the
         # stored row (a derived row that disagrees is a conflict), and whether the key is new,
         # grew, or conflicts. It is checkpointed once: the state is all of it, the delta its
         # changed rows. No join with the state: a join's size estimate is the product of its
         # inputs', and fed back through checkpoints round after round its digits doubled until
         # planning alone took seconds (SSSP over 50k edges: 14 s in round 21).
-        derived = rows.selectExpr(*cols, "false AS _old")
-        stored = old.selectExpr(*cols, "true AS _old")
+        both = rows.selectExpr(*cols, "false AS _old")
+        if old is not None:
+            both = both.unionByName(old.selectExpr(*cols, "true AS _old"))
         aggs = ["bool_or(_old) AS _present", "bool_or(NOT _old) AS _new"]
         sel = list(keys)
         grew, conflict = [], []
@@ -566,13 +562,11 @@ class _Run:
                 sel.append(f"CASE WHEN _present THEN o{c} ELSE d{c} END AS {c}")
                 conflict.append(f"(x{c} OR (_present AND _new AND NOT (d{c} <=> o{c})))")
         full = _checkpoint(
-            derived.unionByName(stored)
-            .groupBy(*keys)
+            both.groupBy(*keys)
             .agg(*[F.expr(a) for a in aggs])
             .selectExpr(
                 *sel,
                 f"(_new AND (NOT _present OR {_any_sql(grew)})) AS _changed",
-                "NOT _present AS _fresh",
                 f"{_any_sql(conflict)} AS _conflict",
             )
         )
@@ -588,41 +582,6 @@ class _Run:
             return None, 0
         self._store(name, full.select(*cols), int(stats["rows"]), checkpointed=True)
         return full.where("_changed").select(*cols), n
-
-    def _merge_first(
-        self, name: str, rows: Any, keys: list[str], values: list[str]
-    ) -> tuple[Any, int]:
-        """The keyed merge into an empty state: one row per key, lattice columns merged, other
-        values must agree."""
-        from pyspark.sql import functions as F
-
-        nk = len(keys)
-        lat = self.plan.lattice_cols[name]
-        aggs = []
-        conflict = []
-        for i, c in enumerate(values, start=nk):
-            cls = lat.get(i)
-            if cls is not None:
-                aggs.append(F.expr(f"{_cell_merge_sql(cls, c)} AS {c}"))
-            else:
-                aggs.append(F.expr(f"first({c}, true) AS {c}"))
-                aggs.append(F.expr(f"count(DISTINCT {c}) > 1 AS x{c}"))
-                conflict.append(f"x{c}")
-        delta = _checkpoint(
-            rows.groupBy(*keys)
-            .agg(*aggs)
-            .selectExpr(*keys, *values, f"{_any_sql(conflict)} AS _conflict")
-        )
-        stats = delta.selectExpr("count(1) AS n", "max(CAST(_conflict AS int)) AS bad").first()
-        n = int(stats["n"])
-        if n == 0:
-            return None, 0
-        cols = [*keys, *values]
-        if stats["bad"]:
-            self._conflict(name, keys, cols, rows, None, delta.where("_conflict").first())
-        delta = delta.select(*cols)
-        self._store(name, delta, n, checkpointed=True)
-        return delta, n
 
     def _conflict(
         self, name: str, keys: list[str], cols: list[str], rows: Any, old: Any, bad: Any
@@ -709,12 +668,6 @@ def _cell_merge_sql(cls: type, c: str) -> str:
     if cls is lbool:
         return f"coalesce(bool_or({c}), false)"
     return f"{_CELL[cls]}({c})"
-
-
-def _pair_merge_sql(cls: type, a: str, b: str) -> str:
-    if cls is lbool:
-        return f"(coalesce({a}, false) OR coalesce({b}, false))"
-    return f"{'greatest' if cls is lmax else 'least'}({a}, {b})"  # NULL (⊥) is ignored
 
 
 def run_plan(
