@@ -246,21 +246,12 @@ class Relation:
             lat = _has_lattice(map(_getter(tuple(range(self.nkeys))), out))
         if lat:
             for r in out:
-                self._bad_key(r)
+                self.info.check_keys(r)
         return CheckedRows(out)
 
     def key_of(self, row: Any) -> Any:
         """The key under which ``row`` is stored."""
         return row if self.keyfn is None else self.keyfn(row)
-
-    def _bad_key(self, row: Any) -> None:
-        for i in range(self.nkeys):
-            if isinstance(row[i], Lattice):
-                raise ProgramError(
-                    f"{self.info.kind} {self.name!r}: key column {self.columns[i]!r} holds the "
-                    f"lattice value {row[i]!r} in {tuple(row)!r}; lattice values cannot be key "
-                    "columns (declare the column among the values)"
-                )
 
     # -- changes -------------------------------------------------------------------------------
 
@@ -307,7 +298,7 @@ class Relation:
             types = set(map(type, fresh))
         if _has_lattice(fresh):
             for r in fresh:
-                self._bad_key(r)
+                self.info.check_keys(r)
         if types != self._row_types:
             fresh = list(map(_new_tuple, repeat(self.row_type, len(fresh)), fresh))
         self._store_fresh(fresh)
@@ -359,7 +350,7 @@ class Relation:
                     row = new_row(rt, row)
                 for i in range(nkeys):
                     if isinstance(row[i], Lattice):
-                        self._bad_key(row)
+                        self.info.check_keys(row)
                 store[k] = row
                 undo.append((k, MISSING))
                 tick_new.append(row)
@@ -421,7 +412,7 @@ class Relation:
             old = get(k, MISSING)
             if old is MISSING:
                 if isinstance(k, Lattice):
-                    self._bad_key(row)
+                    self.info.check_keys(row)
                 if type(row) is not rt:
                     row = new_row(rt, row)
                 store[k] = row
@@ -489,7 +480,7 @@ class Relation:
                     k = row
             for i in range(self.nkeys):
                 if isinstance(row[i], Lattice):
-                    self._bad_key(row)
+                    self.info.check_keys(row)
             store[k] = row
             self.undo.append((k, MISSING))
             self.tick_new.append(row)

@@ -650,7 +650,7 @@ class Runtime:
         kind = {"<+": "inserts", "<-": "deletes", "<+-": "replaces"}[op]
         if kind != "inserts":
             for row in rows:
-                rel._bad_key(row)
+                rel.info.check_keys(row)
         if kind != "deletes" and rel.keyfn is not None and rel.ttl is None:
             self._check_deferred_keys(rel, kind, rows)
         self.pending.add(kind, rel.name, rows)

@@ -6,7 +6,9 @@ from typing import Any
 
 import attrs
 
+from blooml.errors import ProgramError
 from blooml.ir.nodes import Lat, Node, _fn_name, python_functions
+from blooml.lattices._base import Lattice
 
 __all__ = ["TEMPORAL_OPS", "CollectionInfo", "Edge", "LatticeInfo", "ProgramIR", "Rule"]
 
@@ -43,6 +45,17 @@ class CollectionInfo:
     def columns(self) -> tuple[str, ...]:
         """Every column, keys first."""
         return (*self.keys, *self.values)
+
+    def check_keys(self, row: Any) -> None:
+        """Raise :class:`~blooml.errors.ProgramError` when a key column of ``row`` holds a
+        lattice value (lattice values cannot be key columns); every engine checks with this."""
+        for i, column in enumerate(self.keys):
+            if isinstance(row[i], Lattice):
+                raise ProgramError(
+                    f"{self.kind} {self.name!r}: key column {column!r} holds the lattice value "
+                    f"{row[i]!r} in {tuple(row)!r}; lattice values cannot be key columns "
+                    "(declare the column among the values)"
+                )
 
     @property
     def persistent(self) -> bool:

@@ -176,6 +176,7 @@ class _Head:
     """How rows of one collection are shaped, keyed and merged (shipped to the executors)."""
 
     def __init__(self, info: CollectionInfo) -> None:
+        self.info = info
         self.name = info.name
         self.kind = info.kind
         self.columns = info.columns
@@ -197,13 +198,7 @@ class _Head:
                 f"{list(self.columns)}; got {len(r)} values {tuple(r)!r}"
             )
         r = tuple(r)
-        for i in range(self.nkeys):
-            if isinstance(r[i], Lattice):
-                raise ProgramError(
-                    f"{self.kind} {self.name!r}: key column {self.columns[i]!r} holds the "
-                    f"lattice value {r[i]!r} in {r!r}; lattice values cannot be key columns "
-                    "(declare the column among the values)"
-                )
+        self.info.check_keys(r)
         return r
 
     def keyed(self, r: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
