@@ -138,6 +138,7 @@ class Relation:
     """The rows of one collection at run time (see the module docstring)."""
 
     __slots__ = (
+        "_dcache",
         "_log",
         "_row_types",
         "_saved",
@@ -193,6 +194,7 @@ class Relation:
         self.expiry: dict[Any, float] = {}
         self.heap: list[tuple[float, int, Any]] = []
         self._saved: Any = None
+        self._dcache: Any = None
 
     # -- rows ----------------------------------------------------------------------------------
 
@@ -311,7 +313,10 @@ class Relation:
         before = len(store)
         store.update(zip(fresh, fresh, strict=True))
         if len(store) - before != len(fresh):
+            # repeats: store (and log for the indexes) one object per row, the first, so that
+            # a later deletion finds in the indexes the very row it removes from the store
             fresh = list(dict.fromkeys(fresh))
+            store.update(zip(fresh, fresh, strict=True))
         self.undo.append((_BATCH, fresh))
         self.tick_new.extend(fresh)
         self.changes += len(fresh)
@@ -598,6 +603,59 @@ class Relation:
         self.indexes = {}
         self._log = []
 
+    def put(self, k: Any, row: Any) -> None:
+        """Store ``row`` (of this relation's row type) under key ``k``, replacing what is
+        there: the maintained collections' write (``blooml.engine._maintain``), logged for
+        undo, indexes and the semi-naive delta."""
+        old = self.store.get(k, MISSING)
+        if old is MISSING:
+            self.store[k] = row
+            self.undo.append((k, MISSING))
+            self.tick_new.append(row)
+            self.changes += 1
+            if self.indexes:
+                self._log.append(row)
+                self._trim()
+        elif old is not row and old != row:
+            self._replace(k, old, row)
+
+    def drop(self, k: Any) -> None:
+        """Delete whatever is stored under key ``k`` (logged, see ``put``)."""
+        old = self.store.get(k, MISSING)
+        if old is not MISSING:
+            self._delete(k, old)
+
+    def tick_delta(self) -> list[tuple[Any, int]]:
+        """This tick's change so far as signed rows: ``(row, -1)`` for a row gone (or replaced),
+        ``(row, 1)`` for a row new (or replacing); rows stored before and after are left out.
+        Read from the undo log, so it costs what changed; cached until the next change."""
+        undo = self.undo
+        c = self._dcache
+        if c is not None and c[0] == len(undo) and c[1] is undo:
+            return c[2]  # type: ignore[no-any-return]
+        first: dict[Any, Any] = {}
+        for k, old in undo:
+            if k is _BATCH:
+                for r in old:
+                    if r not in first:
+                        first[r] = MISSING
+            elif k not in first:
+                first[k] = old
+        out: list[tuple[Any, int]] = []
+        get = self.store.get
+        for k, old in first.items():
+            cur = get(k, MISSING)
+            if old is cur:
+                continue
+            if old is not MISSING:
+                if cur is not MISSING and old == cur:
+                    continue
+                out.append((old, -1))
+            if cur is not MISSING:
+                out.append((cur, 1))
+        self._dcache = (len(undo), undo, out)
+        return out
+
     # -- soft state ----------------------------------------------------------------------------
 
     def _touch(self, k: Any, now: float) -> None:
@@ -692,6 +750,7 @@ class Relation:
 
     def commit(self) -> None:
         """End a tick successfully."""
+        self._dcache = None
         self.undo = []
         self._saved = None
         # the tick's deltas are spent: let rows replaced during the tick go now
@@ -700,6 +759,7 @@ class Relation:
 
     def rollback(self, token: Any) -> None:
         """Restore the contents as they were at ``begin``."""
+        self._dcache = None
         if self._saved is not None:
             self.store = self._saved
         else:
