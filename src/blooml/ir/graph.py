@@ -37,7 +37,7 @@ from blooml.ir.nodes import (
 )
 from blooml.ir.program import CollectionInfo, Edge, LatticeInfo, ProgramIR, Rule
 
-__all__ = ["analyze", "has_nonmonotone", "sources"]
+__all__ = ["analyze", "has_nonmonotone", "rule_units", "sources"]
 
 
 def sources(node: Node, nonmono: bool = False) -> Iterator[tuple[str, bool]]:
@@ -154,6 +154,29 @@ def analyze(
         stratum_of=compact,
         temporal=tuple(temporal),
     )
+
+
+def rule_units(rules: list[Rule]) -> list[tuple[bool, list[Rule]]]:
+    """Split one stratum's rules into units evaluated in dependency order: the rules of each
+    strongly connected component of their heads (with the same Tarjan and topological order
+    that stratification uses). A unit is ``(recursive, rules)``: recursive when its heads
+    depend on themselves within the stratum (a cycle or a rule reading its own head); the
+    rules of a unit share heads, and every rule writing a unit's heads is in that unit."""
+    edges: list[Edge] = []
+    names: list[str] = []
+    for r in rules:
+        srcs = {s for s, _ in sources(r.body)} | set(r.reads)
+        names.extend(srcs)
+        names.append(r.head)
+        edges.extend(Edge(s, r.head, "monotone", r.index) for s in srcs)
+    names = list(dict.fromkeys(names))
+    comp = _scc(names, edges)
+    order = _topo(set(comp.values()), {(comp[e.src], comp[e.dst]) for e in edges})
+    by_comp: dict[int, list[Rule]] = {}
+    for r in rules:
+        by_comp.setdefault(comp[r.head], []).append(r)
+    selfloop = {comp[e.dst] for e in edges if comp[e.src] == comp[e.dst]}
+    return [(c in selfloop, by_comp[c]) for c in order if c in by_comp]
 
 
 def _nearest(s: int, used: list[int]) -> int:
