@@ -174,6 +174,11 @@ class Program:
             generated loops instead of calling them, and store the rows of collections no
             user function receives as plain tuples (default: ``Runtime.inline``, on). The
             results are the same either way; see docs/bloom.md.
+        incremental: evaluate each tick at the cost of what changed (default:
+            ``blooml.engine.Runtime.incremental``, on): collections that do not persist are
+            maintained across ticks and rules run on signed changes. ``False`` re-derives
+            every rule each tick: the reference to compare with when you suspect the
+            incremental core. The results are the same either way; see docs/bloom.md.
         trace: record every tick as JSON lines: a file path, an open text file, or a
             ``blooml.engine.trace.Tracer`` (to share one file between programs or set the
             number of rows kept); schema and tools in docs/tools.md (``blooml trace``).
@@ -282,6 +287,7 @@ class Program:
         inline: bool | None = None,
         trace: Any = None,
         transport: str | None = None,
+        incremental: bool | None = None,
         cluster_key: bytes | str | None = None,
         data_dir: str | None = None,
     ) -> None:
@@ -293,7 +299,11 @@ class Program:
         ir = cls._get_ir()
         if not isinstance(addr, str):
             raise ProgramError(f"addr must be a string, got {addr!r}")
-        for opt, val in (("prioritize", prioritize), ("inline", inline)):
+        for opt, val in (
+            ("prioritize", prioritize),
+            ("inline", inline),
+            ("incremental", incremental),
+        ):
             if val is not None and not isinstance(val, bool):
                 raise ProgramError(f"{opt} must be True, False or None (the default), got {val!r}")
         self.__dict__["_rt"] = new_runtime(
@@ -304,6 +314,7 @@ class Program:
             clock=clock or time.monotonic,
             prioritize=prioritize,
             inline=inline,
+            incremental=incremental,
             trace=trace,
         )
         rt = self.__dict__["_rt"]
@@ -438,6 +449,18 @@ class Program:
         """Call ``fn(exc)`` when a tick fails (it is rolled back; the input that made it fail
         is set aside) or a callback raises."""
         self._node().on_error(fn)
+
+    def memory(self) -> dict[str, Any]:
+        """What this program instance keeps, with estimated bytes.
+
+        Returns ``{"collections": {name: {"rows", "bytes", "support", "support_bytes"}},
+        "rules": {rule: {"operator", "entries", "bytes"}}, "total_bytes": n}``: the rows each
+        collection stores, the derivation counts kept for a maintained (non-persistent)
+        collection, and per rule the state its incremental evaluator keeps (per-group
+        aggregates, the last output of a rule re-run in full). Bytes are estimates from
+        ``sys.getsizeof`` of a sample entry. See docs/bloom.md, "Incrementality".
+        """
+        return dict(self._rt.memory())
 
     def stats(self) -> dict[str, Any]:
         """Counters of a node: ticks, errors, datagrams and tuples sent and received, and

@@ -20,25 +20,29 @@ from __future__ import annotations
 
 import gc
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._codegen import FusedMapEval, fused_map
+from blooml.engine._dred import DRed
 from blooml.engine._lat_eval import LatEval
+from blooml.engine._maintain import Support, zcompile_rule
 from blooml.engine._pending_input import NOTE_MARK as _NOTE_MARK
 from blooml.engine._pending_input import blame, culprits, discard, report_pending
 from blooml.engine._priority import Frontier, eligible_heads
 from blooml.engine._reads import MonotoneRead, guard_class, undeclared_read
 from blooml.engine._rel_eval import Eval, MapEval, ScanEval
 from blooml.engine._state import LatVarState, Pending, PendingInput
+from blooml.engine._zops import ZFused, ZOp, ZScan, sizeof_rows
 from blooml.engine.compile import compile_node, flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.engine.trace import TickRecorder, Tracer, message_key
 from blooml.engine.views import CollectionView, LatticeView
 from blooml.errors import ProgramError
-from blooml.ir.graph import sources
+from blooml.ir.graph import rule_units, sources
 from blooml.ir.program import ProgramIR, Rule
 
 __all__ = ["Runtime"]
@@ -81,9 +85,13 @@ class CompiledRule:
         "persistent",
         "read_modes",
         "read_vars",
+        "ref_full",
         "rule",
         "seen_removals",
+        "transient_full",
         "where",
+        "zbody",
+        "zfresh",
     )
 
     def __init__(self, rule: Rule, rt: Runtime) -> None:
@@ -115,11 +123,28 @@ class CompiledRule:
             self.persistent = True
         self.fresh = True
         self.seen_removals = 0
+        #: the incremental evaluator (``blooml.engine._maintain``), for rules it runs
+        self.zbody: ZOp | None = None
+        self.zfresh = True
+        # the reference (Program(incremental=False)) re-derives every rule each tick but
+        # `<~`, whose messages are what a tick derives anew
+        self.ref_full = not rt.incremental and rule.op != "<~"
+        # incrementally, a next-tick rule over a collection that does not persist sees its
+        # whole contents each tick (a scratch's rows are not new just because it kept them)
+        self.transient_full = (
+            rt.incremental
+            and rule.temporal
+            and any(
+                name in rt.rels and not rt.rels[name].persistent for name, _ in sources(rule.body)
+            )
+        )
 
     def full_mode(self, first_round: bool) -> bool:
         """Whether this evaluation must be over the whole state (see the module docstring)."""
         if first_round:
             if self.fresh or not self.persistent or self.rule.reads_tick:
+                return True
+            if self.ref_full or self.transient_full:
                 return True
             head = self.head_rel
             if head is not None and head.persistent and head.removals != self.seen_removals:
@@ -149,6 +174,48 @@ class CompiledRule:
         return b.full() if full else b.delta()
 
 
+class _Unit:
+    """One step of a stratum in incremental mode: the rules writing one head, or a recursive
+    component's rules. A recursive unit runs semi-naively (its heads are its own delta); its
+    scratch heads are re-derived in full when something it read was retracted (``dirty``)."""
+
+    __slots__ = (
+        "dred",
+        "nonmono_rels",
+        "nonmono_vars",
+        "outside",
+        "prio",
+        "recursive",
+        "rules",
+        "scratch",
+    )
+
+    def __init__(self, rt: Runtime, recursive: bool, rules: list[CompiledRule]) -> None:
+        self.recursive = recursive
+        self.rules = rules
+        heads = {cr.rule.head for cr in rules}
+        self.scratch = [
+            rt.rels[h]
+            for h in dict.fromkeys(cr.rule.head for cr in rules)
+            if h in rt.rels and not rt.rels[h].persistent
+        ]
+        self.prio = eligible_heads((cr.rule for cr in rules), rt.rels) if recursive else []
+        outside: dict[str, Relation] = {}
+        nonmono: dict[str, Relation] = {}
+        nm_vars: dict[str, LatVarState] = {}
+        for cr in rules:
+            for name, nm in sources(cr.rule.body):
+                if name in heads or name not in rt.rels:
+                    continue
+                (nonmono if nm else outside)[name] = rt.rels[name]
+            for name in cr.rule.nonmonotone_reads:
+                nm_vars[name] = rt.lats[name]
+        self.outside = list(outside.values())
+        self.nonmono_rels = list(nonmono.values())
+        self.nonmono_vars = list(nm_vars.values())
+        self.dred = DRed.build(rules, rt, self.scratch) if recursive and self.scratch else None
+
+
 class Runtime:
     """State and tick loop of one program instance (``program._rt``).
 
@@ -173,11 +240,18 @@ class Runtime:
     generated code (``blooml.engine._codegen``); collections whose rows no user function receives
     store them as plain tuples (views still give named tuples). ``Program(inline=False)``
     calls every function as written.
+
+    Class attribute ``incremental`` (default ``True``): a tick costs what changed. Collections
+    that do not persist are maintained across ticks instead of re-derived (derivation counts,
+    ``blooml.engine._maintain``), and rules outside recursion run as incremental evaluators of
+    signed changes (``blooml.engine._zops``). ``Program(incremental=False)`` re-derives every
+    rule each tick: the reference the incremental core is tested against.
     """
 
     pause_gc: bool = True
     prioritize: bool = True
     inline: bool = True
+    incremental: bool = True
 
     def __init__(
         self,
@@ -189,8 +263,11 @@ class Runtime:
         clock: Callable[[], float],
         prioritize: bool | None = None,
         inline: bool | None = None,
+        incremental: bool | None = None,
         trace: Any = None,
     ) -> None:
+        if incremental is not None:
+            self.incremental = incremental
         if prioritize is not None:
             self.prioritize = prioritize
         if inline is not None:
@@ -217,13 +294,29 @@ class Runtime:
             name: LatVarState(name, info.cls, info.initial) for name, info in ir.lattices.items()
         }
         self.rules = [CompiledRule(r, self) for r in ir.rules]
-        if self.inline:
-            self._plain_rows()
         self.strata = [[self.rules[i] for i in s] for s in ir.strata]
         self.prio_heads = [eligible_heads((cr.rule for cr in s), self.rels) for s in self.strata]
+        #: incremental mode: per stratum, its units in dependency order (``_plan_units``)
+        self.units: list[list[_Unit]] = []
+        #: incremental mode: the derivation counts of each maintained collection
+        self.support: dict[str, Support] = {}
+        #: incremental mode: the input rows of this tick and the last one, per collection that
+        #: does not persist; the next tick must re-derive everything (first tick, rollback)
+        self.tick_in: dict[str, list[Any]] = {}
+        self.last_in: dict[str, list[Any]] = {}
+        self.prev_in: dict[str, list[Any]] = {}
+        #: recursive units' scratch heads whose last-tick input rows left this tick
+        self.rec_dirty: set[str] = set()
+        self._reset = True
+        if self.incremental:
+            self._plan_units()
+        if self.inline:
+            self._plain_rows()
         self.temporal = [self.rules[i] for i in ir.temporal]
         self.pending = Pending()
         self.outbox: list[tuple[Any, str, tuple[Any, ...], Any]] = []
+        # (channel, row) of the messages in the outbox: each is sent once a tick
+        self._sent: set[Any] = set()
         self.periodic = {
             name: [self.now + (info.period or 0.0), 0]
             for name, info in ir.collections.items()
@@ -240,6 +333,34 @@ class Runtime:
         self.tick_rows: dict[str, list[Any]] = {}
         self.firing: CompiledRule | None = None  # the rule being evaluated, during a tick
 
+    def _plan_units(self) -> None:
+        """Incremental mode: split each stratum into units, give every rule outside recursion
+        its incremental evaluator, and every collection that does not persist (but the scratch
+        heads of recursive units) its derivation counts."""
+        rec_heads: set[str] = set()
+        for stratum in self.strata:
+            units = []
+            for recursive, rules in rule_units([cr.rule for cr in stratum]):
+                crs = [self.rules[r.index] for r in rules]
+                unit = _Unit(self, recursive, crs)
+                units.append(unit)
+                if recursive:
+                    for rel in unit.scratch:
+                        rec_heads.add(rel.name)
+                    for cr in crs:
+                        if cr.head_rel is not None and not cr.head_rel.persistent:
+                            cr.persistent = True  # maintained: evaluated on deltas
+                    continue
+                for cr in crs:
+                    if not cr.is_lat_body:
+                        cr.zbody = zcompile_rule(
+                            cr.rule, self, cr.head_rel is not None, cr.read_vars
+                        )
+            self.units.append(units)
+        for name, rel in self.rels.items():
+            if not rel.persistent and name not in rec_heads:
+                self.support[name] = Support(rel)
+
     def _plain_rows(self) -> None:
         """Store as plain tuples the rows of every collection that no user function receives:
         its readers are generated ``map`` rules (which read columns by position) and bare
@@ -250,6 +371,11 @@ class Runtime:
             if isinstance(b, FusedMapEval):
                 exposed |= b.exposed
             elif not isinstance(b, ScanEval):
+                exposed.update(name for name, _ in sources(cr.rule.body))
+            z = cr.zbody
+            if isinstance(z, ZFused):
+                exposed |= z.fz.exposed
+            elif z is not None and not isinstance(z, ZScan):
                 exposed.update(name for name, _ in sources(cr.rule.body))
         for name, rel in self.rels.items():
             if name not in exposed:
@@ -332,10 +458,12 @@ class Runtime:
             self.tick_count,
             self.now,
             {k: list(v) for k, v in self.periodic.items()},
+            self.last_in,
         )
         consumed = self.pending
         self.pending = Pending()
         self.outbox = []
+        self._sent = set()
         self.now = now
         prev_rt = self.proxy._rt
         self.proxy._rt = self
@@ -347,11 +475,15 @@ class Runtime:
         try:
             self._apply_inputs(consumed, now)
             if rec is None:
-                for stratum, heads in zip(self.strata, self.prio_heads, strict=True):
-                    if heads and self.prioritize:
-                        self._run_stratum_prioritized(stratum, heads)
-                    else:
-                        self._run_stratum(stratum)
+                if self.incremental:
+                    for units in self.units:
+                        self._run_units(units)
+                else:
+                    for stratum, heads in zip(self.strata, self.prio_heads, strict=True):
+                        if heads and self.prioritize:
+                            self._run_stratum_prioritized(stratum, heads)
+                        else:
+                            self._run_stratum(stratum)
                 self._run_temporal()
             else:
                 self._run_strata_timed(rec)
@@ -363,10 +495,12 @@ class Runtime:
                 r.rollback(rel_tokens[n])
             for n, v in self.lats.items():
                 v.rollback(lat_tokens[n])
-            self.pending, self.tick_count, self.now, self.periodic = saved
+            self.pending, self.tick_count, self.now, self.periodic, self.last_in = saved
             self.outbox = []
             for cr in self.rules:
                 cr.fresh = True  # change tracking is not rolled back: start over in full
+                cr.zfresh = True
+            self._reset = True  # and the incremental state: rebuilt by the next tick
             if isinstance(exc, Exception) and consumed:
                 report_pending(self, exc, consumed, self._failed)
             self._report_failure(rec, exc, saved[1])
@@ -375,6 +509,7 @@ class Runtime:
             self.proxy._rt = prev_rt
             self.firing = None
             self._rec = None
+        self._reset = False
         if self.watched:
             self.tick_rows = {n: self.rels[n].tick_new for n in self.watched}
         for r in self.rels.values():
@@ -404,7 +539,9 @@ class Runtime:
         clock = time.perf_counter
         for i, (stratum, heads) in enumerate(zip(self.strata, self.prio_heads, strict=True)):
             t0 = clock()
-            if heads and self.prioritize:
+            if self.incremental:
+                self._run_units(self.units[i])
+            elif heads and self.prioritize:
                 self._run_stratum_prioritized(stratum, heads)
             else:
                 self._run_stratum(stratum)
@@ -464,13 +601,20 @@ class Runtime:
             raise
 
     def _apply_pending(self, pend: Pending, now: float) -> None:
+        if self.incremental:
+            self._turnover()
         for rel in self.rels.values():
             if not rel.persistent:
-                rel.clear()
+                if not self.incremental:
+                    rel.clear()
             elif rel.ttl is not None:
                 rel.expire(now)
+        tick_in = self.tick_in
         for name, rows in pend.replaces.items():
             rel = self.rels[name]
+            if name in tick_in:  # maintained: this tick's input rows (below)
+                tick_in[name].extend(rows)
+                continue
             for row in rows:
                 rel.remove_key(row)
             for row in rows:
@@ -481,9 +625,16 @@ class Runtime:
                     raise
         for name, rows in pend.deletes.items():
             rel = self.rels[name]
+            if name in tick_in:
+                gone = set(rows)
+                tick_in[name] = [r for r in tick_in[name] if r not in gone]
+                continue
             for row in rows:
                 rel.remove(row)
         for name, rows in pend.inserts.items():
+            if name in tick_in:
+                tick_in[name].extend(rows)
+                continue
             try:
                 self.rels[name].add_many(rows, now, f"input to {name}")
             except Exception as exc:
@@ -501,7 +652,10 @@ class Runtime:
             if now >= state[0]:
                 rel = self.rels[name]
                 row = rel.make_row((state[1], now), name)
-                rel.add(row, now)
+                if name in tick_in:
+                    tick_in[name].append(row)
+                else:
+                    rel.add(row, now)
                 if self._rec is not None:
                     self._rec.periodic(name, row)
                 state[1] += 1
@@ -509,6 +663,54 @@ class Runtime:
                 state[0] += period
                 if state[0] <= now:
                     state[0] = now + period
+        if self.incremental:
+            self._store_inputs(now)
+
+    def _turnover(self) -> None:
+        """Incremental mode, start of a tick: the last tick's input rows of every collection
+        that does not persist leave (a reset tick empties them all and forgets their counts);
+        this tick's are gathered in ``tick_in`` and stored by ``_store_inputs``."""
+        self.rec_dirty = set()
+        self.prev_in = self.last_in
+        for name, rel in self.rels.items():
+            if rel.persistent:
+                continue
+            if self._reset:
+                for k in list(rel.store):
+                    rel.drop(k)
+                if name in self.support:
+                    self.support[name] = Support(rel)
+                continue
+            last = self.last_in.get(name)
+            if last:
+                sup = self.support.get(name)
+                if sup is not None:
+                    sup.apply([(r, -1) for r in last], f"input to {name}")
+                else:
+                    self.rec_dirty.add(name)  # a recursive unit's head: re-derived
+        self.tick_in = {n: [] for n, r in self.rels.items() if not r.persistent}
+
+    def _store_inputs(self, now: float) -> None:
+        """Incremental mode: count (or, for a recursive unit's head, store) this tick's input
+        rows of the collections that do not persist."""
+        for name, rows in self.tick_in.items():
+            if not rows:
+                continue
+            rel = self.rels[name]
+            where = f"input to {name}"
+            make = rel.make_row
+            try:
+                rows = [make(r, where) for r in rows]
+                self.tick_in[name] = rows
+                sup = self.support.get(name)
+                if sup is not None:
+                    sup.apply([(r, 1) for r in rows], where)
+                else:
+                    rel.add_many(rows, now, where)
+            except Exception as exc:
+                blame(exc, {name: culprits(exc, rows) or list(rows)})
+                raise
+        self.last_in = self.tick_in
 
     def _open_all(self, from_start: bool) -> bool:
         """Advance every delta window; return whether any is non-empty."""
@@ -526,17 +728,19 @@ class Runtime:
             live = live or var.hi > var.lo
         return live
 
-    def _run_stratum(self, rules: list[CompiledRule]) -> None:
+    def _run_stratum(self, rules: list[CompiledRule], force: bool = False) -> None:
         self._open_all(True)
         first = True
         while True:
             for cr in rules:
-                self._fire(cr, first)
+                self._fire(cr, first, force and first)
             first = False
             if not self._open_all(False):
                 break
 
-    def _run_stratum_prioritized(self, rules: list[CompiledRule], heads: list[Relation]) -> None:
+    def _run_stratum_prioritized(
+        self, rules: list[CompiledRule], heads: list[Relation], force: bool = False
+    ) -> None:
         """``_run_stratum`` with the deltas of ``heads`` processed best value first; the
         fixpoint ends only when no window is open and no deferred row is left."""
         self._open_all(True)
@@ -544,7 +748,7 @@ class Runtime:
         first = True
         while True:
             for cr in rules:
-                self._fire(cr, first)
+                self._fire(cr, first, force and first)
             first = False
             live = self._open_all(False)
             for f in fronts:
@@ -552,14 +756,149 @@ class Runtime:
             if not live:
                 break
 
+    def _run_units(self, units: list[_Unit]) -> None:
+        """Incremental mode: one stratum, unit by unit in dependency order."""
+        for u in units:
+            if u.recursive:
+                self._run_recursive(u)
+                continue
+            for cr in u.rules:
+                if cr.zbody is not None:
+                    self._zfire(cr)
+                else:  # a lattice-valued body: the semi-naive evaluator, one round
+                    self._open_all(True)
+                    self._fire(cr, True)
+
+    def _run_recursive(self, u: _Unit) -> None:
+        """A recursive unit: semi-naive from what its heads hold, on this tick's changes; its
+        scratch heads are emptied and re-derived in full when an input it reads lost rows
+        (or a non-monotone input changed), which growth alone cannot account for."""
+        force = False
+        if u.scratch:
+            force = self._reset
+            force = force or any(rel.tick_delta() for rel in u.nonmono_rels)
+            force = force or any(v.incs for v in u.nonmono_vars)
+            removed: dict[str, list[Any]] = {}
+            if not force:
+                for rel in u.outside:
+                    gone = [r for r, w in rel.tick_delta() if w < 0]
+                    if gone:
+                        removed[rel.name] = gone
+                for rel in u.scratch:
+                    if rel.name in self.rec_dirty:  # last tick's input rows left
+                        now_in = set(self.tick_in.get(rel.name, ()))
+                        gone = [r for r in self.prev_in.get(rel.name, ()) if r not in now_in]
+                        if gone:
+                            removed[rel.name] = gone
+            if removed:
+                if u.dred is None:
+                    force = True
+                else:
+                    u.dred.run(self, removed)
+                    for cr in u.rules:  # the heads lost rows on purpose: stay on deltas
+                        if cr.head_rel is not None:
+                            cr.seen_removals = cr.head_rel.removals
+            if force:
+                now = self.now
+                for rel in u.scratch:
+                    for k in list(rel.store):
+                        rel.drop(k)
+                    rows = self.tick_in.get(rel.name)
+                    if rows:
+                        rel.add_many(rows, now, f"input to {rel.name}")
+        if u.prio and self.prioritize:
+            self._run_stratum_prioritized(u.rules, u.prio, force)
+        else:
+            self._run_stratum(u.rules, force)
+
+    def _zfire(self, cr: CompiledRule) -> None:
+        """Run a rule's incremental evaluator and apply its signed output to the head: counts
+        of a maintained collection, the rows it gained for a table, the merge of its new rows
+        for a lattice variable."""
+        self.firing = cr
+        z = cr.zbody
+        assert z is not None
+        head = cr.head_rel
+        try:
+            # a table that lost rows gets what the body still derives; soft state is
+            # refreshed by every derivation, so a rule into it derives all of it each tick
+            fresh = cr.zfresh or (
+                head is not None
+                and head.persistent
+                and (head.removals != cr.seen_removals or head.ttl is not None)
+            )
+            if fresh:
+                rows = z.init()
+                delta: list[tuple[Any, int]] | None = None
+            else:
+                delta = z.step()
+                rows = [r for r, w in delta if w > 0]
+            rec = self._rec
+            before = 0
+            if rec is not None:
+                before = len(head.tick_new) if head is not None else len(cr.head_lat.incs)  # type: ignore[union-attr]
+            if head is not None:
+                sup = self.support.get(head.name)
+                if sup is not None:
+                    make, where = head.make_row, cr.where
+                    if delta is None:
+                        sup.apply([(make(r, where), 1) for r in rows], where)
+                    elif delta:
+                        sup.apply([(make(r, where), w) for r, w in delta], where)
+                elif rows:
+                    head.add_many(rows, self.now, cr.where)
+            elif rows:
+                value = self._fold(cr, rows)
+                if value is not None:
+                    cr.head_lat.merge_in(value, cr.where)  # type: ignore[union-attr]
+            if rec is not None and rows:
+                after = len(head.tick_new) if head is not None else len(cr.head_lat.incs)  # type: ignore[union-attr]
+                rec.rule(cr.rule.index, rows, after - before)
+        except BaseException as exc:
+            if self._failed is None:
+                self._failed = cr.rule
+            _note(exc, f"in {cr.where}")
+            raise
+        cr.zfresh = False
+        cr.fresh = False
+        if head is not None:
+            cr.seen_removals = head.removals
+
+    def memory(self) -> dict[str, Any]:
+        """What this program keeps, per collection and per rule: rows stored, and the state
+        kept for incremental evaluation (derivation counts, per-group aggregate state,
+        previous outputs of rules re-run in full), with estimated bytes."""
+        colls: dict[str, Any] = {}
+        total = 0
+        for name, rel in self.rels.items():
+            n = len(rel.store)
+            rows_b = sys.getsizeof(rel.store) + sizeof_rows(n, next(iter(rel.store.values()), ()))
+            sup = self.support.get(name)
+            entries = sup.entries() if sup is not None else 0
+            sup_b = 0
+            if sup is not None:
+                sup_b = sys.getsizeof(sup.counts) + entries * 80
+                if sup.keyed:
+                    sup_b += len(sup.counts) * 250
+            colls[name] = {"rows": n, "bytes": rows_b, "support": entries, "support_bytes": sup_b}
+            total += rows_b + sup_b
+        rules: dict[str, Any] = {}
+        for cr in self.rules:
+            if cr.zbody is None:
+                continue
+            entries, b = cr.zbody.memory()
+            rules[cr.where] = {"operator": cr.zbody.kind(), "entries": entries, "bytes": b}
+            total += b
+        return {"collections": colls, "rules": rules, "total_bytes": total}
+
     def _run_temporal(self) -> None:
         self._open_all(True)
         for cr in self.temporal:
             self._fire(cr, True)
 
-    def _fire(self, cr: CompiledRule, first: bool) -> None:
+    def _fire(self, cr: CompiledRule, first: bool, force: bool = False) -> None:
         self.firing = cr
-        full = cr.full_mode(first)
+        full = force or cr.full_mode(first)
         try:
             if self._rec is not None:
                 self._fire_observed(cr, full, self._rec)
@@ -643,7 +982,13 @@ class Runtime:
         if op == "<~":
             loc = rel.info.loc
             assert loc is not None
+            sent = self._sent
             for row in rows:
+                # a channel holds a set of messages per tick: one derived twice is sent once
+                key = (rel.name, row)
+                if key in sent:
+                    continue
+                sent.add(key)
                 wire = self._check_addr(row[loc], rel.name, row, cr.where)
                 self.outbox.append((row[loc], rel.name, tuple(row), wire))
             return

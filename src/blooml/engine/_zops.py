@@ -1,0 +1,781 @@
+"""Incremental (signed-delta) evaluators of rule bodies: the engine's incremental core.
+
+Each evaluator answers ``init()`` (its whole output over the current state, a list of rows
+with repeats: a multiset, building whatever state it keeps) and ``step()`` (the change of its
+output since the last ``init``/``step``: a list of ``(row, weight)`` pairs, weights ``+1``
+inserted and ``-1`` retracted, as in DBSP's Z-sets). Inputs are the collections' changes of
+the current tick (``Relation.tick_delta``), so a step costs what changed, not what is stored:
+
+* ``map``, ``filter``, ``flat_map`` are linear: they apply their function to the changed rows.
+* An inner equi-join of scans is bilinear: ``Δ(A ⋈ B) = ΔA ⋈ B_old + A_new ⋈ ΔB`` (n inputs:
+  input ``i``'s change meets the new state of inputs before ``i`` and the old state of those
+  after it). Probes use the relations' maintained hash indexes; the old state is the new one
+  with the tick's change taken back, per probed key.
+* ``notin`` keeps nothing: a changed left row, or a left row under a key whose right side
+  changed, is looked up before and after (both sides' indexes), and its output changes when
+  its "no match" status does.
+* ``group`` keeps per group its row count and, per aggregate, what undoes a retraction:
+  running sums and counts, and a multiset of values for ``min``/``max``/``count(col)``/
+  ``accum`` (the best value is recomputed only when its last copy leaves). ``argmin``/
+  ``argmax`` and ``choose`` keep each group's rows and recompute a group only when its best
+  row leaves.
+* Everything else (``reduce``, outer joins, lattice nodes, joins of non-scans, rules whose
+  functions read lattice variables or ``tick_count``) runs as :class:`ZFull`: re-evaluated in
+  full when one of its sources changed, its output diffed against the last one (a counter),
+  which is correct for any node and costs what the old engine paid.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from itertools import repeat
+from operator import itemgetter
+from typing import Any
+
+from blooml.engine._agg_eval import _stable
+from blooml.engine._rel_eval import JoinEval, ScanEval, norm_rows
+from blooml.engine.relation import Relation
+from blooml.errors import ProgramError
+from blooml.ir.aggregates import apply_aggregate
+
+__all__ = ["ZFull", "ZOp", "consolidate", "sizeof_rows"]
+
+_E: tuple[Any, ...] = ()
+Delta = list[tuple[Any, int]]
+
+
+def consolidate(delta: Delta) -> dict[Any, int]:
+    """Sum the weights of equal rows, dropping those that cancel."""
+    out: dict[Any, int] = {}
+    for r, w in delta:
+        c = out.get(r, 0) + w
+        if c:
+            out[r] = c
+        else:
+            out.pop(r, None)
+    return out
+
+
+def sizeof_rows(n: int, sample: Any) -> int:
+    """An estimate of the bytes ``n`` entries like ``sample`` (a row) hold in a dict."""
+    if n == 0:
+        return 0
+    per = sys.getsizeof(sample) + 100  # the entry, its hash slot and the count
+    return n * per
+
+
+class ZOp:
+    """Base of incremental evaluators (see the module docstring)."""
+
+    __slots__ = ()
+    width = 1
+
+    def init(self) -> list[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def step(self) -> Delta:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def memory(self) -> tuple[int, int]:
+        """(entries, estimated bytes) this evaluator keeps for incrementality, children
+        included."""
+        return (0, 0)
+
+    def kind(self) -> str:
+        """A short name for memory reports."""
+        return type(self).__name__[1:].lower()
+
+
+def _split(delta: Delta) -> tuple[list[Any], list[Any]]:
+    plus = [r for r, w in delta if w > 0 for _ in range(w)]
+    minus = [r for r, w in delta if w < 0 for _ in range(-w)]
+    return plus, minus
+
+
+class ZScan(ZOp):
+    """A collection's change this tick."""
+
+    __slots__ = ("rel",)
+
+    def __init__(self, rel: Relation) -> None:
+        self.rel = rel
+
+    def init(self) -> list[Any]:
+        return list(self.rel.store.values())
+
+    def step(self) -> Delta:
+        return self.rel.tick_delta()
+
+
+class ZMap(ZOp):
+    """``fn`` over each row (``fn(*rows)`` after a join); ``raw``: results go to a head."""
+
+    __slots__ = ("fn", "inp", "raw")
+
+    def __init__(self, inp: ZOp, fn: Callable[..., Any], raw: bool) -> None:
+        self.inp = inp
+        self.fn = fn
+        self.raw = raw
+
+    def _apply(self, rows: list[Any]) -> list[Any]:
+        fn = self.fn
+        out = [fn(*r) for r in rows] if self.inp.width > 1 else [fn(r) for r in rows]
+        return [r for r in out if r is not None] if self.raw else norm_rows(out)
+
+    def init(self) -> list[Any]:
+        inp = self.inp
+        if isinstance(inp, ZJoin):
+            out = inp.ev.full(self.fn)
+            return [r for r in out if r is not None] if self.raw else norm_rows(out)
+        return self._apply(inp.init())
+
+    def step(self) -> Delta:
+        d = self.inp.step()
+        if not d:
+            return d
+        fn = self.fn
+        star = self.inp.width > 1
+        out: Delta = []
+        for r, w in d:
+            x = fn(*r) if star else fn(r)
+            if x is None:
+                continue
+            if not self.raw and not isinstance(x, tuple):
+                x = (x,)
+            out.append((x, w))
+        return out
+
+    def memory(self) -> tuple[int, int]:
+        return self.inp.memory()
+
+
+class ZFilter(ZOp):
+    """Rows for which ``fn`` is true."""
+
+    __slots__ = ("fn", "inp", "width")
+
+    def __init__(self, inp: ZOp, fn: Callable[..., Any]) -> None:
+        self.inp = inp
+        self.fn = fn
+        self.width = inp.width
+
+    def init(self) -> list[Any]:
+        fn = self.fn
+        rows = self.inp.init()
+        if self.width > 1:
+            return [r for r in rows if fn(*r)]
+        return [r for r in rows if fn(r)]
+
+    def step(self) -> Delta:
+        fn = self.fn
+        d = self.inp.step()
+        if self.width > 1:
+            return [(r, w) for r, w in d if fn(*r)]
+        return [(r, w) for r, w in d if fn(r)]
+
+    def memory(self) -> tuple[int, int]:
+        return self.inp.memory()
+
+
+class ZFlatMap(ZOp):
+    """``fn(row)`` yields rows."""
+
+    __slots__ = ("fn", "inp")
+
+    def __init__(self, inp: ZOp, fn: Callable[..., Any]) -> None:
+        self.inp = inp
+        self.fn = fn
+
+    def _one(self, r: Any) -> list[Any]:
+        res = self.fn(*r) if self.inp.width > 1 else self.fn(r)
+        return norm_rows(res) if res is not None else []
+
+    def init(self) -> list[Any]:
+        out: list[Any] = []
+        for r in self.inp.init():
+            out.extend(self._one(r))
+        return out
+
+    def step(self) -> Delta:
+        out: Delta = []
+        for r, w in self.inp.step():
+            out.extend((x, w) for x in self._one(r))
+        return out
+
+    def memory(self) -> tuple[int, int]:
+        return self.inp.memory()
+
+
+class _OldView:
+    """Probes of a relation's state before this tick's change (``old_get(key, default)``):
+    its maintained index, less the rows the tick added, plus those it removed."""
+
+    __slots__ = ("get", "minus", "plus")
+
+    def __init__(self, rel: Relation, cols: tuple[int, ...], delta: Delta) -> None:
+        self.get = rel.index(cols).get
+        key = itemgetter(*cols)
+        self.plus = {r for r, w in delta if w > 0}
+        self.minus: dict[Any, list[Any]] = {}
+        for r, w in delta:
+            if w < 0:
+                self.minus.setdefault(key(r), []).append(r)
+
+    def __call__(self, k: Any, default: Any = _E) -> Any:
+        ms = self.get(k, _E)
+        plus = self.plus
+        if plus and ms:
+            ms = [m for m in ms if m not in plus]
+        extra = self.minus.get(k)
+        if extra:
+            ms = [*ms, *extra]
+        return ms
+
+
+class ZJoin(ZOp):
+    """An inner equi-join of two or more scans; rows are tuples of input rows."""
+
+    __slots__ = ("ev", "plans", "rels", "width")
+
+    def __init__(self, rels: list[Relation], preds: tuple[Any, ...]) -> None:
+        self.rels = rels
+        self.width = len(rels)
+        self.ev = JoinEval([ScanEval(r) for r in rels], preds, "inner")
+        self.plans = self.ev.plans
+
+    def init(self) -> list[Any]:
+        return self.ev.full()
+
+    def step(self) -> Delta:
+        deltas = [r.tick_delta() for r in self.rels]
+        if not any(deltas):
+            return []
+        out: Delta = []
+        n = self.width
+        olds: dict[tuple[int, tuple[int, ...]], _OldView] = {}
+        for d, dd in enumerate(deltas):
+            if not dd:
+                continue
+            cur: list[tuple[tuple[Any, ...], int]] = [((r,), w) for r, w in dd]
+            order = [d]
+            for j, probes, cols in self.plans[d]:
+                if not cur:
+                    break
+                rel = self.rels[j]
+                if j < d or not deltas[j]:
+                    get = rel.index(cols).get  # the new state (or unchanged)
+                else:
+                    ov = olds.get((j, cols))
+                    if ov is None:
+                        ov = olds[(j, cols)] = _OldView(rel, cols, deltas[j])
+                    get = ov
+                nxt: list[tuple[tuple[Any, ...], int]] = []
+                if len(probes) == 1:
+                    ((pp, pc),) = probes
+                    for t, w in cur:
+                        for m in get(t[pp][pc], _E):
+                            nxt.append(((*t, m), w))
+                else:
+                    for t, w in cur:
+                        for m in get(tuple(t[pp][pc] for pp, pc in probes), _E):
+                            nxt.append(((*t, m), w))
+                cur = nxt
+                order.append(j)
+            if not cur:
+                continue
+            if order != list(range(n)):
+                pos = [order.index(i) for i in range(n)]
+                out.extend((tuple(t[p] for p in pos), w) for t, w in cur)
+            else:
+                out.extend(cur)
+        return out
+
+
+class ZFused(ZOp):
+    """``map`` over a scan or an equi-join of scans run by the engine's generated loops
+    (``blooml.engine._codegen``), on changed rows; the join rule is ``ZJoin``'s."""
+
+    __slots__ = ("fz", "rels")
+
+    def __init__(self, fz: Any) -> None:
+        self.fz = fz
+        self.rels = [i.rel for i in fz.inputs]
+
+    def init(self) -> list[Any]:
+        return list(self.fz.full())
+
+    def step(self) -> Delta:
+        rels = self.rels
+        deltas = [r.tick_delta() for r in rels]
+        if not any(deltas):
+            return []
+        fz = self.fz
+        out: Delta = []
+        for d, dd in enumerate(deltas):
+            if not dd:
+                continue
+            plus, minus = _split(dd)
+            if len(rels) == 1:
+                gets: list[Any] = []
+            else:
+                gets = []
+                for j, cols in fz.cols[d]:
+                    if j < d or not deltas[j]:
+                        gets.append(rels[j].index(cols).get)
+                    else:
+                        gets.append(_OldView(rels[j], cols, deltas[j]))
+            run = fz.runs[d]
+            if plus:
+                out.extend(zip(run(plus, *gets, None), repeat(1), strict=False))
+            if minus:
+                out.extend(zip(run(minus, *gets, None), repeat(-1), strict=False))
+        return out
+
+
+class ZNotIn(ZOp):
+    """Rows of a scan with no match in another scan (equality predicates, optionally a test
+    function on the candidate pairs)."""
+
+    __slots__ = ("fn", "lcols", "left", "lget", "rcols", "right")
+
+    def __init__(self, left: Relation, right: Relation, preds: tuple[Any, ...], fn: Any) -> None:
+        self.left = left
+        self.right = right
+        self.fn = fn
+        self.lcols = tuple(p.lcol for p in preds)
+        self.rcols = tuple(p.rcol for p in preds)
+        self.lget = itemgetter(*self.lcols)
+
+    def _free(self, row: Any, get: Any) -> bool:
+        ms = get(self.lget(row), _E)
+        if not ms:
+            return True
+        fn = self.fn
+        return fn is not None and not any(fn(row, m) for m in ms)
+
+    def init(self) -> list[Any]:
+        get = self.right.index(self.rcols).get
+        return [r for r in self.left.store.values() if self._free(r, get)]
+
+    def step(self) -> Delta:
+        dl = self.left.tick_delta()
+        dr = self.right.tick_delta()
+        if not dl and not dr:
+            return []
+        left = self.left
+        new_r = self.right.index(self.rcols).get
+        old_r: Any = _OldView(self.right, self.rcols, dr) if dr else new_r
+        plus = {r for r, w in dl if w > 0}
+        minus = {r for r, w in dl if w < 0}
+        # the affected left rows: changed ones, and those under a key whose matches changed
+        affected = plus | minus
+        if dr:
+            rget = itemgetter(*self.rcols)
+            new_l = left.index(self.lcols).get
+            old_l: Any = _OldView(left, self.lcols, dl) if dl else new_l
+            for k in {rget(r) for r, _ in dr}:
+                affected.update(new_l(k, _E))
+                affected.update(old_l(k, _E))
+        out: Delta = []
+        for r in affected:
+            in_new = r in left
+            in_old = (in_new and r not in plus) or r in minus
+            was = in_old and self._free(r, old_r)
+            now = in_new and self._free(r, new_r)
+            if now != was:
+                out.append((r, 1 if now else -1))
+        return out
+
+
+# -- group ---------------------------------------------------------------------------------
+
+
+class _Multiset(dict):  # type: ignore[type-arg]
+    """value -> count, with the best (smallest or largest) value cached."""
+
+    __slots__ = ("best", "mx")
+
+    def __init__(self, mx: bool) -> None:
+        super().__init__()
+        self.mx = mx
+        self.best: Any = None
+
+    def add(self, v: Any, w: int) -> None:
+        c = self.get(v, 0) + w
+        if c > 0:
+            self[v] = c
+            if w > 0:
+                b = self.best
+                if len(self) == 1 or (v > b if self.mx else v < b):
+                    self.best = v
+        else:
+            del self[v]
+            if v == self.best:
+                self.best = (max(self) if self.mx else min(self)) if self else None
+
+
+_INCREMENTAL_AGGS = frozenset({"count", "sum", "min", "max", "avg", "accum", "bool_and", "bool_or"})
+
+
+class _Group:
+    """One group's state: its row count and one slot per aggregate."""
+
+    __slots__ = ("n", "out", "rows", "slots")
+
+    def __init__(self, nslots: int) -> None:
+        self.n = 0
+        self.slots: list[Any] = [None] * nslots
+        self.out: Any = None
+        self.rows: dict[Any, int] | None = None
+
+
+class ZGroup(ZOp):
+    """SQL GROUP BY with aggregates, maintained per group (see the module docstring)."""
+
+    __slots__ = ("aggs", "fast", "groups", "inp", "keys", "kget")
+
+    def __init__(self, inp: ZOp, keys: tuple[int, ...], aggs: tuple[Any, ...]) -> None:
+        self.inp = inp
+        self.keys = keys
+        self.aggs = aggs
+        self.kget = itemgetter(*keys) if keys else None
+        self.groups: dict[Any, _Group] = {}
+        # every aggregate kept incrementally, or the group's rows kept (and re-aggregated)
+        self.fast = all(a.fn in _INCREMENTAL_AGGS for a in aggs)
+
+    def _gkey(self, r: Any) -> Any:
+        if self.kget is None:
+            return ()
+        return (self.kget(r),) if len(self.keys) == 1 else self.kget(r)
+
+    def _new(self) -> _Group:
+        g = _Group(len(self.aggs))
+        if not self.fast:
+            g.rows = {}
+            return g
+        for i, a in enumerate(self.aggs):
+            fn = a.fn
+            if fn in ("min", "max", "accum") or (fn == "count" and a.col is not None):
+                g.slots[i] = _Multiset(fn == "max")
+            elif fn in ("sum", "avg"):
+                g.slots[i] = [0, 0, None]  # total, count of values, non-int values multiset
+            elif fn in ("bool_and", "bool_or"):
+                g.slots[i] = [0, 0]  # truthy, falsy
+        return g
+
+    def _col(self, r: Any, a: Any) -> Any:
+        try:
+            return r[a.col]
+        except IndexError:
+            raise ProgramError(
+                f"group: aggregate {a!r} refers to column {a.col}, but a row has only "
+                f"{len(r)} columns: {r!r}"
+            ) from None
+
+    def _add(self, g: _Group, r: Any, w: int) -> None:
+        g.n += w
+        if g.rows is not None:
+            c = g.rows.get(r, 0) + w
+            if c > 0:
+                g.rows[r] = c
+            else:
+                del g.rows[r]
+            return
+        for i, a in enumerate(self.aggs):
+            fn = a.fn
+            s = g.slots[i]
+            if fn == "count" and a.col is None:
+                continue
+            v = self._col(r, a)
+            if type(s) is _Multiset:
+                s.add(v, w)
+            elif fn in ("sum", "avg"):
+                if type(v) is int or type(v) is bool:
+                    s[0] += v * w
+                else:  # exact arithmetic only for ints: other values are summed afresh
+                    ms = s[2]
+                    if ms is None:
+                        ms = s[2] = {}
+                    c = ms.get(v, 0) + w
+                    if c > 0:
+                        ms[v] = c
+                    else:
+                        del ms[v]
+                s[1] += w
+            else:  # bool_and, bool_or
+                s[0 if v else 1] += w
+
+    def _value(self, g: _Group, i: int, a: Any) -> Any:
+        fn = a.fn
+        s = g.slots[i]
+        if fn == "count":
+            return g.n if a.col is None else len(s)
+        if fn in ("min", "max"):
+            return s.best if s else None
+        if fn == "accum":
+            return frozenset(s) if s else None
+        if fn in ("sum", "avg"):
+            if not s[1]:
+                return None
+            total = s[0]
+            if s[2]:
+                total = sum((v * c for v, c in s[2].items()), total)
+            return total if fn == "sum" else total / s[1]
+        if not (s[0] or s[1]):
+            return None
+        return s[1] == 0 if fn == "bool_and" else s[0] > 0
+
+    def _out(self, k: Any, g: _Group) -> Any:
+        if g.rows is not None:
+            rows = [r for r, c in g.rows.items() for _ in range(c)]
+            vals = []
+            for a in self.aggs:
+                if a.col is None:
+                    vals.append(apply_aggregate(a.fn, rows, rows))
+                else:
+                    vals.append(apply_aggregate(a.fn, [self._col(r, a) for r in rows], rows))
+            return (*k, *vals)
+        return (*k, *(self._value(g, i, a) for i, a in enumerate(self.aggs)))
+
+    def init(self) -> list[Any]:
+        self.groups = {}
+        rows = self.inp.init()
+        if self.inp.width > 1:
+            rows = [tuple(c for r in t for c in (r if r is not None else ())) for t in rows]
+        for r in rows:
+            k = self._gkey(r)
+            g = self.groups.get(k)
+            if g is None:
+                g = self.groups[k] = self._new()
+            self._add(g, r, 1)
+        out = []
+        for k, g in self.groups.items():
+            g.out = self._out(k, g)
+            out.append(g.out)
+        return out
+
+    def step(self) -> Delta:
+        d = self.inp.step()
+        if not d:
+            return []
+        if self.inp.width > 1:
+            d = [(tuple(c for r in t for c in (r if r is not None else ())), w) for t, w in d]
+        touched: dict[Any, _Group] = {}
+        groups = self.groups
+        for r, w in d:
+            k = self._gkey(r)
+            g = groups.get(k)
+            if g is None:
+                g = groups[k] = self._new()
+            self._add(g, r, w)
+            touched[k] = g
+        out: Delta = []
+        for k, g in touched.items():
+            old = g.out
+            new = self._out(k, g) if g.n > 0 else None
+            if g.n <= 0:
+                del groups[k]
+            g.out = new
+            if old != new:
+                if old is not None:
+                    out.append((old, -1))
+                if new is not None:
+                    out.append((new, 1))
+        return out
+
+    def memory(self) -> tuple[int, int]:
+        n = 0
+        for g in self.groups.values():
+            n += 1
+            if g.rows is not None:
+                n += len(g.rows)
+            for s in g.slots:
+                if type(s) is _Multiset:
+                    n += len(s)
+        e, b = self.inp.memory()
+        return (n + e, n * 120 + b)
+
+
+class _Keyed(ZOp):
+    """Shared by argmin/argmax and choose: each group's rows (with counts), and the group's
+    output recomputed when a change reaches it."""
+
+    __slots__ = ("groups", "inp", "keys", "outs")
+
+    def __init__(self, inp: ZOp, keys: tuple[int, ...]) -> None:
+        self.inp = inp
+        self.keys = keys
+        self.groups: dict[Any, dict[Any, int]] = {}
+        self.outs: dict[Any, list[Any]] = {}
+
+    def _rows(self, rows: list[Any]) -> list[Any]:
+        if self.inp.width > 1:
+            return [tuple(c for r in t for c in (r if r is not None else ())) for t in rows]
+        return rows
+
+    def _gkey(self, r: Any) -> Any:
+        return tuple(r[i] for i in self.keys)
+
+    def _best(self, rows: dict[Any, int]) -> list[Any]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _update(
+        self, g: dict[Any, int], old: list[Any], changes: list[tuple[Any, int]]
+    ) -> list[Any]:
+        """The group's new output: from the old one when no change touches its best rows
+        (an insert that does not beat them, a retraction of another row), else recomputed
+        over the group."""
+        if not old:
+            return self._best(g)
+        for r, w in changes:
+            if w < 0 and r in old:
+                return self._best(g)  # a best row (or one of its copies) left
+            if w > 0 and not self._worse(r, old[0]):
+                return self._best(g)  # as good as the best: a new best or a new tie
+        return old
+
+    def _worse(self, r: Any, best: Any) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def init(self) -> list[Any]:
+        self.groups = {}
+        for r in self._rows(self.inp.init()):
+            g = self.groups.setdefault(self._gkey(r), {})
+            g[r] = g.get(r, 0) + 1
+        self.outs = {k: self._best(g) for k, g in self.groups.items()}
+        return [r for rows in self.outs.values() for r in rows]
+
+    def step(self) -> Delta:
+        d = self.inp.step()
+        if not d:
+            return []
+        if self.inp.width > 1:
+            d = [(tuple(c for r in t for c in (r if r is not None else ())), w) for t, w in d]
+        touched = set()
+        changes: dict[Any, list[tuple[Any, int]]] = {}
+        for r, w in d:
+            k = self._gkey(r)
+            g = self.groups.setdefault(k, {})
+            c = g.get(r, 0) + w
+            if c > 0:
+                g[r] = c
+            else:
+                del g[r]
+            touched.add(k)
+            changes.setdefault(k, []).append((r, w))
+        out: Delta = []
+        for k in touched:
+            g = self.groups[k]
+            old = self.outs.get(k, [])
+            new = self._update(g, old, changes[k]) if g else []
+            if not g:
+                del self.groups[k]
+                self.outs.pop(k, None)
+            else:
+                self.outs[k] = new
+            if old != new:
+                out.extend((r, -1) for r in old)
+                out.extend((r, 1) for r in new)
+        return out
+
+    def memory(self) -> tuple[int, int]:
+        n = sum(len(g) for g in self.groups.values()) + len(self.groups)
+        e, b = self.inp.memory()
+        return (n + e, n * 120 + b)
+
+
+class ZArgAgg(_Keyed):
+    """Rows whose column is the minimum/maximum of their group (all ties, with repeats)."""
+
+    __slots__ = ("col", "mx")
+
+    def __init__(self, inp: ZOp, how: str, keys: tuple[int, ...], col: int) -> None:
+        super().__init__(inp, keys)
+        self.col = col
+        self.mx = how == "max"
+
+    def _best(self, rows: dict[Any, int]) -> list[Any]:
+        c, mx = self.col, self.mx
+        best: Any = None
+        out: list[Any] = []
+        for r, n in rows.items():
+            v = r[c]
+            if not out or (v > best if mx else v < best):
+                best = v
+                out = [r] * n
+            elif v == best:
+                out.extend([r] * n)
+        return out
+
+    def _worse(self, r: Any, best: Any) -> bool:
+        v, b = r[self.col], best[self.col]
+        return bool(v < b) if self.mx else bool(v > b)
+
+
+class ZChoose(_Keyed):
+    """One row per key value: the one with the smallest seeded hash."""
+
+    __slots__ = ("seed",)
+
+    def __init__(self, inp: ZOp, keys: tuple[int, ...], seed: int) -> None:
+        super().__init__(inp, keys)
+        self.seed = seed
+
+    def _best(self, rows: dict[Any, int]) -> list[Any]:
+        seed = self.seed
+        return [min(rows, key=lambda r: _stable(r, seed))]
+
+    def _worse(self, r: Any, best: Any) -> bool:
+        return _stable(r, self.seed) > _stable(best, self.seed)
+
+
+class ZFull(ZOp):
+    """Any evaluator, re-run in full when one of its sources changed; its output is diffed
+    against the last one (a counter of rows)."""
+
+    __slots__ = ("ev", "last", "lats", "rels", "tick", "width")
+
+    def __init__(self, ev: Any, extra_lats: list[Any] = (), tick: bool = False) -> None:  # type: ignore[assignment]
+        self.ev = ev
+        self.width = getattr(ev, "width", 1)
+        states = ev.states()
+        self.rels = [s for s in states if isinstance(s, Relation)]
+        self.lats = [s for s in states if not isinstance(s, Relation)] + list(extra_lats)
+        self.tick = tick
+        self.last: dict[Any, int] = {}
+
+    def _rows(self) -> list[Any]:
+        return [r for r in self.ev.full() if r is not None]
+
+    def init(self) -> list[Any]:
+        rows = self._rows()
+        last: dict[Any, int] = {}
+        for r in rows:
+            last[r] = last.get(r, 0) + 1
+        self.last = last
+        return rows
+
+    def dirty(self) -> bool:
+        """Whether a source changed this tick."""
+        return self.tick or any(v.incs for v in self.lats) or any(r.tick_delta() for r in self.rels)
+
+    def step(self) -> Delta:
+        if not self.dirty():
+            return []
+        old = self.last
+        self.init()
+        new = self.last
+        out: Delta = []
+        for r, c in new.items():
+            o = old.get(r, 0)
+            if c != o:
+                out.append((r, c - o))
+        for r, o in old.items():
+            if r not in new:
+                out.append((r, -o))
+        return out
+
+    def memory(self) -> tuple[int, int]:
+        n = len(self.last)
+        return (n, sizeof_rows(n, next(iter(self.last), ())))
