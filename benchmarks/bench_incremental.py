@@ -1,0 +1,343 @@
+"""The incremental core: a tick costs what changed, for every rule shape (issue 19).
+
+Each shape is one small program whose head is a ``scratch``. The script loads N base rows
+(N = 1,000, 10,000, 100,000), then runs ``--ticks`` ticks that each change one base row
+(alternately an insert and a delete, or the shape's own kind of change: a ``<+-``
+replacement, a soft-state expiry), and reports the median milliseconds per tick of the
+incremental engine (``Program()``) and of the reference that re-derives everything every
+tick (``Program(incremental=False)``), measured in the same run. After every tick both hold
+the same rows, or the shape fails.
+
+Targets (issue 19): per-tick time at N = 100,000 at most 2x that at N = 1,000 (recursive
+reachability: 5x), and at most 1 ms at N = 100,000. Also printed: the bytes of state kept per
+stored row (``Program.memory()``), against the reference's. Exit status 1 on a miss.
+
+    python benchmarks/bench_incremental.py [--quick] [--ticks T] [--sizes 1000,100000]
+"""
+
+# Bloom rules are statements written as comparisons (``a <= b``): B015 is moot.
+# ruff: noqa: B015
+from __future__ import annotations
+
+import argparse
+import gc
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bloom_util import Verdicts, header
+
+from blooml import Program, bloom, scratch, table
+from blooml.bloom import count, max_, min_, sum_
+
+GROUPS = 100  # distinct values of k: groups of N / 100 rows
+SCALE = 2.0
+LIMIT_MS = 1.0
+
+
+class Clock:
+    """A clock the benchmark advances (soft state)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class MapShape(Program):
+    items = table(["id"], ["k", "v"])
+    out = scratch(["id", "k", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.out <= self.items.map(lambda r: (r.id, r.k, r.v + 1))
+
+
+class GroupShape(Program):
+    items = table(["id"], ["k", "v"])
+    out = scratch(["k"], ["n", "s", "lo", "hi"])
+
+    @bloom
+    def rules(self) -> None:
+        self.out <= self.items.group(["k"], count(), sum_("v"), min_("v"), max_("v"))
+
+
+class NotInShape(Program):
+    items = table(["id"], ["k", "v"])
+    gone = table(["id"])
+    out = scratch(["id", "k", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.out <= self.items.notin(self.gone, self.items.id == self.gone.id)
+
+
+class ArgMinShape(Program):
+    items = table(["id"], ["k", "v"])
+    out = scratch(["id", "k", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.out <= self.items.argmin(["k"], "v")
+
+
+class JoinShape(Program):
+    items = table(["id"], ["k", "v"])
+    names = table(["k"], ["name"])
+    out = scratch(["id", "name", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.out <= self.items.join(self.names, self.items.k == self.names.k).map(
+            lambda i, n: (i.id, n.name, i.v)
+        )
+
+
+class ReachShape(Program):
+    edge = table(["src", "dst"])
+    start = table(["n"])
+    reach = scratch(["n"])
+
+    @bloom
+    def rules(self) -> None:
+        self.reach <= self.start
+        self.reach <= self.reach.join(self.edge, self.reach.n == self.edge.src).map(
+            lambda r, e: (e.dst,)
+        )
+
+
+class TtlShape(Program):
+    items = table(["id"], ["k", "v"], ttl=1000.0)
+    out = scratch(["id", "k", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.out <= self.items.map(lambda r: (r.id, r.k, r.v + 1))
+
+
+class ReplaceShape(Program):
+    items = table(["id"], ["k", "v"])
+    upd = scratch(["id", "k", "v"])
+    out = scratch(["k"], ["n", "s"])
+
+    @bloom
+    def rules(self) -> None:
+        self.items < +-self.upd
+        self.out <= self.items.group(["k"], count(), sum_("v"))
+
+
+def item(i: int) -> tuple[int, int, int]:
+    return (i, i % GROUPS, (i * 7919) % 1000)
+
+
+Change = Callable[[Program, int, int], None]
+
+
+def rows_load(p: Program, n: int) -> None:
+    p.items.insert([item(i) for i in range(n)])  # type: ignore[attr-defined]
+
+
+def rows_change(p: Program, n: int, t: int) -> None:
+    """Tick t: insert a new row (even t) or delete the one inserted at t - 1 (odd t)."""
+    i = n + t // 2
+    if t % 2 == 0:
+        p.items.insert([item(i)])  # type: ignore[attr-defined]
+    else:
+        p.items.delete([item(i)])  # type: ignore[attr-defined]
+
+
+def notin_load(p: Program, n: int) -> None:
+    rows_load(p, n)
+    p.gone.insert([(i,) for i in range(0, n, 10)])  # type: ignore[attr-defined]
+
+
+def notin_change(p: Program, n: int, t: int) -> None:
+    """Both sides change: a row of items, then a row of gone (which hides, then shows again,
+    one stored item: a one-row change of the output; its cost is per output row whose status
+    changes, so a key matching m rows costs m)."""
+    if t % 4 < 2:
+        rows_change(p, n, t)
+    elif t % 4 == 2:
+        p.gone.insert([((t * 7919) % n | 1,)])  # type: ignore[attr-defined]
+    else:
+        p.gone.delete([(((t - 1) * 7919) % n | 1,)])  # type: ignore[attr-defined]
+
+
+def join_load(p: Program, n: int) -> None:
+    rows_load(p, n)
+    p.names.insert([(k, f"name{k}") for k in range(GROUPS)])  # type: ignore[attr-defined]
+
+
+def reach_load(p: Program, n: int) -> None:
+    # a random tree of n nodes below node 0, plus n / 2 cross edges: every node reachable
+    rnd = random.Random(7)
+    edges = [(rnd.randrange(i), i) for i in range(1, n)]
+    edges += [(rnd.randrange(n), rnd.randrange(n)) for _ in range(n // 2)]
+    p.edge.insert(edges)  # type: ignore[attr-defined]
+    p.start.insert([(0,)])  # type: ignore[attr-defined]
+
+
+def reach_change(p: Program, n: int, t: int) -> None:
+    """Insert, then delete, an edge to a new leaf below a random node."""
+    leaf = n + t // 2
+    parent = ((t // 2) * 7919) % n
+    if t % 2 == 0:
+        p.edge.insert([(parent, leaf)])  # type: ignore[attr-defined]
+    else:
+        p.edge.delete([(parent, leaf)])  # type: ignore[attr-defined]
+
+
+def ttl_change(p: Program, n: int, t: int) -> None:
+    """One row inserted per tick; the clock moves so that one stored row expires per tick."""
+    p._blooml_clock.t += 1.0  # type: ignore[attr-defined]
+    p.items.insert([item(n + t)])  # type: ignore[attr-defined]
+
+
+def ttl_load(p: Program, n: int) -> None:
+    # rows inserted one tick apart in time would take n ticks: give each its own insert time
+    clock = p._blooml_clock  # type: ignore[attr-defined]
+    batch = max(1, n // 1000)
+    for s in range(0, n, batch):
+        p.items.insert([item(i) for i in range(s, min(n, s + batch))])  # type: ignore[attr-defined]
+        p.tick()
+        clock.t += 1.0
+    clock.t = 1000.0 - (n // batch)  # the oldest rows expire from the first timed tick on
+
+
+def replace_change(p: Program, n: int, t: int) -> None:
+    i = (t * 7919) % n
+    p.upd.insert([(i, i % GROUPS, t)])  # type: ignore[attr-defined]
+
+
+SHAPES: list[tuple[str, type[Program], Callable[[Program, int], None], Change, float]] = [
+    ("map", MapShape, rows_load, rows_change, SCALE),
+    ("group count/sum/min/max", GroupShape, rows_load, rows_change, SCALE),
+    ("notin (both sides change)", NotInShape, notin_load, notin_change, SCALE),
+    ("argmin", ArgMinShape, rows_load, rows_change, SCALE),
+    ("join + map", JoinShape, join_load, rows_change, SCALE),
+    ("recursive reachability", ReachShape, reach_load, reach_change, 5.0),
+    ("TTL expiry", TtlShape, ttl_load, ttl_change, SCALE),
+    ("<+- replacement", ReplaceShape, rows_load, replace_change, SCALE),
+]
+
+
+def contents(p: Program) -> dict[str, Any]:
+    rt = p._rt
+    return {n: sorted(map(tuple, r.store.values()), key=repr) for n, r in rt.rels.items()}
+
+
+def worse_median(times: list[float]) -> float:
+    """The larger of the medians of even and odd ticks: a shape whose inserts are cheap and
+    deletes dear (or the reverse) is judged by the dearer kind, not by a median between."""
+    return max(statistics.median(times[0::2]), statistics.median(times[1::2] or times))
+
+
+def build(cls: type[Program], incremental: bool) -> Program:
+    clock = Clock()
+    p = cls(clock=clock, incremental=incremental)
+    p._blooml_clock = clock  # type: ignore[attr-defined]
+    return p
+
+
+def run_shape(
+    cls: type[Program],
+    load: Callable[[Program, int], None],
+    change: Change,
+    n: int,
+    ticks: int,
+    ref_ticks: int,
+) -> tuple[float, float, bool, float, float]:
+    """(median ms per tick incremental, reference, equal at every compared tick, bytes per
+    stored row incremental, reference)."""
+    inc = build(cls, True)
+    ref = build(cls, False)
+    for p in (inc, ref):
+        load(p, n)
+        p.tick()
+    same = contents(inc) == contents(ref)
+    times: list[float] = []
+    rtimes: list[float] = []
+    gc.collect()
+    for t in range(ticks):
+        change(inc, n, t)
+        t0 = time.perf_counter()
+        inc.tick()
+        times.append(time.perf_counter() - t0)
+        if t < ref_ticks:
+            change(ref, n, t)
+            t0 = time.perf_counter()
+            ref.tick()
+            rtimes.append(time.perf_counter() - t0)
+            if same and contents(inc) != contents(ref):
+                same = False
+    rows = max(1, sum(len(r.store) for r in inc._rt.rels.values()))
+    mem_inc = inc._rt.memory()["total_bytes"] / rows
+    mem_ref = ref._rt.memory()["total_bytes"] / rows
+    return (
+        worse_median(times) * 1000,
+        worse_median(rtimes) * 1000,
+        same,
+        mem_inc,
+        mem_ref,
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="N = 1,000 and 10,000, fewer ticks")
+    ap.add_argument("--ticks", type=int, default=200)
+    ap.add_argument("--sizes", default="")
+    ap.add_argument("--only", default="", help="run the shapes whose name contains this")
+    args = ap.parse_args()
+    sizes = [1000, 10_000] if args.quick else [1000, 10_000, 100_000]
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    ticks = 60 if args.quick else args.ticks
+    header(
+        "incremental core: one changed row per tick, median ms (the dearer of even/odd ticks)",
+        {"sizes": sizes, "ticks": ticks, "targets": "100k/1k <= 2 (reach: 5), <= 1 ms at 100k"},
+    )
+    v = Verdicts()
+    print(
+        f"   {'shape':28} {'N':>7} {'incr ms':>9} {'ref ms':>9} {'ref/incr':>9} "
+        f"{'B/row':>7} {'ref B/row':>9}"
+    )
+    for name, cls, load, change, scale in SHAPES:
+        if args.only and args.only not in name:
+            continue
+        per: dict[int, float] = {}
+        equal = True
+        worst_mem = 0.0
+        for n in sizes:
+            ref_ticks = max(6, min(ticks, 2_000_000 // (n * 10)))
+            ms, rms, same, mb, rmb = run_shape(cls, load, change, n, ticks, ref_ticks)
+            per[n] = ms
+            equal = equal and same
+            worst_mem = max(worst_mem, mb / max(rmb, 1.0))
+            print(
+                f"   {name:28} {n:>7} {ms:>9.3f} {rms:>9.3f} {rms / ms:>9.1f} "
+                f"{mb:>7.0f} {rmb:>9.0f}"
+            )
+        lo, hi = min(sizes), max(sizes)
+        v.check(f"{name}: equal to the reference", equal, "every compared tick")
+        v.check(
+            f"{name}: growth",
+            per[hi] <= scale * per[lo],
+            f"{per[hi]:.3f} ms at N={hi} / {per[lo]:.3f} ms at N={lo} = "
+            f"{per[hi] / per[lo]:.2f} (<= {scale})",
+        )
+        if hi >= 100_000:
+            v.check(f"{name}: time", per[hi] <= LIMIT_MS, f"{per[hi]:.3f} ms (<= {LIMIT_MS})")
+        v.check(f"{name}: memory", worst_mem <= 3.0, f"{worst_mem:.2f}x the reference (<= 3)")
+    return v.exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
