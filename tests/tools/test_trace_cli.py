@@ -30,7 +30,9 @@ def test_merge_pairs_every_message_and_points_down(tmp_path: Path) -> None:
     files, _ = cart_traces(tmp_path)
     m = merge(load(files))
     assert set(m.nodes) == {"client", "server"}
-    assert len(m.arrows) == 6 and all(a["dst"] is not None for a in m.arrows)
+    # three actions and a checkout from the client, one response: a message derived twice in
+    # one tick (here by both sides of a join of two new scratches) is sent once
+    assert len(m.arrows) == 5 and all(a["dst"] is not None for a in m.arrows)
     steps = {s["id"]: s for s in m.steps}
     for a in m.arrows:
         src, dst = steps[a["src"]], steps[a["dst"]]
@@ -51,7 +53,7 @@ def test_one_shared_file_merges_like_two(tmp_path: Path) -> None:
     two.mkdir()
     files, _ = cart_traces(two)
     a, b = merge(load([one / "all.jsonl"])), merge(load(files))
-    assert len(a.steps) == len(b.steps) and len(a.arrows) == len(b.arrows) == 6
+    assert len(a.steps) == len(b.steps) and len(a.arrows) == len(b.arrows) == 5
 
     def shape(m):  # type: ignore[no-untyped-def]
         st = {s["id"]: s for s in m.steps}
@@ -82,9 +84,10 @@ def test_show_summarises(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     out = capsys.readouterr().out
     assert "node client (CartClient)" in out and "node server (DisorderlyCart)" in out
     assert "ticks: 9 committed, 0 rolled back" in out
-    assert "messages: 4 sent, 2 received" in out and "messages: 2 sent, 4 received" in out
-    assert re.search(r"r4 +9 +9 +9  \[shopping_cart.py:\d+\] contents <= group", out)
-    assert re.search(r"r5 +1 +2 +-  \[shopping_cart.py:\d+\] response_msg <~", out)
+    assert "messages: 4 sent, 1 received" in out and "messages: 1 sent, 4 received" in out
+    # the incremental engine derives a scratch's rows when they change, not every tick
+    assert re.search(r"r4 +3 +3 +3  \[shopping_cart.py:\d+\] contents <= group", out)
+    assert re.search(r"r5 +1 +1 +-  \[shopping_cart.py:\d+\] response_msg <~", out)
     assert "time per stratum: s0 " in out
     assert (
         "tick 0: in 2 (client_checkout insert 1, client_action insert 1), derived 2, sent 2" in out
