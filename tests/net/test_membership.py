@@ -22,7 +22,7 @@ class Watcher(Membership, period=PERIOD, timeout=TIMEOUT):
 
     # fmt: off
     @bloom
-    def watch(self) -> None:
+    def log_events(self) -> None:
         self.events <= self.peer_up.map(lambda u: (self.now(), u.addr, "up"))
         self.events <= self.peer_down.map(lambda d: (self.now(), d.addr, "down"))
     # fmt: on
