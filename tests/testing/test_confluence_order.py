@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from blooml import Program, bloom, channel, table
 from blooml.cli import main
 from blooml.errors import ConfluenceViolation
 from blooml.testing import check_confluence
@@ -89,7 +90,7 @@ def test_the_plot_marks_the_deletion_as_a_point_of_order() -> None:
 
 
 def test_monotone_heartbeats_on_a_timer_are_confluent() -> None:
-    report = check_confluence(op.heartbeat_nodes, {}, outputs=["heard"], until=2.0)
+    report = check_confluence(op.heartbeat_nodes, {}, outputs=["heard"], until=1.2)
     assert report.max_delay == 0.5  # the timer's 0.2 s period, at least 0.5
     assert {a: set(o["heard"].reveal()) for a, o in report.outcome.items()} == {
         "h0": {"h1", "h2"},
@@ -127,3 +128,21 @@ def test_an_explicit_max_delay_still_wins() -> None:
         op.heartbeat_nodes, {}, outputs=["heard"], until=2.0, max_delay=0.05, runs=5
     )
     assert report.max_delay == 0.05
+
+
+def test_a_long_ttl_does_not_stretch_the_delays_past_five_seconds() -> None:
+    class Cache(Program):
+        add_chn = channel(["@to", "item"])
+        cache = table(["item"], ttl=3600)
+
+        # fmt: off
+        @bloom
+        def rules(self) -> None:
+            self.cache <= self.add_chn.map(lambda m: (m.item,))
+        # fmt: on
+
+    report = check_confluence(
+        op.client_server(Cache), [(0.0, "client", "add", [("server", "x")])], runs=5
+    )
+    assert report.max_delay == 5.0
+    assert report.outcome["server"]["cache"] == [("x",)]

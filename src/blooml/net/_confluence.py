@@ -13,8 +13,8 @@ arrives at once, in sending order, once.
 Two things aim the search at the bugs that timing hides (issue 20):
 
 * delays are scaled to the program's clock: by default ``max_delay`` is the longest
-  ``periodic`` period or ``ttl`` of the programs (at least 0.5 s), so a message can arrive
-  after a timer fired instead of before it;
+  ``periodic`` period or ``ttl`` of the programs (at least 0.5 s, at most 5 s), so a message
+  can arrive after a timer fired instead of before it;
 * a message that carries a channel feeding a *point of order* (a ``notin``, a ``group``, a
   ``<-``, ...) may also be held back *late*: ``_LATE`` times ``max_delay``, past every timer
   and every ordinary delay. Hypothesis draws that flag per message (it shrinks to "on
@@ -46,6 +46,7 @@ __all__ = ["check_confluence", "points_of_order"]
 TimedInput = tuple[float, str, str, Iterable[Any]]
 _STEPS = 1000  # a delay is drawn as k/_STEPS of max_delay: hypothesis shrinks k towards 0
 _MIN_DELAY = 0.5  # the default max_delay of a program without timers (virtual seconds)
+_MAX_DELAY = 5.0  # the default max_delay never exceeds this (an hour-long ttl is no timer)
 _LATE = 3.0  # a message held back late arrives _LATE * max_delay after it was sent
 
 
@@ -194,7 +195,11 @@ def check_confluence(
     timed = _timed(inputs)
     probe = _nodes(factory(Simulation(seed=0)))
     scale = _clock_scale(probe.values())
-    delay_bound = float(max_delay) if max_delay is not None else max(_MIN_DELAY, scale)
+    if max_delay is not None:
+        delay_bound = float(max_delay)
+    else:
+        delay_bound = min(max(_MIN_DELAY, scale), _MAX_DELAY)
+    scale = min(scale, delay_bound)  # the run windows follow the delays actually used
     ordered = _ordered_channels(probe.values())
     # a run of timed programs goes on while anything happens, a window at a time
     window = 2 * scale + delay_bound if _has_timers(probe.values()) else 0.0

@@ -103,7 +103,8 @@ def check_confluence(
         runs: how many schedules to try (hypothesis examples; the reference run is extra).
         seed: seeds hypothesis: the same seed tries the same schedules.
         max_delay: the longest ordinary delay (virtual seconds) a message may get. Default:
-            the longest ``periodic`` period or ``ttl`` of the programs, at least 0.5, so
+            the longest ``periodic`` period or ``ttl`` of the programs, at least 0.5 and at
+            most 5 (pass a longer one for programs with slower timers), so
             that messages are reordered across the program's timers. A message that
             carries a channel feeding a point of order may also be held back *late*, three
             times ``max_delay`` (past every timer and every ordinary delay).
