@@ -94,7 +94,8 @@ def check_confluence(
     Args:
         factory: ``factory(sim)`` builds the nodes on a fresh simulation (``P(addr="a",
             network=sim)``) and returns them (an iterable or ``{addr: program}``). It is
-            called once per run, so it must build the same nodes every time.
+            called once per run (and once first, to read the programs' timers and points
+            of order), so it must build the same nodes every time.
         inputs: what is inserted from outside: ``{addr: {collection: rows}}`` at time 0, or
             ``[(time, addr, collection, rows), ...]`` at given virtual times.
         outputs: what to compare: collection and lattice-variable names (checked on every
