@@ -135,6 +135,7 @@ def test_a_node_that_dies_is_reported_and_the_others_keep_running(tmp_path: Path
 
 BAD_CONFIGS = [
     ("nodes = 3", "no nodes"),
+    ('target = "m:C"\nnodes = { a = 3 }', "nodes.a: expected a table of settings, got 3"),
     ('target = "m:C"\n[nodes.a]\nport = 1', "unknown setting ['port']"),
     ('target = "m:C"\n[nodes.a]\ntarget = "m:C"', "nodes.a: no address"),
     ('[nodes.a]\naddress = "127.0.0.1:1"', "nodes.a: no target"),

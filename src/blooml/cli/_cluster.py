@@ -123,6 +123,15 @@ def _path(value: Any, base: Path, where: str) -> str:
     return str(p if p.is_absolute() else base / p)
 
 
+def _settings(table: Any, known: set[str], where: str) -> None:
+    """Raise unless ``table`` is a table whose keys are all ``known`` settings."""
+    if not isinstance(table, dict):
+        raise UsageError(f"{where}: expected a table of settings, got {table!r}")
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise UsageError(f"{where}: unknown setting {unknown} (known: {sorted(known)})")
+
+
 def load_config(path: str | Path) -> ClusterConfig:
     """Parse and check a cluster file (see the module docstring).
 
@@ -133,11 +142,7 @@ def load_config(path: str | Path) -> ClusterConfig:
     path = Path(path)
     data = _read(path)
     where = f"--cluster {path}"
-    if not isinstance(data, dict):
-        raise UsageError(f"{where}: expected a table of settings, got {type(data).__name__}")
-    unknown = sorted(set(data) - _TOP_KEYS)
-    if unknown:
-        raise UsageError(f"{where}: unknown setting {unknown} (known: {sorted(_TOP_KEYS)})")
+    _settings(data, _TOP_KEYS, where)
     base = path.resolve().parent
     nodes = data.get("nodes")
     if not isinstance(nodes, dict) or not nodes:
@@ -157,11 +162,7 @@ def load_config(path: str | Path) -> ClusterConfig:
     seen: dict[str, str] = {}
     for name, node in nodes.items():
         w = f"{where}: nodes.{name}"
-        if not isinstance(node, dict):
-            raise UsageError(f"{w} must be a table, got {node!r}")
-        bad = sorted(set(node) - _NODE_KEYS)
-        if bad:
-            raise UsageError(f"{w}: unknown setting {bad} (known: {sorted(_NODE_KEYS)})")
+        _settings(node, _NODE_KEYS, w)
         if "address" not in node:
             raise UsageError(f"{w}: no address (host:port)")
         address = _str(node["address"], f"{w}.address")
