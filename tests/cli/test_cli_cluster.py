@@ -173,6 +173,8 @@ def test_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert "give a TARGET and --address" in capsys.readouterr().err
     assert main(["run", WATCHER, "--cluster", "x.toml"]) == 2
     assert "give no TARGET" in capsys.readouterr().err
+    assert main(["run", "--cluster", "x.toml", "--drop-rate", "0.1", "--insert", "a=[]"]) == 2
+    assert "--insert, --drop-rate not with --cluster" in capsys.readouterr().err
 
 
 def test_paths_are_relative_to_the_config_and_json_works(tmp_path: Path) -> None:

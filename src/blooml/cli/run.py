@@ -159,6 +159,23 @@ def run(ns: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 2
+        per_node = {
+            "--transport": ns.transport != "udp",
+            "--data-dir": ns.data_dir is not None,
+            "--cluster-key-file": ns.cluster_key_file is not None,
+            "--insert": bool(ns.insert),
+            "--insert-file": ns.insert_file is not None,
+            "--drop-rate": ns.drop_rate != 0.0,
+            "--max-delay": ns.max_delay != 0.0,
+        }
+        given = [flag for flag, set_ in per_node.items() if set_]
+        if given:
+            print(
+                f"blooml run: {', '.join(given)} not with --cluster: set it in the cluster "
+                "file (for one node: args = [...] in its [nodes.NAME] table)",
+                file=sys.stderr,
+            )
+            return 2
         from blooml.cli._cluster import run_cluster
 
         return run_cluster(ns)
