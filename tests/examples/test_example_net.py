@@ -72,3 +72,15 @@ def test_quorum_vote_with_five_voter_nodes_in_one_process() -> None:
     finally:
         for p in [*voters, leader]:
             p.stop()
+
+
+def test_membership_on_a_cluster_started_in_one_command() -> None:
+    out = load_example("net_membership").main(timeout=30.0)
+    assert out["up"] == out["nodes"] and len(out["nodes"]) == 3
+    assert out["still_up"] == sorted(set(out["nodes"]) - {out["victim"]})
+    assert (out["victim"], "down") in out["events"]
+    # wall clock on a shared machine: the bound, plus slack for a slow tick
+    assert out["detected"] <= out["bound"] + 2.0
+    assert out["exit_code"] == 1  # a node was killed: the cluster command says so
+    assert out["traces"] == ["a.jsonl", "b.jsonl", "c.jsonl"]
+    assert out["html"].stat().st_size > 1000

@@ -4,7 +4,8 @@
 subclass. The printout shows the program's state, the rules of each stratum (with their source
 lines), the rules run at the end of a tick, the dependency edges (``->`` monotone, ``-!->``
 non-monotone, ``~>`` temporal) and the *points of order*: rules with a non-monotone input that
-lies downstream of a channel, where results may depend on message order and coordination may be
+lies downstream of a channel, and ``<-``/``<+-`` rules (deletions, replacements) a channel
+feeds, where results may depend on message order and coordination may be
 needed (the CALM theorem). Exit status: 0 printed; 1 the program cannot be stratified; 2 usage.
 """
 
@@ -23,8 +24,9 @@ _DESCRIPTION = """\
 Print a Bloom^L program's state, the rules of each stratum (with their source lines), the
 rules run at the end of a tick, the dependency edges (-> monotone, -!-> non-monotone,
 ~> temporal) and the points of order: rules with a non-monotone input downstream of a
-channel, where results may depend on message order and coordination may be needed (the CALM
-theorem). blooml plot draws the same graph.
+channel, and <-/<+- rules (deletions, replacements) that a channel feeds, where results
+may depend on message order and coordination may be needed (the CALM theorem). blooml plot
+draws the same graph.
 
 TARGET is package.module:Class or path/to/file.py:Class naming a Program subclass.
 
@@ -86,8 +88,14 @@ def run(ns: argparse.Namespace) -> int:
     print()
     points = points_of_order(ir)
     if points:
-        print("points of order (non-monotone after a channel: coordination may be needed):")
+        print(
+            "points of order (non-monotone after a channel, or a <-/<+- a channel feeds: "
+            "coordination may be needed):"
+        )
         print("\n".join(points))
     else:
-        print("points of order: none (every rule downstream of a channel is monotone)")
+        print(
+            "points of order: none (every rule downstream of a channel is monotone and "
+            "deletes or replaces nothing)"
+        )
     return 0

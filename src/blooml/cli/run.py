@@ -4,8 +4,10 @@
 subclass. The node binds ``--address`` (UDP, or TCP with ``--transport tcp``), applies the rows
 given with ``--insert`` (or ``--insert-file``) at its first tick, then runs until SIGINT or
 SIGTERM (or ``--duration`` seconds), logging each failed tick and a one-line summary every
-``--summary-every`` seconds. Exit status: 0 stopped cleanly; 2 bad usage (a target that cannot
-be imported, an address that cannot be bound, bad seed rows).
+``--summary-every`` seconds; ``--trace FILE`` writes its tick trace. ``--cluster FILE`` runs
+every node of a cluster file instead (see :mod:`blooml.cli._cluster`). Exit status: 0 stopped
+cleanly; 1 a node of a cluster failed; 2 bad usage (a target that cannot be imported, an
+address that cannot be bound, bad seed rows, a bad cluster file).
 """
 
 from __future__ import annotations
@@ -28,13 +30,19 @@ Run a Bloom^L program as a network node. TARGET is package.module:Class or
 path/to/file.py:Class naming a Program subclass. The node binds --address (UDP, or TCP with
 --transport tcp), applies the rows given with --insert (or --insert-file) at its first tick,
 then runs until SIGINT or SIGTERM (or --duration seconds), logging each failed tick and a
-one-line summary every --summary-every seconds.
+one-line summary every --summary-every seconds. --trace FILE records every tick.
+
+With --cluster FILE, runs every node of a cluster file instead (one child process each; their
+log lines prefixed with [name]) until SIGINT or SIGTERM (or --duration), then stops them all;
+--trace DIR writes DIR/NAME.jsonl for each node.
 
 example:
   blooml run mypkg.kvs:KVS --address 127.0.0.1:7000 --insert 'peer=[["127.0.0.1:7001"]]'
+  blooml run --cluster examples/net_membership.toml --trace traces/
 
-exit status: 0 stopped cleanly, 2 bad usage (a target that cannot be imported, an address
-that cannot be bound, bad seed rows)"""
+exit status: 0 stopped cleanly, 1 a node of a cluster failed or did not stop cleanly, 2 bad
+usage (a target that cannot be imported, an address that cannot be bound, bad seed rows, a
+bad cluster file)"""
 
 
 def register(subparsers: Any) -> None:
@@ -45,8 +53,24 @@ def register(subparsers: Any) -> None:
         description=_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("target", help="package.module:Class or path/to/file.py:Class (a Program)")
-    p.add_argument("--address", required=True, help="host:port to bind (port 0: any free port)")
+    p.add_argument(
+        "target",
+        nargs="?",
+        help="package.module:Class or path/to/file.py:Class (a Program); not with --cluster",
+    )
+    p.add_argument("--address", help="host:port to bind (port 0: any free port)")
+    p.add_argument(
+        "--cluster",
+        metavar="FILE",
+        help="run every node of this cluster file (TOML, or .json): names, addresses, "
+        "target, cluster key, data dirs; see docs/net.md",
+    )
+    p.add_argument(
+        "--trace",
+        metavar="PATH",
+        help="write the node's tick trace to this file (with --cluster: a directory, one "
+        "NAME.jsonl per node), for blooml trace show/html",
+    )
     p.add_argument("--transport", choices=("udp", "tcp"), default="udp")
     p.add_argument("--data-dir", help="directory for durable state (passed as data_dir=)")
     p.add_argument("--cluster-key-file", help="file holding the cluster key (signs datagrams)")
@@ -127,6 +151,40 @@ def run(ns: argparse.Namespace) -> int:
     from blooml.errors import BloomlError
     from blooml.net import node
 
+    if ns.cluster is not None:
+        if ns.target is not None or ns.address is not None:
+            print(
+                "blooml run: --cluster FILE takes the targets and addresses from the file; "
+                "give no TARGET and no --address",
+                file=sys.stderr,
+            )
+            return 2
+        per_node = {
+            "--transport": ns.transport != "udp",
+            "--data-dir": ns.data_dir is not None,
+            "--cluster-key-file": ns.cluster_key_file is not None,
+            "--insert": bool(ns.insert),
+            "--insert-file": ns.insert_file is not None,
+            "--drop-rate": ns.drop_rate != 0.0,
+            "--max-delay": ns.max_delay != 0.0,
+        }
+        given = [flag for flag, set_ in per_node.items() if set_]
+        if given:
+            print(
+                f"blooml run: {', '.join(given)} not with --cluster: set it in the cluster "
+                "file (for one node: args = [...] in its [nodes.NAME] table)",
+                file=sys.stderr,
+            )
+            return 2
+        from blooml.cli._cluster import run_cluster
+
+        return run_cluster(ns)
+    if ns.target is None or ns.address is None:
+        print(
+            "blooml run: give a TARGET and --address HOST:PORT (or --cluster FILE)",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(
         level=getattr(logging, str(ns.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -145,6 +203,8 @@ def run(ns: argparse.Namespace) -> int:
                 raise UsageError(f"--cluster-key-file: {exc}") from None
         if ns.data_dir:
             kwargs["data_dir"] = ns.data_dir
+        if ns.trace:
+            kwargs["trace"] = ns.trace
         try:
             p = cls(**kwargs)
         except (BloomlError, OSError) as exc:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from blooml.errors import GraphvizNotFound
 from blooml.ir import nodes as N
+from blooml.ir.program import _DESTRUCTIVE_OPS
 from blooml.lattices._display import DOT_FONT, DOT_SHAPES, DOT_STYLE, dot_header, dot_quote
 
 if TYPE_CHECKING:
@@ -132,6 +133,8 @@ def program_dot(ir: ProgramIR, *, cycle: Iterable[Edge] = (), title: str | None 
         nonmono = e.kind == "nonmonotone" or (
             e.kind == "temporal" and _reads_nonmonotonically(rule.body, e.src)
         )
+        # a deletion or replacement fed by a channel: a point of order through its head
+        nonmono = nonmono or (rule.op in _DESTRUCTIVE_OPS and rule.index in points)
         if key in bad:
             attrs.append(STYLE["cycle"])
             label += "\n(cycle)"

@@ -14,6 +14,9 @@ __all__ = ["TEMPORAL_OPS", "CollectionInfo", "Edge", "LatticeInfo", "ProgramIR",
 
 #: Operators whose effect is visible at a later tick (they break cycles).
 TEMPORAL_OPS = frozenset({"<+", "<-", "<~", "<+-"})
+#: Operators that remove tuples from their head (a deletion, a replacement): non-monotone in
+#: the head, so a CALM point of order when a channel feeds their body.
+_DESTRUCTIVE_OPS = frozenset({"<-", "<+-"})
 
 
 @attrs.frozen
@@ -197,6 +200,11 @@ class ProgramIR:
     def nonmonotone_after_channels(self) -> list[tuple[Rule, list[str]]]:
         """Rules with a non-monotone dependency downstream of a channel (CALM points of order).
 
+        A rule is one when a channel's contents reach a non-monotone input of it (the right of
+        a ``notin``, a ``group``, an ``argmin``, a non-monotone lattice method, ...), or when it
+        is a ``<-`` or ``<+-`` rule (a deletion or a replacement: non-monotone in its head)
+        whose body a channel reaches: what it removes depends on when the message came.
+
         Returns ``(rule, channels)`` pairs: the channels whose contents reach the rule's
         non-monotone input.
         """
@@ -217,7 +225,9 @@ class ProgramIR:
             reach[c] = seen
         for rule in self.rules:
             srcs = {e.src for e in self.edges if e.rule == rule.index and e.kind == "nonmonotone"}
-            if not srcs and rule.temporal:
+            if rule.op in _DESTRUCTIVE_OPS:
+                srcs = {e.src for e in self.edges if e.rule == rule.index}
+            elif not srcs and rule.temporal:
                 srcs = {
                     e.src for e in self.edges if e.rule == rule.index and _nonmono_body(rule.body)
                 }

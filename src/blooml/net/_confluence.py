@@ -9,6 +9,21 @@ Hypothesis draws one delay (and one duplicate flag) per message as the run goes,
 shrink a failing schedule towards the smallest one (fewest late or duplicated messages, the
 shortest delays). Every outcome is compared with the reference run, where every message
 arrives at once, in sending order, once.
+
+Two things aim the search at the bugs that timing hides (issue 20):
+
+* delays are scaled to the program's clock: by default ``max_delay`` is the longest
+  ``periodic`` period or ``ttl`` of the programs (at least 0.5 s, at most 5 s), so a message
+  can arrive after a timer fired instead of before it;
+* a message that carries a channel feeding a *point of order* (a ``notin``, a ``group``, a
+  ``<-``, ...) may also be held back *late*: ``_LATE`` times ``max_delay``, past every timer
+  and every ordinary delay. Hypothesis draws that flag per message (it shrinks to "on
+  time"), so an election by timeout whose "I am the leader" message loses the race with the
+  other node's timeout is found whatever the gap between the two timeouts, up to that bound.
+
+A program with a ``periodic`` timer keeps running after its input fell quiet: timers can act
+later (a timeout). Without ``until``, a run goes on in windows of two periods plus
+``max_delay`` until one passes with no message sent and no output changed.
 """
 
 from __future__ import annotations
@@ -30,6 +45,9 @@ __all__ = ["check_confluence", "points_of_order"]
 #: One timed input: ``(virtual time, node address, collection, rows)``.
 TimedInput = tuple[float, str, str, Iterable[Any]]
 _STEPS = 1000  # a delay is drawn as k/_STEPS of max_delay: hypothesis shrinks k towards 0
+_MIN_DELAY = 0.5  # the default max_delay of a program without timers (virtual seconds)
+_MAX_DELAY = 5.0  # the default max_delay never exceeds this (an hour-long ttl is no timer)
+_LATE = 3.0  # a message held back late arrives _LATE * max_delay after it was sent
 
 
 def points_of_order(programs: Iterable[Any]) -> dict[str, list[str]]:
@@ -45,6 +63,32 @@ def points_of_order(programs: Iterable[Any]) -> dict[str, list[str]]:
             s = "s" if len(chans) > 1 else ""
             lines.append(f"[{rule.where}] {rule}    (after channel{s} {', '.join(chans)})")
         out[cls.__qualname__] = lines
+    return out
+
+
+def _clock_scale(programs: Iterable[Any]) -> float:
+    """The longest ``periodic`` period or ``ttl`` among the programs' classes (0: none)."""
+    longest = 0.0
+    for p in programs:
+        for info in type(p).ir().collections.values():
+            for t in (info.period, info.ttl):
+                if t is not None and math.isfinite(t):
+                    longest = max(longest, float(t))
+    return longest
+
+
+def _has_timers(programs: Iterable[Any]) -> bool:
+    return any(
+        info.kind == "periodic" for p in programs for info in type(p).ir().collections.values()
+    )
+
+
+def _ordered_channels(programs: Iterable[Any]) -> set[str]:
+    """Channels whose contents reach a point of order of some program."""
+    out: set[str] = set()
+    for cls in {type(p) for p in programs}:
+        for _, chans in cls.ir().nonmonotone_after_channels():
+            out.update(chans)
     return out
 
 
@@ -132,7 +176,7 @@ def check_confluence(
     outputs: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
     runs: int = 100,
     seed: int = 0,
-    max_delay: float = 0.5,
+    max_delay: float | None = None,
     duplicates: bool = True,
     until: float | None = None,
     max_events: int = 100_000,
@@ -142,9 +186,39 @@ def check_confluence(
         raise BloomlError(f"check_confluence: runs must be a positive int, got {runs!r}")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise BloomlError(f"check_confluence: seed must be an int, got {seed!r}")
-    if not isinstance(max_delay, (int, float)) or not 0 < max_delay < math.inf:
+    if max_delay is not None and (
+        isinstance(max_delay, bool)
+        or not isinstance(max_delay, (int, float))
+        or not 0 < max_delay < math.inf
+    ):
         raise BloomlError(f"check_confluence: max_delay must be > 0 seconds, got {max_delay!r}")
     timed = _timed(inputs)
+    probe = _nodes(factory(Simulation(seed=0)))
+    scale = _clock_scale(probe.values())
+    if max_delay is not None:
+        delay_bound = float(max_delay)
+    else:
+        delay_bound = min(max(_MIN_DELAY, scale), _MAX_DELAY)
+    scale = min(scale, delay_bound)  # the run windows follow the delays actually used
+    ordered = _ordered_channels(probe.values())
+    # a run of timed programs goes on while anything happens, a window at a time
+    window = 2 * scale + delay_bound if _has_timers(probe.values()) else 0.0
+
+    def snapshot(nodes: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for addr, p in nodes.items():
+            names = _outputs_of(p, outputs)
+            if names:
+                out[addr] = {n: _contents(p, n) for n in names}
+        return out
+
+    def settle(sim: Simulation) -> None:
+        if not sim.settle(max_events=max_events):
+            raise BloomlError(
+                "check_confluence: a run did not settle (messages or input kept coming "
+                f"for an hour of virtual time, at {sim.now:g} s); for a program that "
+                "never falls quiet (gossip on a periodic), pass until=<virtual seconds>"
+            )
 
     def run(schedule: Callable[[Message], Sequence[float]]) -> tuple[Any, list[str], Any]:
         sim = Simulation(seed=0, schedule=schedule)
@@ -163,12 +237,19 @@ def check_confluence(
         error = None
         try:
             if until is None:
-                if not sim.settle(max_events=max_events):
-                    raise BloomlError(
-                        "check_confluence: a run did not settle (messages or input kept coming "
-                        f"for an hour of virtual time, at {sim.now:g} s); for a program that "
-                        "never falls quiet (gossip on a periodic), pass until=<virtual seconds>"
-                    )
+                settle(sim)
+                while window:  # timers may still act: a window at a time until nothing does
+                    sent, seen = sim.stats()["messages"], snapshot(nodes)
+                    sim.run(window, max_events=max_events)
+                    settle(sim)
+                    if sim.stats()["messages"] == sent and snapshot(nodes) == seen:
+                        break
+                    if sim.now > 3600.0:
+                        raise BloomlError(
+                            "check_confluence: a run did not settle (its timers kept sending "
+                            f"or changing its outputs for an hour of virtual time, at "
+                            f"{sim.now:g} s); pass until=<virtual seconds>"
+                        )
             else:
                 sim.run_until(until, max_events=max_events)
         except BloomlError as exc:
@@ -177,11 +258,7 @@ def check_confluence(
             error = f"{type(exc).__name__}: {exc}"
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
-        outcome: dict[str, dict[str, Any]] = {}
-        for addr, p in nodes.items():
-            names = _outputs_of(p, outputs)
-            if names:
-                outcome[addr] = {n: _contents(p, n) for n in names}
+        outcome = snapshot(nodes)
         if error is not None:
             outcome["<error>"] = {"tick failed": error}
         return outcome, _describe(sim.messages), nodes
@@ -190,7 +267,8 @@ def check_confluence(
     if not any(ref_outcome.get(a) for a in ref_nodes) and outputs is not None:
         raise BloomlError(f"check_confluence: no node has any of the outputs {outputs!r}")
     points = points_of_order(ref_nodes.values())
-    unit = max_delay / _STEPS
+    unit = delay_bound / _STEPS
+    late = _LATE * delay_bound
     found: list[Any] = []
     count = [1]
 
@@ -208,11 +286,19 @@ def check_confluence(
     )
     @given(st.data())
     def trial(data: Any) -> None:
+        def delay(msg: Message, copy: str) -> float:
+            if any(c in ordered for c, _ in msg.channels) and data.draw(
+                st.booleans(), label=f"message {msg.id}{copy} held back late"
+            ):
+                return late
+            return (
+                data.draw(st.integers(0, _STEPS), label=f"delay of message {msg.id}{copy}") * unit
+            )
+
         def schedule(msg: Message) -> list[float]:
-            k = data.draw(st.integers(0, _STEPS), label=f"delay of message {msg.id}")
-            delays = [k * unit]
+            delays = [delay(msg, "")]
             if duplicates and data.draw(st.booleans(), label=f"message {msg.id} twice"):
-                delays.append(data.draw(st.integers(0, _STEPS)) * unit)
+                delays.append(delay(msg, " (copy)"))
             return delays
 
         count[0] += 1
@@ -241,7 +327,10 @@ def check_confluence(
         for a, n in diff:
             lines.append(f"{a}.{n}: reference {ref_outcome.get(a, {}).get(n, '<absent>')!r}")
             lines.append(f"{' ' * len(a + n)}  failing   {outcome.get(a, {}).get(n, '<absent>')!r}")
-        lines.append("points of order (blooml analyze): non-monotone rules after a channel")
+        lines.append(
+            "points of order (blooml analyze): non-monotone rules after a channel, and "
+            "<-/<+- rules a channel feeds"
+        )
         lines.append(_fmt_points(points))
         raise ConfluenceViolation(
             "\n".join(lines), (ref_sched, sched), (ref_outcome, outcome), diff, points
@@ -253,4 +342,5 @@ def check_confluence(
         messages=len(ref_sched),
         seed=seed,
         schedules=[ref_sched],
+        max_delay=delay_bound,
     )

@@ -32,6 +32,8 @@ class ConfluenceReport:
             is needed, or where the program must order things itself (as a seal does).
         messages: the number of messages of the reference run.
         seed: the seed used.
+        max_delay: the longest ordinary delay used (the argument, or the default derived
+            from the programs' periods).
     """
 
     runs: int
@@ -40,15 +42,19 @@ class ConfluenceReport:
     messages: int
     seed: int
     schedules: list[list[str]] = field(default_factory=list, repr=False)
+    max_delay: float = 0.0
 
     def __str__(self) -> str:
         n = sum(len(v) for v in self.points_of_order.values())
         head = (
-            f"confluent under {self.runs} message schedules (seed {self.seed}, "
-            f"{self.messages} messages in the reference run)"
+            f"confluent under {self.runs} message schedules (seed {self.seed}, delays up "
+            f"to {self.max_delay:g} s, {self.messages} messages in the reference run)"
         )
         if not n:
-            return head + "; no points of order: every rule after a channel is monotone"
+            return (
+                head + "; no points of order: every rule after a channel is monotone "
+                "and deletes or replaces nothing"
+            )
         return (
             head
             + "; points of order (ordered by the program itself):\n"
@@ -71,7 +77,7 @@ def check_confluence(
     outputs: Sequence[str] | Mapping[str, Sequence[str]] | None = None,
     runs: int = 100,
     seed: int = 0,
-    max_delay: float = 0.5,
+    max_delay: float | None = None,
     duplicates: bool = True,
     until: float | None = None,
     max_events: int = 100_000,
@@ -88,7 +94,8 @@ def check_confluence(
     Args:
         factory: ``factory(sim)`` builds the nodes on a fresh simulation (``P(addr="a",
             network=sim)``) and returns them (an iterable or ``{addr: program}``). It is
-            called once per run, so it must build the same nodes every time.
+            called once per run (and once first, to read the programs' timers and points
+            of order), so it must build the same nodes every time.
         inputs: what is inserted from outside: ``{addr: {collection: rows}}`` at time 0, or
             ``[(time, addr, collection, rows), ...]`` at given virtual times.
         outputs: what to compare: collection and lattice-variable names (checked on every
@@ -96,11 +103,18 @@ def check_confluence(
             interfaces, or, if it has none, its tables and lattice variables.
         runs: how many schedules to try (hypothesis examples; the reference run is extra).
         seed: seeds hypothesis: the same seed tries the same schedules.
-        max_delay: the longest delay (virtual seconds) a message may get.
+        max_delay: the longest ordinary delay (virtual seconds) a message may get. Default:
+            the longest ``periodic`` period or ``ttl`` of the programs, at least 0.5 and at
+            most 5 (pass a longer one for programs with slower timers), so
+            that messages are reordered across the program's timers. A message that
+            carries a channel feeding a point of order may also be held back *late*, three
+            times ``max_delay`` (past every timer and every ordinary delay).
         duplicates: whether a message may also arrive twice.
         until: run each schedule to this virtual time (for programs that never fall quiet,
             e.g. gossip on a ``periodic``); default: until no message is in flight and no
-            node has input waiting.
+            node has input waiting, and, for programs with a ``periodic``, until a window
+            of two periods plus ``max_delay`` passes with no message sent and no output
+            changed (a timer may act after the input fell quiet: a timeout).
         max_events: the event budget of one run.
 
     Returns a :class:`ConfluenceReport` (with the programs' static CALM points of order, as

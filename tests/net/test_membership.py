@@ -1,0 +1,133 @@
+"""blooml.net.membership: heartbeats, up/down events and the detection bound, in the simulator
+(virtual time: the bounds are checked exactly, in milliseconds of wall time)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from blooml import bloom, table
+from blooml.errors import ProgramError
+from blooml.net import Simulation
+from blooml.net.membership import Membership, detection_bound, membership
+
+PERIOD, TIMEOUT, DELAY = 0.1, 0.5, 0.01
+
+
+class Watcher(Membership, period=PERIOD, timeout=TIMEOUT):
+    """Logs the up/down events it sees, with the virtual time."""
+
+    events = table(["t", "addr", "event"])
+
+    # fmt: off
+    @bloom
+    def log_events(self) -> None:
+        self.events <= self.peer_up.map(lambda u: (self.now(), u.addr, "up"))
+        self.events <= self.peer_down.map(lambda d: (self.now(), d.addr, "down"))
+    # fmt: on
+
+    def now(self) -> float:
+        return round(self._rt.clock(), 6)
+
+
+def cluster(names: str = "abc", **sim_args: Any) -> tuple[Simulation, dict[str, Any]]:
+    sim = Simulation(seed=3, delay=(0.001, DELAY), **sim_args)
+    nodes = {a: Watcher(addr=a, network=sim) for a in names}
+    for a, p in nodes.items():
+        p.member.insert([(o,) for o in names if o != a])
+    return sim, nodes
+
+
+def view(p: Any) -> set[str]:
+    return {r.addr for r in p.up}
+
+
+def events(p: Any, addr: str, kind: str) -> list[float]:
+    return sorted(t for t, a, e in p.events if a == addr and e == kind)
+
+
+def test_every_node_sees_every_other_up_within_one_period() -> None:
+    sim, nodes = cluster()
+    sim.run_until(PERIOD + DELAY + 0.01)
+    assert {a: view(p) for a, p in nodes.items()} == {
+        "a": {"b", "c"},
+        "b": {"a", "c"},
+        "c": {"a", "b"},
+    }
+    sim.run_until(3.0)  # steady heartbeats: no flapping
+    assert all(len(events(p, o, "up")) == 1 for p in nodes.values() for o in view(p))
+    assert not any(e == "down" for p in nodes.values() for _, _, e in p.events)
+
+
+def test_a_crashed_peer_is_declared_down_within_the_bound() -> None:
+    sim, nodes = cluster()
+    sim.run_until(1.0)
+    sim.crash("c")
+    crashed = sim.now
+    sim.run_until(crashed + 2.0)
+    bound = detection_bound(PERIOD, TIMEOUT, DELAY) + sim.tick_interval
+    for a in "ab":
+        (down,) = events(nodes[a], "c", "down")
+        assert crashed < down <= crashed + bound, (a, down - crashed, bound)
+        assert view(nodes[a]) == {"a", "b"} - {a}
+    # the restarted node is up again at its first heartbeat
+    c = Watcher(addr="c", network=sim)
+    c.member.insert([("a",), ("b",)])
+    back = sim.now
+    sim.run_until(back + PERIOD + DELAY + 0.01)
+    assert all("c" in view(nodes[a]) for a in "ab") and view(c) == {"a", "b"}
+
+
+def test_a_partition_splits_the_views_and_healing_joins_them() -> None:
+    sim, nodes = cluster()
+    sim.run_until(1.0)
+    sim.partition(["a"], ["b", "c"])
+    cut = sim.now
+    sim.run_until(cut + detection_bound(PERIOD, TIMEOUT, DELAY) + 0.01)
+    assert view(nodes["a"]) == set()
+    assert view(nodes["b"]) == {"c"} and view(nodes["c"]) == {"b"}
+    sim.heal()
+    healed = sim.now
+    sim.run_until(healed + PERIOD + DELAY + 0.01)
+    assert view(nodes["a"]) == {"b", "c"} and "a" in view(nodes["b"])
+    assert all(len(events(nodes[x], "a", "up")) == 2 for x in "bc")  # up, down, up again
+
+
+def test_a_new_node_needs_one_address_to_join() -> None:
+    sim, nodes = cluster("ab")
+    d = Watcher(addr="d", network=sim)
+    d.member.insert([("a",)])
+    sim.run_until(1.0)
+    assert "d" in view(nodes["a"]) and view(d) == {"a"}
+    assert "d" not in view(nodes["b"])  # b hears of nobody it was not told of
+
+
+def test_lost_heartbeats_within_the_timeout_cause_no_false_suspicion() -> None:
+    sim, nodes = cluster("ab", loss=0.3)
+    sim.run_until(10.0)
+    # 100 heartbeats each way at 30% loss: 4 lost in a row (p = 0.8%) would flap a peer
+    assert all(len(events(p, o, "up")) <= 2 for p in nodes.values() for o in "ab")
+    assert view(nodes["a"]) == {"b"} and view(nodes["b"]) == {"a"}
+
+
+def test_timings_and_their_errors() -> None:
+    assert (Membership.period, Membership.timeout) == (0.5, 2.0)
+    m = membership(0.2)
+    assert (m.period, m.timeout) == (0.2, pytest.approx(0.8))
+    assert m.ir().collections["alive"].ttl == pytest.approx(0.8)
+    assert m.ir().collections["heartbeat_timer"].period == 0.2
+    assert Watcher.ir().collections["alive"].ttl == TIMEOUT
+    assert detection_bound(0.5, 2.0) == 3.0
+    with pytest.raises(ProgramError, match="must be longer than the period"):
+        membership(1.0, 0.5)
+    with pytest.raises(ProgramError, match="period must be a number of seconds, got 'x'"):
+        membership("x")  # type: ignore[arg-type]
+    with pytest.raises(ProgramError, match="timeout must be > 0 seconds"):
+        membership(0.1, -1)
+
+
+def test_peer_down_is_a_point_of_order() -> None:
+    """Failure detection is not monotone: the CALM analysis says so."""
+    heads = {r.head for r, _ in Watcher.ir().nonmonotone_after_channels()}
+    assert {"peer_down", "peer_up", "up"} <= heads
