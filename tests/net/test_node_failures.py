@@ -269,3 +269,35 @@ def test_ill_typed_lattice_columns_are_refused_at_decode() -> None:
         assert p.best.value == lmax(9) and n.stats()["errors"] == 0
     finally:
         n.stop()
+
+
+class Entries(Program):
+    """Puts as (key, lattice) entries of an lmap."""
+
+    store = lmap()
+    put = channel(["@dst", "k"], ["v"])
+
+    @bloom
+    def rules(self):
+        self.store <= self.put.map(lambda m: (m.k, m.v))
+
+
+def test_ill_typed_lmap_entries_are_refused_at_decode() -> None:
+    p = Entries(addr="127.0.0.1:0")
+    n = node(p)
+
+    def put(k: str, v: Any) -> bool:
+        return n.accept(encode_envelope("x:1", [("put", [encode_row((p.addr, k, v))])]))
+
+    try:
+        assert put("a", lmax(1))
+        p.tick()
+        # the poison value is refused for a new key too, so it cannot break later writes
+        assert not put("a", lmax("evil")) and not put("b", lmax("evil")) and not put("b", 3)
+        assert not put("a", lset([1]))
+        assert n.stats()["dropped"] == {"ill_typed": 4}
+        assert put("b", lmax(2)) and put("c", lset([1]))
+        p.tick()
+        assert p.store.value == lmap({"a": lmax(1), "b": lmax(2), "c": lset([1])})
+    finally:
+        n.stop()

@@ -31,6 +31,7 @@ from typing import Any
 
 from blooml.engine._state import Pending
 from blooml.errors import BloomlError, CodecError, ProgramError, RuleQuarantinedError
+from blooml.net._coltypes import ColumnTypes
 from blooml.net._isolate import Unit, combine, isolate, merge_into, split_units
 from blooml.net.codec import (
     ENVELOPE_SLACK,
@@ -203,6 +204,7 @@ class Node:
         #: Quarantined rules: rule index -> the error that reported it.
         self.quarantined: dict[int, RuleQuarantinedError] = {}
         self._units: list[Unit] = []
+        self._types: ColumnTypes | None = None
         self._streak: dict[int | None, int] = {}
         self.program = program
         rt = self.rt = program._rt
@@ -463,6 +465,14 @@ class Node:
                         f"got {len(r)}",
                     )
                     return False
+        types = self._types
+        if types is None:
+            types = self._types = ColumnTypes(rt)
+        for chan, rows in env.batches:
+            why = types.check(chan, rows)
+            if why is not None:
+                self._drop("ill_typed", f"from {env.sender!r}: {why}")
+                return False
         try:
             n = self._queue(
                 f"datagram from {env.sender}", rt.receive_batch, env.sender, env.batches

@@ -1,0 +1,165 @@
+"""Refusing ill-typed lattice values at a node's door, before they are queued.
+
+The program says, through its rules, what a channel column must hold: a rule
+``v <= ch.map(lambda m: m.col)`` merges the column whole into lattice variable ``v`` (so it
+must be a value of ``v``'s class that merges with what ``v`` holds), and a rule
+``v <= ch.map(lambda m: (m.k, m.col))`` into an ``lmap`` makes it the value under key ``m.k``
+(so it must merge with what ``v`` holds under that key, or, for a new key, with a value of
+its class held under another key). :class:`ColumnTypes` finds those rules once (from the
+IR: functions recovered as expressions) and checks each arriving row against the variable's
+current value, at a cost of the size of the arriving value. A datagram that fails is dropped
+whole (``stats()["dropped"]["ill_typed"]``), so a poison value never reaches the state where
+it would fail every later write to its key. Columns the rules do not read so are not checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blooml.ir import nodes as N
+from blooml.ir.exprs import Arg, Attr, Const, Item, TupleExpr
+from blooml.lattices import lmap, lset
+from blooml.lattices._base import Lattice
+from blooml.lattices._keyed import MISSING
+
+__all__ = ["ColumnTypes"]
+
+#: Values of a held ``lmap`` looked at, at most, to find one of a class (a new key's sample).
+_SCAN = 256
+
+
+def _column(expr: Any, cols: tuple[str, ...]) -> int | None:
+    """The index of the column ``expr`` reads from its single argument, or ``None``."""
+    if isinstance(expr, Attr) and isinstance(expr.obj, Arg) and expr.obj.index == 0:
+        return cols.index(expr.name) if expr.name in cols else None
+    if isinstance(expr, Item) and isinstance(expr.obj, Arg) and expr.obj.index == 0:
+        k = expr.key
+        if isinstance(k, Const) and type(k.value) is int and 0 <= k.value < len(cols):
+            return int(k.value)
+    return None
+
+
+def _name(cls: type) -> str:
+    return str(getattr(cls, "wrapper_name", "") or cls.__qualname__)
+
+
+class ColumnTypes:
+    """The lattice checks of one program's channel columns (see the module docstring)."""
+
+    def __init__(self, rt: Any) -> None:
+        self.rt = rt
+        #: channel -> [(column index, column name, variable name, key column or None, rule)]
+        #: (key column ``None`` and whole ``True``: the column merges into the variable whole)
+        self.checks: dict[str, list[tuple[int, str, str, int | None, bool, str]]] = {}
+        for rule in rt.ir.rules:
+            if rule.head not in rt.lats or rule.op not in ("<=", "<+"):
+                continue
+            body = rule.body
+            if not isinstance(body, N.Map):
+                continue
+            scan = body.input
+            while isinstance(scan, N.Filter):
+                scan = scan.input
+            if not isinstance(scan, N.Scan):
+                continue
+            info = rt.ir.collections.get(scan.name)
+            if info is None or info.kind != "channel":
+                continue
+            cols = info.columns
+            expr = body.expr
+            where = rule.describe()
+            c = _column(expr, cols)
+            if c is not None:
+                self._add(scan.name, (c, cols[c], rule.head, None, True, where))
+                continue
+            cls = rt.lats[rule.head].cls
+            if isinstance(expr, TupleExpr) and len(expr.items) == 2 and issubclass(cls, lmap):
+                c = _column(expr.items[1], cols)
+                if c is not None:
+                    k = _column(expr.items[0], cols)
+                    self._add(scan.name, (c, cols[c], rule.head, k, False, where))
+
+    def _add(self, chan: str, check: tuple[int, str, str, int | None, bool, str]) -> None:
+        self.checks.setdefault(chan, []).append(check)
+
+    def check(self, chan: str, rows: list[Any]) -> str | None:
+        """Why ``rows`` arriving on ``chan`` cannot be merged where the program merges them
+        (``None``: they can, or the program does not say)."""
+        checks = self.checks.get(chan)
+        if not checks:
+            return None
+        lats = self.rt.lats
+        for row in rows:
+            for c, col, var_name, key_col, whole, where in checks:
+                var = lats[var_name]
+                v = row[c]
+                if whole:
+                    if type(v) is not var.cls:
+                        return (
+                            f"channel {chan!r} column {col!r} holds {_show(v)}, but {where} "
+                            f"merges it into {var_name!r}, an {_name(var.cls)}"
+                        )
+                    why = _compatible(var.value, v)
+                else:
+                    if not isinstance(v, Lattice):
+                        return (
+                            f"channel {chan!r} column {col!r} holds {_show(v)}, but {where} "
+                            f"makes it a value of the lmap {var_name!r} (a lattice value)"
+                        )
+                    key = row[key_col] if key_col is not None else MISSING
+                    why = _compatible_entry(var.value, key, v)
+                if why is not None:
+                    return (
+                        f"channel {chan!r} column {col!r}: {why} (merged into {var_name!r} by "
+                        f"{where})"
+                    )
+        return None
+
+
+def _show(v: Any) -> str:
+    text = repr(v)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{text} ({type(v).__qualname__})"
+
+
+def _compatible(held: Any, v: Any) -> str | None:
+    """Why ``v`` (of ``held``'s class) does not merge with ``held``, or ``None``."""
+    if isinstance(held, lmap):
+        for k, x in v.reveal().items():
+            why = _compatible_entry(held, k, x)
+            if why is not None:
+                return why
+        return None
+    if isinstance(held, lset):
+        return None  # a union never fails (elements were checked hashable at decode)
+    try:
+        held.merge(v)
+    except Exception as exc:
+        return f"{_show(v)} does not merge with the {_show(held)} held: {type(exc).__name__}: {exc}"
+    return None
+
+
+def _compatible_entry(held: Any, key: Any, x: Any) -> str | None:
+    """Why ``x`` cannot be the value of ``key`` in the held ``lmap``, or ``None``."""
+    h = held._get(key) if key is not MISSING else MISSING
+    if h is MISSING:
+        h = _sample(held, type(x))
+        if h is MISSING:
+            return None  # nothing of its class is held: nothing to compare with
+        why = _compatible(h, x)
+        return None if why is None else f"under the new key {key!r}: {why}"
+    if type(h) is not type(x):
+        return f"under key {key!r} the {_name(type(h))} {_show(h)} is held, not {_show(x)}"
+    why = _compatible(h, x)
+    return None if why is None else f"under key {key!r}: {why}"
+
+
+def _sample(held: lmap, cls: type) -> Any:
+    """A value of class ``cls`` held in ``held`` (among its first values), or MISSING."""
+    for i, x in enumerate(held._v.values()):
+        if type(x) is cls:
+            return x
+        if i >= _SCAN:
+            break
+    return MISSING
