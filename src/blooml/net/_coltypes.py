@@ -1,15 +1,16 @@
 """Refusing ill-typed lattice values at a node's door, before they are queued.
 
 The program says, through its rules, what a channel column must hold: a rule
-``v <= ch.map(lambda m: m.col)`` merges the column whole into lattice variable ``v`` (so it
-must be a value of ``v``'s class that merges with what ``v`` holds), and a rule
-``v <= ch.map(lambda m: (m.k, m.col))`` into an ``lmap`` makes it the value under key ``m.k``
-(so it must merge with what ``v`` holds under that key, or, for a new key, with a value of
-its class held under another key). :class:`ColumnTypes` finds those rules once (from the
-IR: functions recovered as expressions) and checks each arriving row against the variable's
-current value, at a cost of the size of the arriving value. A datagram that fails is dropped
-whole (``stats()["dropped"]["ill_typed"]``), so a poison value never reaches the state where
-it would fail every later write to its key. Columns the rules do not read so are not checked.
+``v <= ch.map(lambda m: m.col)`` folds the column into lattice variable ``v`` (so it must be
+something ``v``'s builder takes, as ``Runtime._fold`` adds it, that then merges with what ``v``
+holds), and a rule ``v <= ch.map(lambda m: (m.k, m.col))`` into an ``lmap`` makes it the value
+under key ``m.k`` (so it must merge with what ``v`` holds under that key, or, for a new key,
+with a value of its class held under another key). :class:`ColumnTypes` finds those rules
+once (from the IR: functions recovered as expressions) and checks each arriving row against
+the variable's current value, at a cost of the size of the arriving value. A datagram that
+fails is dropped whole (``stats()["dropped"]["ill_typed"]``), so a poison value never reaches
+the state where it would fail every later write to its key. Columns the rules do not read so
+are not checked (their failures are set aside with their datagram when the tick fails).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from typing import Any
 from blooml.ir import nodes as N
 from blooml.ir.exprs import Arg, Attr, Const, Item, TupleExpr
 from blooml.lattices import lmap, lset
-from blooml.lattices._base import Lattice
 from blooml.lattices._keyed import MISSING
 
 __all__ = ["ColumnTypes"]
@@ -92,27 +92,26 @@ class ColumnTypes:
         for row in rows:
             for c, col, var_name, key_col, whole, where in checks:
                 var = lats[var_name]
-                v = row[c]
                 if whole:
-                    if type(v) is not var.cls:
-                        return (
-                            f"channel {chan!r} column {col!r} holds {_show(v)}, but {where} "
-                            f"merges it into {var_name!r}, an {_name(var.cls)}"
-                        )
-                    why = _compatible(var.value, v)
+                    item = row[c]
+                elif key_col is not None:
+                    item = (row[key_col], row[c])
                 else:
-                    if not isinstance(v, Lattice):
-                        return (
-                            f"channel {chan!r} column {col!r} holds {_show(v)}, but {where} "
-                            f"makes it a value of the lmap {var_name!r} (a lattice value)"
-                        )
-                    key = row[key_col] if key_col is not None else MISSING
-                    why = _compatible_entry(var.value, key, v)
-                if why is not None:
-                    return (
-                        f"channel {chan!r} column {col!r}: {why} (merged into {var_name!r} by "
-                        f"{where})"
+                    continue
+                # what the rule's fold makes of this one row (as Runtime._fold does)
+                try:
+                    b = var.cls.builder()
+                    b.add(item)
+                    value = b.freeze()
+                except Exception as exc:
+                    why = (
+                        f"holds {_show(row[c])}, which the {_name(var.cls)} {var_name!r} "
+                        f"cannot take: {type(exc).__name__}: {exc}"
                     )
+                else:
+                    why = _compatible(var.value, value)
+                if why is not None:
+                    return f"channel {chan!r} column {col!r} {why} (merged by {where})"
         return None
 
 
@@ -136,7 +135,10 @@ def _compatible(held: Any, v: Any) -> str | None:
     try:
         held.merge(v)
     except Exception as exc:
-        return f"{_show(v)} does not merge with the {_show(held)} held: {type(exc).__name__}: {exc}"
+        return (
+            f"holds {_show(v)}, which does not merge with the {_show(held)} held: "
+            f"{type(exc).__name__}: {exc}"
+        )
     return None
 
 
@@ -148,11 +150,11 @@ def _compatible_entry(held: Any, key: Any, x: Any) -> str | None:
         if h is MISSING:
             return None  # nothing of its class is held: nothing to compare with
         why = _compatible(h, x)
-        return None if why is None else f"under the new key {key!r}: {why}"
+        return None if why is None else f"{why} (under another key; the key {key!r} is new)"
     if type(h) is not type(x):
-        return f"under key {key!r} the {_name(type(h))} {_show(h)} is held, not {_show(x)}"
+        return f"holds {_show(x)} for key {key!r}, where the {_show(h)} is held"
     why = _compatible(h, x)
-    return None if why is None else f"under key {key!r}: {why}"
+    return None if why is None else f"{why} (under the key {key!r})"
 
 
 def _sample(held: lmap, cls: type) -> Any:
