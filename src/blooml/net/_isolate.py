@@ -19,7 +19,17 @@ from typing import Any
 from blooml.engine._state import Pending
 from blooml.engine.relation import CheckedRows
 
-__all__ = ["Isolation", "Unit", "combine", "isolate", "split_units"]
+__all__ = [
+    "Isolation",
+    "Unit",
+    "added",
+    "combine",
+    "isolate",
+    "marks",
+    "merge_into",
+    "split_units",
+    "truncate",
+]
 
 _KINDS = ("replaces", "deletes", "inserts", "lats")
 
@@ -94,6 +104,40 @@ def merge_into(pend: Pending, unit_pend: Pending) -> None:
     for kind in _KINDS:
         for name, items in getattr(unit_pend, kind).items():
             pend.add(kind, name, items)
+
+
+def marks(pend: Pending) -> dict[tuple[str, str], int]:
+    """How many items ``pend`` holds per ``(kind, name)`` (for :func:`added`)."""
+    return {(k, n): len(items) for k in _KINDS for n, items in getattr(pend, k).items()}
+
+
+def added(pend: Pending, before: dict[tuple[str, str], int]) -> Pending | None:
+    """What was queued in ``pend`` since ``marks(pend)`` gave ``before`` (queues only grow
+    at their end), or ``None`` when something was taken out meanwhile (then it is unknown)."""
+    out = Pending()
+    for kind in _KINDS:
+        for name, items in getattr(pend, kind).items():
+            n0 = before.get((kind, name), 0)
+            if len(items) < n0:
+                return None
+            if len(items) > n0:
+                new = items[n0:]
+                out.add(kind, name, CheckedRows(new) if type(items) is CheckedRows else new)
+    if len(before) > len(marks(pend)):
+        return None
+    return out
+
+
+def truncate(pend: Pending, before: dict[tuple[str, str], int]) -> None:
+    """Take out of ``pend`` what was queued since ``marks(pend)`` gave ``before``."""
+    for kind in _KINDS:
+        d = getattr(pend, kind)
+        for name in list(d):
+            n0 = before.get((kind, name), 0)
+            if n0 == 0:
+                del d[name]
+            else:
+                del d[name][n0:]
 
 
 def split_units(pend: Pending, units: list[Unit]) -> tuple[list[Unit], list[Unit]]:

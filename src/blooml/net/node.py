@@ -32,7 +32,16 @@ from typing import Any
 from blooml.engine._state import Pending
 from blooml.errors import BloomlError, CodecError, ProgramError, RuleQuarantinedError
 from blooml.net._coltypes import ColumnTypes
-from blooml.net._isolate import Unit, combine, isolate, merge_into, split_units
+from blooml.net._isolate import (
+    Unit,
+    added,
+    combine,
+    isolate,
+    marks,
+    merge_into,
+    split_units,
+    truncate,
+)
 from blooml.net.codec import (
     ENVELOPE_SLACK,
     MAX_DATAGRAM,
@@ -639,28 +648,21 @@ class Node:
         fut: concurrent.futures.Future[Any] | None = None,
     ) -> Any:
         """Call ``fn(*args)``, remembering what it queues for the next tick as one input
-        unit (``_isolate.Unit``); if it raises, nothing it queued stays queued."""
+        unit (``_isolate.Unit``); if it raises, nothing it queued stays queued. ``fn`` sees
+        the queue as it is (a ``p.tick()`` inside it ticks on everything queued)."""
         rt = self.rt
         base = rt.pending
-        mine = Pending()
-        mine.chan_keys = base.chan_keys  # a conflict with any message queued is refused
-        rt.pending = mine
+        before = marks(base)
         try:
             value = fn(*args)
         except BaseException:
-            if rt.pending is mine:
-                rt.pending = base
+            if rt.pending is base:
+                truncate(base, before)
             raise
-        got = rt.pending
-        rt.pending = base
-        if got is not mine:  # fn ticked (p.tick() in a callback): what it queued was applied
-            merge_into(base, got)
-            if fut is not None:
-                fut.set_result(value)
-        elif mine:
-            merge_into(base, mine)
+        mine = added(base, before) if rt.pending is base else None
+        if mine:
             self._units.append(Unit(what, mine, fut, value))
-        elif fut is not None:
+        elif fut is not None:  # nothing queued, or fn ticked and so applied it already
             fut.set_result(value)
         return value
 
