@@ -15,6 +15,7 @@ are not checked (their failures are set aside with their datagram when the tick 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from blooml.ir import nodes as N
@@ -82,7 +83,7 @@ class ColumnTypes:
     def _add(self, chan: str, check: tuple[int, str, str, int | None, bool, str]) -> None:
         self.checks.setdefault(chan, []).append(check)
 
-    def check(self, chan: str, rows: list[Any]) -> str | None:
+    def check(self, chan: str, rows: Sequence[Any]) -> str | None:
         """Why ``rows`` arriving on ``chan`` cannot be merged where the program merges them
         (``None``: they can, or the program does not say)."""
         checks = self.checks.get(chan)
@@ -99,6 +100,7 @@ class ColumnTypes:
                 else:
                     continue
                 # what the rule's fold makes of this one row (as Runtime._fold does)
+                why: str | None
                 try:
                     b = var.cls.builder()
                     b.add(item)

@@ -153,32 +153,28 @@ def split_units(pend: Pending, units: list[Unit]) -> tuple[list[Unit], list[Unit
     live: list[Unit] = []
     gone: list[Unit] = []
     for u in units:
-        p = Pending()
-        for kind, name, items in u.lists():
-            keep = []
-            for x in items:
-                c = count.get(id(x), 0)
-                if c:
-                    count[id(x)] = c - 1
-                    keep.append(x)
-            if keep:
-                p.add(kind, name, CheckedRows(keep) if type(items) is CheckedRows else keep)
-        u.pend = p
-        (live if p else gone).append(u)
-    base = Pending()
-    for kind in _KINDS:
-        for name, items in getattr(pend, kind).items():
-            keep = []
-            for x in items:
-                c = count.get(id(x), 0)
-                if c:
-                    count[id(x)] = c - 1
-                    keep.append(x)
-            if keep:
-                base.add(kind, name, CheckedRows(keep) if type(items) is CheckedRows else keep)
+        u.pend = _claim(u.lists(), count)
+        (live if u.pend else gone).append(u)
+    base = _claim(((k, n, items) for k in _KINDS for n, items in getattr(pend, k).items()), count)
     if base:
         live.insert(0, Unit("queued input", base))
     return live, gone
+
+
+def _claim(lists: Any, count: dict[int, int]) -> Pending:
+    """The items of ``lists`` (``(kind, name, items)``) still counted in ``count`` (by
+    identity), each taken off the count."""
+    out = Pending()
+    for kind, name, items in lists:
+        keep = []
+        for x in items:
+            c = count.get(id(x), 0)
+            if c:
+                count[id(x)] = c - 1
+                keep.append(x)
+        if keep:
+            out.add(kind, name, CheckedRows(keep) if type(items) is CheckedRows else keep)
+    return out
 
 
 class _Trial(BaseException):
