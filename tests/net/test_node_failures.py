@@ -301,3 +301,46 @@ def test_ill_typed_lmap_entries_are_refused_at_decode() -> None:
         assert p.store.value == lmap({"a": lmax(1), "b": lmax(2), "c": lset([1])})
     finally:
         n.stop()
+
+
+class DurableFragile(Fragile):
+    kept = table(["v"], durable=True)
+
+    @bloom
+    def keep(self):
+        self.kept <= self.seen
+
+
+def test_trial_ticks_write_nothing_durable(tmp_path: Any) -> None:
+    from blooml.net.durable import close
+
+    p = DurableFragile(addr="127.0.0.1:0", data_dir=tmp_path)
+    n = node(p)
+    try:
+        for v in ["a", "boom", "b", "c"]:
+            assert n.accept(_datagram(p, v))
+        p.sync_do(lambda q: None)
+        assert n.stats()["trial_ticks"] >= 2 and p.tick_count == 1
+    finally:
+        n.stop()
+        close(p)
+    q = DurableFragile(data_dir=tmp_path)
+    assert {r.v for r in q.kept} == {"a", "b", "c"} and q.tick_count == 1
+    close(q)
+
+
+def test_inputs_left_undecided_by_the_budget_stay_queued() -> None:
+    p = Fragile(addr="127.0.0.1:0")
+    n = node(p)
+    n.isolation_trials = 3
+    try:
+        values = [f"v{i}" for i in range(16)]
+        values[3], values[12] = "boom3", "boom12"
+        for v in values:
+            assert n.accept(_datagram(p, v))
+        for _ in range(6):
+            p.sync_do(lambda q: None)
+        assert {r.v for r in p.seen} == {v for v in values if not v.startswith("boom")}
+        assert n.stats()["discarded_batches"] == 2
+    finally:
+        n.stop()

@@ -250,8 +250,9 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
     First a tick on no input: if it fails too, the failure is not the input's (``no_input``).
     Otherwise the units are bisected: a group that succeeds together with the units known to
     be good joins them; a failing group is split, and a failing single unit is bad. With one
-    bad unit among ``n`` that is about ``2·log2(n)`` trials; after ``budget`` trials the
-    untried groups are ``undecided``.
+    bad unit among ``n`` that is about ``2·log2(n)`` trials; after ``budget`` trials, once one
+    bad unit is found (that takes at most ``log2(n) + 2``), the untried groups are
+    ``undecided``.
     """
     out = Isolation()
     out.trials = 1
@@ -265,7 +266,7 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
     todo = _halves(units)
     while todo:
         group = todo.pop(0)
-        if out.trials >= budget:
+        if out.trials >= budget and out.bad:  # (one bad unit is always found: progress)
             out.undecided.extend(group)
             continue
         out.trials += 1
