@@ -127,10 +127,28 @@ def _show(v: Any) -> str:
 def _compatible(held: Any, v: Any) -> str | None:
     """Why ``v`` (of ``held``'s class) does not merge with ``held``, or ``None``."""
     if isinstance(held, lmap):
-        for k, x in v.reveal().items():
-            why = _compatible_entry(held, k, x)
-            if why is not None:
-                return why
+        get = held._v.get
+        samples: dict[type, Any] = {}
+        for bk, x in v._v.items():  # keys boxed and frozen alike in both maps
+            h = get(bk)
+            if h is None:
+                cls = type(x)
+                h = samples.get(cls)
+                if h is None:
+                    h = samples[cls] = _sample(held, cls)
+                if h is MISSING:
+                    continue  # nothing of its class is held: nothing to compare with
+                why = _compatible(h, x)
+                if why is not None:
+                    return f"{why} (under the new key {bk[0]!r}, compared with another key's)"
+            elif h is x or (type(h) is type(x) and h == x):
+                continue
+            elif type(h) is not type(x):
+                return f"holds {_show(x)} for key {bk[0]!r}, where the {_show(h)} is held"
+            else:
+                why = _compatible(h, x)
+                if why is not None:
+                    return f"{why} (under the key {bk[0]!r})"
         return None
     if isinstance(held, lset):
         return None  # a union never fails (elements were checked hashable at decode)
@@ -142,21 +160,6 @@ def _compatible(held: Any, v: Any) -> str | None:
             f"{type(exc).__name__}: {exc}"
         )
     return None
-
-
-def _compatible_entry(held: Any, key: Any, x: Any) -> str | None:
-    """Why ``x`` cannot be the value of ``key`` in the held ``lmap``, or ``None``."""
-    h = held._get(key) if key is not MISSING else MISSING
-    if h is MISSING:
-        h = _sample(held, type(x))
-        if h is MISSING:
-            return None  # nothing of its class is held: nothing to compare with
-        why = _compatible(h, x)
-        return None if why is None else f"{why} (under another key; the key {key!r} is new)"
-    if type(h) is not type(x):
-        return f"holds {_show(x)} for key {key!r}, where the {_show(h)} is held"
-    why = _compatible(h, x)
-    return None if why is None else f"{why} (under the key {key!r})"
 
 
 def _sample(held: lmap, cls: type) -> Any:
