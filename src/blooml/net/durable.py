@@ -33,6 +33,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from rpds import HashTrieMap
+
 from blooml.engine.relation import _BATCH, MISSING
 from blooml.errors import BloomlError, CodecError, DataDirError, DurableStateError
 from blooml.errors import SchemaMismatchError as SchemaMismatchError
@@ -394,13 +396,15 @@ def _increment(var: Any, before: Any) -> Any:
         inc = inc.merge(x)
     now = var.value
     if type(inc) is lmap and type(now) is lmap and type(before) is lmap:
+        get_now, get_old = now._v.get, before._v.get
         changed = {}
-        for k in inc.reveal():
-            v = now._get(k)
-            old = before._get(k)
+        for bk, _ in inc._v.items():  # keys boxed (and frozen) alike in all three
+            v = get_now(bk)
+            old = get_old(bk)
             if v is not old and v != old:
-                changed[k] = v
-        inc = lmap(changed)
+                changed[bk] = v
+        if len(changed) != len(inc._v):
+            inc = lmap._make(HashTrieMap(changed))
     return inc
 
 
