@@ -27,6 +27,7 @@ __all__ = [
     "LatticeValueError",
     "NotSupportedOnSpark",
     "ProgramError",
+    "RuleQuarantinedError",
     "SchemaMismatchError",
     "SimulationError",
     "StratificationError",
@@ -262,6 +263,30 @@ class ConfluenceViolation(BloomlError, AssertionError):
         self.difference = difference
         self.points_of_order = points_of_order
         super().__init__(message)
+
+
+class RuleQuarantinedError(ProgramError):
+    """A network node took a rule out of evaluation after it failed ``failures`` ticks in a
+    row (``blooml.net.node(p).quarantine_after``), so that the node keeps running without it.
+
+    Attributes:
+        rule: the rule's description (``Rule.describe()``: head, operator, source line).
+        index: the rule's index in the program (``Program.ir().rules``).
+        failures: how many ticks in a row it failed.
+        last: the exception of its last failure.
+    """
+
+    def __init__(self, rule: str, index: int, failures: int, last: BaseException) -> None:
+        self.rule = rule
+        self.index = index
+        self.failures = failures
+        self.last = last
+        super().__init__(
+            f"{rule} failed {failures} ticks in a row and is quarantined (no longer "
+            f"evaluated; the node runs on without it). Last error: {type(last).__name__}: "
+            f"{last}. Fix the rule and restart the node, or call "
+            "blooml.net.node(p).release_quarantine() to try it again"
+        )
 
 
 class DurableStateError(BloomlError):

@@ -3,14 +3,18 @@
 ``python _durable_child.py DATA_DIR MAX_TICKS``: prints ``start T`` (the restored tick count),
 ``ok`` or ``bad <why>`` after checking the restored state, then ``committed I`` after each tick
 I is committed. Tick I inserts ``step(I)``, so the state after T ticks is known exactly.
+With ``BLOOML_TEST_COMPACT=1`` in the environment, durable lattice variables are written as
+increments from the first tick and compacted every few ticks (so kills hit both).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
-from blooml import Program, bloom, durable, interface, lmax, table
+from blooml import Program, bloom, durable, interface, lmap, lmax, lset, table
+from blooml.net.durable import DurableStore
 
 
 class Ledger(Program):
@@ -20,6 +24,8 @@ class Ledger(Program):
     chain = table(["i"], durable=True)  # next-tick facts (<+)
     gone = table(["i"], durable=True)  # rows deleted one tick later (<-)
     hi = durable(lmax(-1))
+    book = durable(lmap())  # increments: a new key each tick for 5 ticks, then changed keys
+    tags = durable(lset())  # increments: a new element each tick
 
     # fmt: off
     @bloom
@@ -30,6 +36,8 @@ class Ledger(Program):
         self.gone <= self.step.map(lambda s: (s.i,))
         self.gone <- self.gone.filter(lambda g: g.i < self.tick_count)
         self.hi <= self.step.map(lambda s: lmax(s.i))
+        self.book <= self.step.map(lambda s: (s.i % 5, lmax(s.i)))
+        self.tags <= self.step.map(lambda s: s.i)
     # fmt: on
 
 
@@ -51,6 +59,11 @@ def problems(p: Any) -> list[str]:
     gone = sorted(r.i for r in p.gone)
     if gone != list(range(max(t - 2, 0), t)):
         out.append(f"gone={gone} after {t} ticks")
+    book = {k: v.reveal() for k, v in p.book.value.reveal().items()}
+    if book != {i % 5: i for i in range(t)}:
+        out.append(f"book={book} after {t} ticks")
+    if p.tags.value != lset(range(t)):
+        out.append(f"tags has {len(p.tags.value.reveal())} elements after {t} ticks")
     pend = p._rt.pending
     want_gone = [(t - 2,)] if t >= 2 else []
     if [tuple(r) for r in pend.deletes.get("gone", [])] != want_gone:
@@ -66,6 +79,10 @@ def problems(p: Any) -> list[str]:
 
 def main() -> None:
     data_dir, max_ticks = sys.argv[1], int(sys.argv[2])
+    if os.environ.get("BLOOML_TEST_COMPACT"):
+        DurableStore.whole_below = 0
+        DurableStore.compact_min_bytes = 0
+        DurableStore.compact_max_increments = 7
     p = Ledger(data_dir=data_dir)
     print(f"start {p.tick_count}", flush=True)
     bad = problems(p)

@@ -194,3 +194,10 @@ def test_never_pickle() -> None:
 
     with pytest.raises(CodecError):
         decode(pickle.dumps(lset([1])))
+
+
+def test_a_set_grown_by_small_merges_travels() -> None:
+    # lset holds a set grown element by element as an rpds HashTrieSet internally
+    grown = lset(range(40)).merge(lset([99]))
+    assert decode(encode(grown)) == grown
+    assert decode(encode(lpset(range(40)).merge(lpset([99])))) == lpset([*range(40), 99])

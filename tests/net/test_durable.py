@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-from blooml import Program, bloom, durable, interface, lmax, lset, scratch, table
+from blooml import Program, bloom, durable, interface, lmap, lmax, lset, scratch, table
 from blooml.errors import (
     CodecError,
     DataDirError,
     DurableStateError,
     SchemaMismatchError,
 )
-from blooml.net.durable import DB_NAME
+from blooml.net.codec import encode
+from blooml.net.durable import DB_NAME, DurableStore, close
 
 
 class Store(Program):
@@ -253,3 +254,71 @@ def test_a_changed_key_split_or_lattice_class_is_a_schema_mismatch(tmp_path: Pat
         KeySplitChanged(data_dir=tmp_path)
     with pytest.raises(SchemaMismatchError, match=r"'best'.*lmax.*lset"):
         BestIsAnLset(data_dir=tmp_path)
+
+
+class Big(Program):
+    """A durable ``lmap`` and ``lset`` that grow by a few items per tick."""
+
+    put = interface(["k"], ["v"])
+    store = durable(lmap())
+    keys = durable(lset())
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.store <= self.put.map(lambda p: (p.k, lmax(p.v)))
+        self.keys <= self.put.map(lambda p: p.k)
+    # fmt: on
+
+
+def _incs(d: Path) -> list[tuple[str, int]]:
+    with sqlite3.connect(d / DB_NAME) as c:
+        return c.execute("SELECT name, length(value) FROM lat_incs ORDER BY name, seq").fetchall()
+
+
+def test_a_durable_lattice_writes_its_increment_not_its_value(tmp_path: Path) -> None:
+    p = Big(data_dir=tmp_path)
+    p.put.insert([(k, 0) for k in range(2_000)])
+    p.tick()  # the first value is written whole (the base)
+    assert _incs(tmp_path) == []
+    p.put.insert([(7, 5), (5_000, 1)])  # one key changes, one is new
+    p.tick()
+    p.put.insert([(7, 3)])  # below what is held: the store does not change
+    p.tick()
+    p.put.insert([(7, 9)])
+    p.tick()
+    incs = _incs(tmp_path)
+    assert [n for n, _ in incs] == ["keys", "store", "store"]
+    assert all(size < 60 for _, size in incs), incs  # a key or two, not 2,000
+    want_store, want_keys = p.store.value, p.keys.value
+    close(p)
+    q = Big(data_dir=tmp_path)
+    assert q.store.value == want_store and q.keys.value == want_keys
+    assert q.store.value.at(7) == lmax(9) and q.tick_count == 4
+    close(q)
+
+
+def test_increments_are_compacted_into_the_base(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(DurableStore, "whole_below", 0)
+    monkeypatch.setattr(DurableStore, "compact_min_bytes", 0)
+    monkeypatch.setattr(DurableStore, "compact_max_increments", 5)
+    p = Big(data_dir=tmp_path)
+    for t in range(23):
+        p.put.insert([(t, t)])
+        p.tick()
+        assert len([n for n, _ in _incs(tmp_path) if n == "store"]) <= 5
+    want = p.store.value
+    close(p)
+    q = Big(data_dir=tmp_path)
+    assert q.store.value == want and len(want) == 23
+    close(q)
+
+
+def test_a_restore_refuses_an_increment_of_another_class(tmp_path: Path) -> None:
+    p = Big(data_dir=tmp_path)
+    p.tick()
+    close(p)
+    with sqlite3.connect(tmp_path / DB_NAME) as c:
+        c.execute("INSERT INTO lat_incs VALUES ('store', 0, ?)", (encode(lset([1])),))
+    with pytest.raises(SchemaMismatchError, match="store"):
+        Big(data_dir=tmp_path)

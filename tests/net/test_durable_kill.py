@@ -21,8 +21,11 @@ CHILD = Path(__file__).resolve().parent / "_durable_child.py"
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def _spawn(data_dir: Path, max_ticks: int) -> subprocess.Popen[str]:
+def _spawn(data_dir: Path, max_ticks: int, compact: bool = False) -> subprocess.Popen[str]:
     env = dict(os.environ, PYTHONPATH=str(SRC))
+    env.pop("BLOOML_TEST_COMPACT", None)
+    if compact:
+        env["BLOOML_TEST_COMPACT"] = "1"
     return subprocess.Popen(
         [sys.executable, str(CHILD), str(data_dir), str(max_ticks)],
         stdout=subprocess.PIPE,
@@ -44,14 +47,14 @@ def _wait_for_line(proc: subprocess.Popen[str], timeout: float) -> str:
         sel.close()
 
 
-def kill_and_restart(tmp: Path, kills: int, seed: int) -> dict[str, int]:
+def kill_and_restart(tmp: Path, kills: int, seed: int, compact: bool = False) -> dict[str, int]:
     rng = random.Random(seed)
     data_dir = tmp / "ledger"
     committed = -1  # the last tick a child reported committed
     restarts_checked = 0
     max_ticks = 10**6  # bounded; a kill always comes first
     for n in range(kills):
-        proc = _spawn(data_dir, max_ticks)
+        proc = _spawn(data_dir, max_ticks, compact)
         try:
             if n % 3 == 0:
                 time.sleep(rng.uniform(0.0, 0.4))  # anywhere, start-up and restore included
@@ -81,7 +84,7 @@ def kill_and_restart(tmp: Path, kills: int, seed: int) -> dict[str, int]:
                 committed = max(committed, int(ln.split()[1]))
         assert "Traceback" not in err or "KeyboardInterrupt" in err, err
     # a last run that is not killed: finish a few ticks and check
-    proc = _spawn(data_dir, committed + 5)
+    proc = _spawn(data_dir, committed + 5, compact)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     lines = out.splitlines()
@@ -101,3 +104,17 @@ def test_sigkill_loses_no_committed_tick_many_kills(tmp_path: Path) -> None:
     got = kill_and_restart(tmp_path, kills=120, seed=2026)
     assert got["committed"] > 100
     assert got["restarts_checked"] >= 60
+
+
+def test_sigkill_loses_no_incremental_lattice_write_ci(tmp_path: Path) -> None:
+    # lattice variables written as increments from the first tick, compacted every 7
+    got = kill_and_restart(tmp_path, kills=6, seed=7, compact=True)
+    assert got["committed"] > 0
+    assert got["restarts_checked"] >= 3
+
+
+@pytest.mark.slow
+def test_sigkill_loses_no_incremental_lattice_write_many_kills(tmp_path: Path) -> None:
+    got = kill_and_restart(tmp_path, kills=80, seed=2027, compact=True)
+    assert got["committed"] > 100
+    assert got["restarts_checked"] >= 40

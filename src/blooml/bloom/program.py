@@ -9,6 +9,7 @@ stratifiability right away. Instances run the IR with the embedded engine.
 
 from __future__ import annotations
 
+import concurrent.futures
 import inspect
 import threading
 import time
@@ -429,12 +430,15 @@ class Program:
 
     def sync_do(self, fn: Callable[[Any], T], timeout: float | None = 30.0) -> T:
         """Run ``fn(self)`` between ticks and return its result, after the tick that applies
-        any input it queued (Bud's ``sync_do``). Raises what ``fn`` raises."""
+        any input it queued (Bud's ``sync_do``). Raises what ``fn`` raises, or the exception
+        of the tick that could not apply what ``fn`` queued (which is then set aside)."""
         return self._node().sync_do(fn, timeout)
 
-    def async_do(self, fn: Callable[[Any], Any]) -> None:
-        """Queue ``fn(self)`` to run between ticks; return at once (Bud's ``async_do``)."""
-        self._node().async_do(fn)
+    def async_do(self, fn: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
+        """Queue ``fn(self)`` to run between ticks; return at once (Bud's ``async_do``) with
+        a future of its result, failed if ``fn`` raises or its input is set aside."""
+        fut: concurrent.futures.Future[Any] = self._node().async_do(fn)
+        return fut
 
     def on_tick(self, fn: Callable[[Any], Any]) -> None:
         """Call ``fn(self)`` after each committed tick (on the program's thread)."""

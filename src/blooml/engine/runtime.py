@@ -325,6 +325,11 @@ class Runtime:
         self._views: dict[str, Any] = {}
         self._rec: TickRecorder | None = None  # set while a tick is observed
         self._failed: Rule | None = None  # the rule that raised in the current tick
+        #: The rule that raised in the last tick that failed (``None``: no rule did, e.g. the
+        #: durable write failed). Read by ``blooml.net`` to quarantine a rule that keeps failing.
+        self.failed_rule: Rule | None = None
+        #: Indexes of the rules taken out of evaluation (``disable_rule``).
+        self.disabled_rules: frozenset[int] = frozenset()
         self.tracer: Tracer | None = None
         if trace is not None:
             self.tracer = trace if isinstance(trace, Tracer) else Tracer(trace)
@@ -580,6 +585,7 @@ class Runtime:
         """Log (WARNING) and trace a tick that raised and was rolled back."""
         rule = self._failed
         self._failed = None
+        self.failed_rule = rule
         where = f" in {rule.describe()}" if rule is not None else ""
         log.warning(
             "%s tick %d rolled back: %s: %s%s", self.addr, tick, type(exc).__name__, exc, where
@@ -587,6 +593,19 @@ class Runtime:
         if rec is not None and self.tracer is not None:
             rec.error(exc, rule)
             self.tracer.events(self, rec.finish(self, False, []))
+
+    def disable_rule(self, index: int, disabled: bool = True) -> None:
+        """Take rule ``index`` out of evaluation (``disabled=False``: put it back, to be
+        evaluated in full at its next firing). Used by ``blooml.net`` to quarantine a rule
+        that keeps failing; the program's strata and monotonicity are unchanged."""
+        if not 0 <= index < len(self.rules):
+            raise ProgramError(f"disable_rule: no rule {index} (the program has {len(self.rules)})")
+        off = self.disabled_rules | {index} if disabled else self.disabled_rules - {index}
+        self.disabled_rules = frozenset(off)
+        self.strata = [[self.rules[i] for i in s if i not in off] for s in self.ir.strata]
+        self.prio_heads = [eligible_heads((cr.rule for cr in s), self.rels) for s in self.strata]
+        self.temporal = [self.rules[i] for i in self.ir.temporal if i not in off]
+        self.rules[index].fresh = True
 
     def discard_pending(self, only: Any = None) -> PendingInput:
         """Drop what is queued for the next tick (everything, or the items of ``only``);

@@ -201,8 +201,9 @@ _reveal: Callable[[Any], Any] = Lattice.reveal
 _builtin(16, lmax, _reveal, _opt(lmax))
 _builtin(17, lmin, _reveal, _opt(lmin))
 _builtin(18, lbool, _reveal, lbool)
-_builtin(19, lset, _reveal, lset)
-_builtin(20, lpset, _reveal, lpset)
+# lset.reveal, not Lattice.reveal: a set grown by small merges is held as a HashTrieSet
+_builtin(19, lset, lambda v: v.reveal(), lset)
+_builtin(20, lpset, lambda v: v.reveal(), lpset)
 _builtin(21, lbag, lambda v: dict(v.reveal()), lbag)
 _builtin(22, lmap, lambda v: dict(v.reveal()), lmap)
 _builtin(23, lpair, _reveal, _pair_from(lpair))

@@ -3,11 +3,22 @@
 ``table(..., durable=True)`` and ``durable(lmax(0))`` declare it; ``P(data_dir=...)`` says
 where it lives. The store is ``<data_dir>/state.sqlite3`` (WAL journal), written as the last
 step of every tick in one transaction: the rows of durable tables that the tick changed
-(upserted or deleted, by key), the new values of durable lattice variables, the facts the tick
+(upserted or deleted, by key), what durable lattice variables gained, the facts the tick
 queued for the next one on durable names (``<+``, ``<-``, ``<+-``), and the tick count. If the
 write fails, the tick rolls back; if the process dies (even by SIGKILL) the transaction is
 either on disk whole or not at all. A program started on the same ``data_dir`` restores all of
 it and continues with the next tick.
+
+A lattice variable is stored as a *base* value (table ``lats``) and the *increments* merged
+into it since (table ``lat_incs``): the tick's increment is the join of what the tick merged
+into it, restricted for an ``lmap`` to the keys whose value changed; the restored value is the
+base joined with every increment (a join is all a lattice variable ever does). A small value
+(its last base under ``DurableStore.whole_below`` bytes) is simply rewritten whole. The
+increments are *compacted* (the whole value written as the new base, the increments deleted,
+in the same transaction) when their total size passes ``compact_ratio`` times the base's (at
+least ``compact_min_bytes``) or their number ``compact_max_increments``: so a tick costs the
+size of its change, plus, amortised, at most ``compact_ratio``-fold more for the compactions,
+and a restore reads at most about twice the value's size.
 
 Every value is stored with the wire codec (``blooml.net.codec``): no pickle; a user lattice in
 a durable column must be registered with ``blooml.net.register``. A ``state.lock`` file,
@@ -22,9 +33,12 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from rpds import HashTrieMap
+
 from blooml.engine.relation import _BATCH, MISSING
 from blooml.errors import BloomlError, CodecError, DataDirError, DurableStateError
 from blooml.errors import SchemaMismatchError as SchemaMismatchError
+from blooml.lattices import lmap
 from blooml.net.codec import decode, encode, encode_row
 
 try:  # POSIX: an advisory lock that the kernel releases when the process dies
@@ -42,6 +56,9 @@ CREATE TABLE IF NOT EXISTS rows (
     coll TEXT NOT NULL, k BLOB NOT NULL, row BLOB NOT NULL, PRIMARY KEY (coll, k)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS lats (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS lat_incs (
+    name TEXT NOT NULL, seq INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (name, seq)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS pending (
     seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, item BLOB NOT NULL
 );
@@ -70,7 +87,19 @@ class DurableStore:
 
     Made by ``Runtime.open_durable`` when the program declares durable state; restores what
     is stored at once. ``commit(rt)`` is called as the last step of each tick.
+
+    The class attributes tune how lattice variables are written (see the module docstring);
+    set them on the class or on one store.
     """
+
+    #: A lattice variable whose stored base is smaller (bytes) is rewritten whole each tick.
+    whole_below: int = 4096
+    #: Compact when the increments since the base exceed this many times the base's size...
+    compact_ratio: float = 1.0
+    #: ... and this many bytes,
+    compact_min_bytes: int = 64 * 1024
+    #: or when there are this many increments.
+    compact_max_increments: int = 10_000
 
     def __init__(self, rt: Any, data_dir: Any) -> None:
         ir = rt.ir
@@ -174,6 +203,14 @@ class DurableStore:
                 "registered with blooml.net.register before the program starts",
             ) from None
 
+    def _lattice(self, var: Any, blob: bytes, what: str) -> Any:
+        v = self._decode(blob, what)
+        if type(v) is not var.cls:
+            raise SchemaMismatchError(
+                self.data_dir, var.name, type(v).__qualname__, var.cls.__qualname__
+            )
+        return v
+
     def _restore(self, rt: Any) -> None:
         conn = self.conn
         row = conn.execute("SELECT value FROM info WHERE key = 'tick_count'").fetchone()
@@ -193,16 +230,28 @@ class DurableStore:
                 raise DurableStateError(self.data_dir, f"{where}: {exc}") from None
             rel.commit()
         self._last: dict[str, Any] = {}
+        #: per lattice variable: [base bytes, increment bytes, increments, next seq]
+        self._incs: dict[str, list[int]] = {}
         for name in self.lattices:
             var = rt.lats[name]
             got = conn.execute("SELECT value FROM lats WHERE name = ?", (name,)).fetchone()
+            book = self._incs[name] = [0, 0, 0, 0]
             if got is not None:
-                v = self._decode(got[0], f"value of {name!r}")
-                if type(v) is not var.cls:
-                    raise SchemaMismatchError(
-                        self.data_dir, name, type(v).__qualname__, var.cls.__qualname__
-                    )
-                var.value = v
+                var.value = self._lattice(var, got[0], f"value of {name!r}")
+                book[0] = len(got[0])
+            for seq, blob in conn.execute(
+                "SELECT seq, value FROM lat_incs WHERE name = ? ORDER BY seq", (name,)
+            ).fetchall():
+                inc = self._lattice(var, blob, f"increment {seq} of {name!r}")
+                try:
+                    var.value = var.value.merge(inc)
+                except Exception as exc:
+                    raise DurableStateError(
+                        self.data_dir, f"increment {seq} of {name!r} does not merge: {exc}"
+                    ) from None
+                book[1] += len(blob)
+                book[2] += 1
+                book[3] = seq + 1
             self._last[name] = var.value
         for kind, name, blob in conn.execute(
             "SELECT kind, name, item FROM pending ORDER BY seq"
@@ -233,6 +282,11 @@ class DurableStore:
 
     def commit(self, rt: Any) -> None:
         """Write what this tick changed, in one transaction (raises: the tick rolls back)."""
+        self._write(rt, self.prepare(rt))
+
+    def prepare(self, rt: Any) -> tuple[Any, ...]:
+        """Encode what this tick would write, without writing (raises as ``commit`` would
+        for a value that cannot be stored): the plan ``commit`` writes."""
         if self.closed:
             raise DurableStateError(self.data_dir, "the durable store was closed")
         upserts: list[tuple[str, bytes, bytes]] = []
@@ -256,11 +310,24 @@ class DurableStore:
                     deletes.append((name, kb))
                 else:
                     upserts.append((name, kb, encode_row(tuple(cur), where, rel.columns)))
-        lats: list[tuple[str, bytes]] = []
+        lats: list[tuple[str, bytes]] = []  # whole values (new bases)
+        incs: list[tuple[str, int, bytes]] = []
         for name in self.lattices:
-            v = rt.lats[name].value
-            if v is not self._last[name]:
-                lats.append((name, encode(v)))
+            var = rt.lats[name]
+            v = var.value
+            if v is self._last[name]:
+                continue
+            base, inc_bytes, n_incs, seq = self._incs[name]
+            if base >= self.whole_below:
+                inc = _increment(var, self._last[name])
+                if inc is not None:
+                    blob = encode(inc)
+                    total = inc_bytes + len(blob)
+                    limit = max(self.compact_ratio * base, self.compact_min_bytes)
+                    if total <= limit and n_incs < self.compact_max_increments:
+                        incs.append((name, seq, blob))
+                        continue
+            lats.append((name, encode(v)))  # small, or time to compact
         pend: list[tuple[str, str, bytes]] = []
         p = rt.pending
         for kind in _KINDS:
@@ -268,6 +335,10 @@ class DurableStore:
             for name in self.lattices if kind == "lats" else self.tables:
                 for item in d.get(name, ()):
                     pend.append((kind, name, encode(_plain(item))))
+        return deletes, upserts, lats, incs, pend
+
+    def _write(self, rt: Any, plan: tuple[Any, ...]) -> None:
+        deletes, upserts, lats, incs, pend = plan
         try:
             with self._txn():
                 c = self.conn
@@ -285,6 +356,9 @@ class DurableStore:
                         "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
                         lats,
                     )
+                    c.executemany("DELETE FROM lat_incs WHERE name = ?", [(n,) for n, _ in lats])
+                if incs:
+                    c.executemany("INSERT INTO lat_incs (name, seq, value) VALUES (?, ?, ?)", incs)
                 if self._had_pending or pend:
                     c.execute("DELETE FROM pending")
                     c.executemany("INSERT INTO pending (kind, name, item) VALUES (?, ?, ?)", pend)
@@ -296,11 +370,42 @@ class DurableStore:
         except sqlite3.Error as exc:
             raise DurableStateError(self.data_dir, f"writing tick {rt.tick_count}: {exc}") from None
         self._had_pending = bool(pend)
-        for name, _ in lats:
+        for name, blob in lats:
             self._last[name] = rt.lats[name].value
+            self._incs[name] = [len(blob), 0, 0, 0]
+        for name, seq, blob in incs:
+            self._last[name] = rt.lats[name].value
+            book = self._incs[name]
+            book[1] += len(blob)
+            book[2] += 1
+            book[3] = seq + 1
 
     def __repr__(self) -> str:
         return f"<DurableStore {self.path} {'closed' if self.closed else 'open'}>"
+
+
+def _increment(var: Any, before: Any) -> Any:
+    """What the tick added to lattice variable ``var`` (whose value was ``before``): the join
+    of the values merged into it this tick (``LatVarState.incs``), for an ``lmap`` only the
+    keys whose value changed; ``None`` when that is not known (then the whole is written)."""
+    got = var.incs
+    if not got:
+        return None
+    inc = got[0]
+    for x in got[1:]:
+        inc = inc.merge(x)
+    now = var.value
+    if type(inc) is lmap and type(now) is lmap and type(before) is lmap:
+        get_now, get_old = now._v.get, before._v.get
+        changed = {}
+        for bk, _ in inc._v.items():  # keys boxed (and frozen) alike in all three
+            v = get_now(bk)
+            old = get_old(bk)
+            if v is not old and v != old:
+                changed[bk] = v
+        if len(changed) != len(inc._v):
+            inc = lmap._make(HashTrieMap(changed))
+    return inc
 
 
 def close(program: Any) -> None:

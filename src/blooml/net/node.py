@@ -30,7 +30,18 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._state import Pending
-from blooml.errors import BloomlError, CodecError, ProgramError
+from blooml.errors import BloomlError, CodecError, ProgramError, RuleQuarantinedError
+from blooml.net._coltypes import ColumnTypes
+from blooml.net._isolate import (
+    Unit,
+    added,
+    combine,
+    isolate,
+    marks,
+    merge_into,
+    split_units,
+    truncate,
+)
 from blooml.net.codec import (
     ENVELOPE_SLACK,
     MAX_DATAGRAM,
@@ -169,6 +180,9 @@ class Node:
         inbox_limit: datagrams waiting to be applied; more are dropped (``inbox_full``).
         window: seconds a signed datagram's timestamp may differ from this node's clock.
         max_datagram: the largest UDP payload sent.
+        quarantine_after: a rule that fails this many ticks in a row (with no input to blame)
+            is quarantined: taken out of evaluation (see ``quarantined``).
+        isolation_trials: trial ticks at most to find the input a failed tick fails on.
     """
 
     #: Datagrams applied per tick at most (the rest wait for the following ticks).
@@ -183,7 +197,24 @@ class Node:
         inbox_limit: int = 10_000,
         window: float = 30.0,
         max_datagram: int = MAX_DATAGRAM,
+        quarantine_after: int = 5,
+        isolation_trials: int = 24,
     ) -> None:
+        for name, n in (
+            ("quarantine_after", quarantine_after),
+            ("isolation_trials", isolation_trials),
+        ):
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise ProgramError(f"Node({name}=...) must be an int >= 1, got {n!r}")
+        #: Ticks in a row a rule may fail (on no input) before it is quarantined.
+        self.quarantine_after = quarantine_after
+        #: Trial ticks at most to find the input a failed tick fails on (see docs/net.md).
+        self.isolation_trials = isolation_trials
+        #: Quarantined rules: rule index -> the error that reported it.
+        self.quarantined: dict[int, RuleQuarantinedError] = {}
+        self._units: list[Unit] = []
+        self._types: ColumnTypes | None = None
+        self._streak: dict[int | None, int] = {}
         self.program = program
         rt = self.rt = program._rt
         self.transport = transport
@@ -197,8 +228,9 @@ class Node:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._inbox: deque[bytes] = deque()
-        self._calls: deque[tuple[Callable[[Any], Any], concurrent.futures.Future[Any] | None]]
+        self._calls: deque[tuple[Callable[[Any], Any], concurrent.futures.Future[Any], str]]
         self._calls = deque()
+        self._last_error: BaseException | None = None
         self._tick_cbs: list[Callable[[Any], Any]] = []
         self._error_cbs: list[Callable[[BaseException], Any]] = []
         self._watches: dict[str, list[Callable[[list[Any]], Any]]] = {}
@@ -234,6 +266,8 @@ class Node:
             "connect_failures": 0,
             "callback_errors": 0,
             "injected_drops": 0,
+            "trial_ticks": 0,
+            "send_failures": {},
         }
         #: The batches set aside after failed ticks (the most recent 100).
         self.discarded: deque[dict[str, list[Any]]] = deque(maxlen=100)
@@ -291,11 +325,37 @@ class Node:
 
     def deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
         """After the tick commits: send the messages for ``addr`` (as few datagrams as hold
-        them; over TCP, one frame)."""
-        if addr == rt.addr:
-            rt.receive_batch(addr, _group((chan, [row]) for chan, row, _ in batch))
-            self._wake_soon()
-            return
+        them; over TCP, one frame). Never raises: the tick has committed, so a failure here
+        (a name that does not resolve, messages to this node that conflict) is counted in
+        ``stats()["send_failures"][addr]`` and logged once per destination."""
+        try:
+            if addr == rt.addr:
+                self._queue(
+                    "loopback",
+                    rt.receive_batch,
+                    addr,
+                    _group((chan, [row]) for chan, row, _ in batch),
+                )
+                self._wake_soon()
+                return
+            self._deliver(rt, addr, batch)
+        except Exception as exc:
+            self._send_failed(str(addr), exc)
+
+    def _send_failed(self, addr: str, exc: BaseException) -> None:
+        fails = self._stats["send_failures"]
+        fails[addr] = fails.get(addr, 0) + 1
+        if fails[addr] == 1:
+            log.error(
+                "%s: sending to %s failed after the tick committed (nothing is rolled back; "
+                "counted in stats()['send_failures'], logged once per destination): %s: %s",
+                self.rt.addr,
+                addr,
+                type(exc).__name__,
+                exc,
+            )
+
+    def _deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
         budget = (
             self.max_datagram - ENVELOPE_SLACK - len(str(rt.addr))
             if self.transport == "udp"
@@ -341,7 +401,11 @@ class Node:
         peer.push(frame)
 
     def _sendto(self, addr: str, data: bytes) -> None:
-        dest = self._resolve(addr)
+        try:
+            dest = self._resolve(addr)
+        except Exception as exc:  # e.g. socket.gaierror: the name does not resolve
+            self._send_failed(addr, exc)
+            return
         try:
             if self._udp is not None and self.on_own_thread():
                 self._udp.sendto(data, dest)
@@ -410,8 +474,18 @@ class Node:
                         f"got {len(r)}",
                     )
                     return False
+        types = self._types
+        if types is None:
+            types = self._types = ColumnTypes(rt)
+        for chan, rows in env.batches:
+            why = types.check(chan, rows)
+            if why is not None:
+                self._drop("ill_typed", f"from {env.sender!r}: {why}")
+                return False
         try:
-            n = rt.receive_batch(env.sender, env.batches)
+            n = self._queue(
+                f"datagram from {env.sender}", rt.receive_batch, env.sender, env.batches
+            )
         except BloomlError as exc:
             self._drop("rejected", f"from {env.sender!r}: {exc}")
             return False
@@ -514,6 +588,8 @@ class Node:
                 break
             await asyncio.sleep(0)
         self._step()
+        for u in self._units:  # held by a failing rule until the end
+            u.settle(ProgramError(f"{self.rt.addr}: the node stopped before applying it"))
         for peer in list(self._peers.values()):
             await peer.close()
         if self._server is not None:
@@ -528,67 +604,144 @@ class Node:
         await asyncio.gather(*rest, return_exceptions=True)
 
     def _work_ready(self) -> bool:
-        return bool(self._inbox or self._calls or self._closing or self.rt.has_pending())
+        if self._closing:
+            return True
+        if self.rt.clock() < self._fail_backoff_until:
+            return False  # a rule keeps failing: wait (new datagrams wait in the inbox)
+        return bool(self._inbox or self._calls or self._units or self.rt.has_pending())
 
     def _timer_delay(self) -> float | None:
+        now = self.rt.clock()
+        if now < self._fail_backoff_until:
+            return self._fail_backoff_until - now
         due = self.rt.next_due()
         if due is None:
             return None
-        now = self.rt.clock()
-        return max(due - now, self._fail_backoff_until - now, 0.0)
+        return max(due - now, 0.0)
 
     def _step(self) -> None:
-        """Apply arrived datagrams, run queued calls, tick if there is anything to do."""
+        """Apply arrived datagrams, run one queued call, tick if there is anything to do."""
         t0 = time.perf_counter()
+        rt = self.rt
+        if not self._closing and rt.clock() < self._fail_backoff_until:
+            return
         inbox = self._inbox
         for _ in range(min(len(inbox), self.batch_limit)):
             self.accept(inbox.popleft())
         # one queued call per tick (as Bud's sync_do/async_do): what it inserts is applied
         # by a tick of its own
-        calls = [self._calls.popleft()] if self._calls else []
-        results: list[tuple[concurrent.futures.Future[Any] | None, Any, BaseException | None]]
-        results = []
-        for fn, fut in calls:
-            try:
-                results.append((fut, fn(self.program), None))
-            except Exception as exc:
-                results.append((fut, None, exc))
-                if fut is None:
-                    self._report(exc, "async_do")
-        rt = self.rt
+        if self._calls:
+            fn, fut, what = self._calls.popleft()
+            self._run_call(fn, fut, what)
         due = rt.next_due()
-        timer = due is not None and due <= rt.clock() and rt.clock() >= self._fail_backoff_until
-        if rt.has_pending() or timer:
+        timer = due is not None and due <= rt.clock()
+        if self._units or rt.has_pending() or timer:
             self._tick(t0)
-        for fut, value, err in results:
-            if fut is not None:
-                if err is not None:
-                    fut.set_exception(err)
-                else:
-                    fut.set_result(value)
+
+    # -- input, and what happens to it when a tick fails ---------------------------------------
+
+    def _queue(
+        self,
+        what: str,
+        fn: Callable[..., Any],
+        *args: Any,
+        fut: concurrent.futures.Future[Any] | None = None,
+    ) -> Any:
+        """Call ``fn(*args)``, remembering what it queues for the next tick as one input
+        unit (``_isolate.Unit``); if it raises, nothing it queued stays queued. ``fn`` sees
+        the queue as it is (a ``p.tick()`` inside it ticks on everything queued)."""
+        rt = self.rt
+        base = rt.pending
+        before = marks(base)
+        try:
+            value = fn(*args)
+        except BaseException:
+            if rt.pending is base:
+                truncate(base, before)
+            raise
+        mine = added(base, before) if rt.pending is base else None
+        if mine:
+            self._units.append(Unit(what, mine, fut, value))
+        elif fut is not None:  # nothing queued, or fn ticked and so applied it already
+            fut.set_result(value)
+        return value
+
+    def _run_call(
+        self, fn: Callable[[Any], Any], fut: concurrent.futures.Future[Any], what: str
+    ) -> None:
+        try:
+            self._queue(what, fn, self.program, fut=fut)
+        except Exception as exc:
+            if not fut.done():
+                fut.set_exception(exc)
+            if what == "async_do":
+                self._report(exc, "async_do")
 
     def _tick(self, t0: float | None = None) -> bool:
+        """Tick on the queued input; if the tick fails, set aside only the input it fails on
+        and tick again on the rest (see ``_isolate``); return whether a tick committed."""
         rt = self.rt
         if t0 is None:
             t0 = time.perf_counter()
+        units, self._units = self._units, []
+        exc = self._commit_tick(t0)
+        if exc is None:
+            self._streak.clear()
+            for u in units:
+                u.settle(None)
+            return True
+        self._stats["errors"] += 1
+        self._report(exc, None)
+        live, gone = split_units(rt.pending, units)
+        for u in gone:
+            u.settle(None)  # a tick outside the node applied it
+        if not live:
+            self._hold(exc, [])
+            return False
+        iso = isolate(rt, live, exc, self.isolation_trials)
+        self._stats["trial_ticks"] += iso.trials
+        if iso.no_input is not None:
+            self._hold(iso.no_input, live)
+            return False
+        for u, e in iso.bad:
+            self._set_aside(u, e)
+        log.error(
+            "%s: tick %d failed (%s: %s); set aside %s; ticking again on the other %d inputs%s",
+            rt.addr,
+            rt.tick_count,
+            type(exc).__name__,
+            exc,
+            ", ".join(f"{u.what} ({u.size()} items)" for u, _ in iso.bad) or "nothing",
+            len(iso.good),
+            f" ({len(iso.undecided)} left for the next tick)" if iso.undecided else "",
+        )
+        rt.pending = combine(iso.good)
+        exc2 = self._commit_tick(t0)
+        ok = exc2 is None
+        if exc2 is None:
+            self._streak.clear()
+            for u in iso.good:
+                u.settle(None)
+        else:
+            self._stats["errors"] += 1
+            self._hold(exc2, iso.good)
+        for u in iso.undecided:  # not tried within the budget: they stay queued
+            merge_into(rt.pending, u.pend)
+            self._units.append(u)
+        return ok
+
+    def _commit_tick(self, t0: float) -> BaseException | None:
+        """One tick of the runtime, with the node's bookkeeping; the exception if it failed
+        (rolled back: ``rt.pending`` holds its input again)."""
+        rt = self.rt
         lat_before = {n: rt.lats[n].value for n in self._watches if n in rt.lats}
         if self._watches:
             rt.watched = {n for n in self._watches if n in rt.rels}
         try:
             rt.tick()
         except Exception as exc:
-            self._stats["errors"] += 1
-            self._fail_backoff_until = rt.clock() + 0.05
-            batch = self._set_aside()
-            log.error(
-                "%s: tick %d failed and was rolled back; %d input tuples set aside: %s",
-                rt.addr,
-                rt.tick_count,
-                sum(map(len, batch.values())),
-                exc,
-            )
-            self._report(exc, None)
-            return False
+            self._last_error = exc
+            return exc
         self._latency.append(time.perf_counter() - t0)
         self._stats["ticks"] += 1
         for name, fns in self._watches.items():
@@ -604,25 +757,83 @@ class Node:
         rt.tick_rows = {}
         for fn in self._tick_cbs:
             self._call(fn, self.program)
-        return True
+        return None
 
-    def _set_aside(self) -> dict[str, list[Any]]:
-        """Discard the input of the failed tick so the next one runs (``discard_pending``)."""
-        discard = getattr(self.program, "discard_pending", None)
-        if discard is not None:
-            batch = dict(discard())
-        else:
-            pend, self.rt.pending = self.rt.pending, Pending()
-            batch = {}
-            for kind in ("inserts", "deletes", "replaces", "lats"):
-                for name, rows in getattr(pend, kind).items():
-                    batch.setdefault(name, []).extend(rows)
-        n = sum(map(len, batch.values()))
-        if n:
-            self._stats["discarded_batches"] += 1
-            self._stats["discarded_tuples"] += n
-            self.discarded.append(batch)
-        return batch
+    def _hold(self, exc: BaseException, units: list[Unit]) -> None:
+        """The tick fails with no input to blame: keep the input queued and retry after a
+        back-off; after ``quarantine_after`` failures in a row quarantine the rule that
+        raised (or, when no rule did, set the held input aside)."""
+        rt = self.rt
+        if units:
+            rt.pending = combine(units)
+            self._units[:0] = units
+        rule = rt.failed_rule
+        key = rule.index if rule is not None else None
+        n = self._streak[key] = self._streak.get(key, 0) + 1
+        if n >= self.quarantine_after:
+            self._streak.pop(key)
+            if rule is not None:
+                self._quarantine(rule, n, exc)
+                return
+            log.error(
+                "%s: %d ticks in a row failed in no rule (%s: %s); setting their input aside",
+                rt.addr,
+                n,
+                type(exc).__name__,
+                exc,
+            )
+            for u in units:
+                self._set_aside(u, exc)
+            self._units = [u for u in self._units if u not in units]
+            rt.pending = Pending()
+            return
+        delay = min(0.05 * 2 ** (n - 1), 1.0)
+        self._fail_backoff_until = rt.clock() + delay
+        log.warning(
+            "%s: tick %d failed with no input to blame%s: %s: %s; its input stays queued, "
+            "retrying in %.2f s (failure %d of %d before quarantine)",
+            rt.addr,
+            rt.tick_count,
+            f" (in {rule.describe()})" if rule is not None else "",
+            type(exc).__name__,
+            exc,
+            delay,
+            n,
+            self.quarantine_after,
+        )
+
+    def _quarantine(self, rule: Any, failures: int, exc: BaseException) -> None:
+        err = RuleQuarantinedError(rule.describe(), rule.index, failures, exc)
+        self.quarantined[rule.index] = err
+        self.rt.disable_rule(rule.index)
+        self._fail_backoff_until = 0.0
+        log.error("%s: %s", self.rt.addr, err)
+        self._report(err, None)
+
+    def release_quarantine(self, index: int | None = None) -> list[int]:
+        """Put quarantined rules back into evaluation (all, or rule ``index``); return their
+        indexes. Each is evaluated in full at the next tick."""
+        if self.running and not self.on_own_thread():
+            done: list[int] = self.sync_do(lambda p: self.release_quarantine(index))
+            return done
+        which = list(self.quarantined) if index is None else [index]
+        for i in which:
+            if i not in self.quarantined:
+                raise ProgramError(
+                    f"release_quarantine({i!r}): no such quarantined rule (quarantined: "
+                    f"{sorted(self.quarantined)})"
+                )
+            self.rt.disable_rule(i, False)
+            del self.quarantined[i]
+        return which
+
+    def _set_aside(self, unit: Unit, exc: BaseException) -> None:
+        """Drop one input unit the tick fails on: counted, kept in ``discarded``, and its
+        caller (``sync_do``/``async_do``) gets ``exc``."""
+        self._stats["discarded_batches"] += 1
+        self._stats["discarded_tuples"] += unit.size()
+        self.discarded.append(unit.as_dict())
+        unit.settle(exc)
 
     def _call(self, fn: Callable[[Any], Any], arg: Any) -> None:
         try:
@@ -705,23 +916,31 @@ class Node:
             self.stop()
 
     def sync_do(self, fn: Callable[[Any], Any], timeout: float | None = 30.0) -> Any:
-        """Run ``fn(program)`` between ticks; return its result after the tick that follows."""
+        """Run ``fn(program)`` between ticks; return its result after the tick that applies
+        what it queued. Raises what ``fn`` raises (nothing it queued is kept), or the
+        exception of the tick that could not apply its input (that input is set aside)."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
         if not self.running or self._loop is None:
-            result = fn(self.program)
-            if self.rt.has_pending():
+            self._run_call(fn, fut, "sync_do")
+            if self._units or self.rt.has_pending():
                 self._tick()
-            return result
+            if not fut.done():  # held: the tick fails with no input to blame
+                fut.set_exception(self._last_error or ProgramError("the tick did not commit"))
+            return fut.result(0)
         if self.on_own_thread():
             return fn(self.program)
-        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self._calls.append((fn, fut))
+        self._calls.append((fn, fut, "sync_do"))
         self._wake_soon()
         return fut.result(timeout)
 
-    def async_do(self, fn: Callable[[Any], Any]) -> None:
-        """Queue ``fn(program)`` to run between ticks (when the node runs)."""
-        self._calls.append((fn, None))
+    def async_do(self, fn: Callable[[Any], Any]) -> concurrent.futures.Future[Any]:
+        """Queue ``fn(program)`` to run between ticks (when the node runs); return a future
+        of its result, set after the tick that applies what it queued, or failed with the
+        exception of ``fn`` or of the tick that could not apply its input."""
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._calls.append((fn, fut, "async_do"))
         self._wake_soon()
+        return fut
 
     def on_tick(self, fn: Callable[[Any], Any]) -> None:
         """Call ``fn(program)`` after every committed tick."""
@@ -744,6 +963,8 @@ class Node:
         """A snapshot of the counters (see ``Program.stats``)."""
         out = dict(self._stats)
         out["dropped"] = dict(out["dropped"])
+        out["send_failures"] = dict(out["send_failures"])
+        out["quarantined"] = len(self.quarantined)
         out["dropped_total"] = sum(out["dropped"].values())
         out["inbox"] = len(self._inbox)
         out["addr"] = str(self.rt.addr)

@@ -1,0 +1,285 @@
+"""Keeping a failed tick's failure with the input that caused it (used by ``Node``).
+
+A node's input arrives in *units*: one datagram, one ``sync_do``/``async_do`` call, one
+loopback delivery, and whatever else is queued (the ``<+`` facts of the last tick, inserts made
+outside those paths). The runtime keeps one queue (``rt.pending``); the node remembers which
+items each unit queued, by identity. When a tick fails, :func:`isolate` finds the units it
+fails on with *trial ticks* on subsets (group testing by bisection, at most ``budget`` of
+them), each rolled back just before it would commit, so that the real tick then runs once on
+every other unit. The cost is paid only when a tick fails.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from blooml.engine._state import Pending
+from blooml.engine.relation import CheckedRows
+
+__all__ = [
+    "Isolation",
+    "Unit",
+    "added",
+    "combine",
+    "isolate",
+    "marks",
+    "merge_into",
+    "split_units",
+    "truncate",
+]
+
+_KINDS = ("replaces", "deletes", "inserts", "lats")
+
+
+class Unit:
+    """One piece of a node's input: what it is, what it queued, and who waits for it.
+
+    Attributes:
+        what: ``"datagram from <addr>"``, ``"sync_do"``, ``"async_do"``, ``"loopback"`` or
+            ``"queued input"``.
+        pend: the items it queued (a ``Pending``).
+        fut: the future of a ``sync_do``/``async_do`` call (or ``None``).
+        result: the call's return value (the future's result once the input commits).
+    """
+
+    __slots__ = ("fut", "pend", "result", "what")
+
+    def __init__(
+        self,
+        what: str,
+        pend: Pending,
+        fut: concurrent.futures.Future[Any] | None = None,
+        result: Any = None,
+    ) -> None:
+        self.what = what
+        self.pend = pend
+        self.fut = fut
+        self.result = result
+
+    def lists(self) -> Iterator[tuple[str, str, list[Any]]]:
+        """``(kind, name, items)`` for everything the unit queued."""
+        for kind in _KINDS:
+            for name, items in getattr(self.pend, kind).items():
+                yield kind, name, items
+
+    def size(self) -> int:
+        """How many rows and values it queued."""
+        return sum(len(items) for _, _, items in self.lists())
+
+    def as_dict(self) -> dict[str, list[Any]]:
+        """``{name: [rows or values]}`` (deletions included), as ``Node.discarded`` keeps it."""
+        out: dict[str, list[Any]] = {}
+        for _, name, items in self.lists():
+            out.setdefault(name, []).extend(items)
+        return out
+
+    def settle(self, exc: BaseException | None) -> None:
+        """Resolve the waiting future: the call's result, or ``exc``."""
+        fut = self.fut
+        if fut is None or fut.done():
+            return
+        if exc is None:
+            fut.set_result(self.result)
+        else:
+            fut.set_exception(exc)
+
+    def __repr__(self) -> str:
+        return f"<Unit {self.what}: {self.size()} items>"
+
+
+def combine(units: list[Unit]) -> Pending:
+    """One queue holding what ``units`` queued, in their order."""
+    out = Pending()
+    for u in units:
+        for kind, name, items in u.lists():
+            out.add(kind, name, items)
+    return out
+
+
+def merge_into(pend: Pending, unit_pend: Pending) -> None:
+    """Append what ``unit_pend`` queued to ``pend`` (the same objects: identity is kept)."""
+    for kind in _KINDS:
+        for name, items in getattr(unit_pend, kind).items():
+            pend.add(kind, name, items)
+
+
+def marks(pend: Pending) -> dict[tuple[str, str], int]:
+    """How many items ``pend`` holds per ``(kind, name)`` (for :func:`added`)."""
+    return {(k, n): len(items) for k in _KINDS for n, items in getattr(pend, k).items()}
+
+
+def added(pend: Pending, before: dict[tuple[str, str], int]) -> Pending | None:
+    """What was queued in ``pend`` since ``marks(pend)`` gave ``before`` (queues only grow
+    at their end), or ``None`` when something was taken out meanwhile (then it is unknown)."""
+    out = Pending()
+    for kind in _KINDS:
+        for name, items in getattr(pend, kind).items():
+            n0 = before.get((kind, name), 0)
+            if len(items) < n0:
+                return None
+            if len(items) > n0:
+                new = items[n0:]
+                out.add(kind, name, CheckedRows(new) if type(items) is CheckedRows else new)
+    if len(before) > len(marks(pend)):
+        return None
+    return out
+
+
+def truncate(pend: Pending, before: dict[tuple[str, str], int]) -> None:
+    """Take out of ``pend`` what was queued since ``marks(pend)`` gave ``before``."""
+    for kind in _KINDS:
+        d = getattr(pend, kind)
+        for name in list(d):
+            n0 = before.get((kind, name), 0)
+            if n0 == 0:
+                del d[name]
+            else:
+                del d[name][n0:]
+
+
+def split_units(pend: Pending, units: list[Unit]) -> tuple[list[Unit], list[Unit]]:
+    """``pend`` cut into units: ``(live, gone)``. ``live`` starts with a ``"queued input"``
+    unit of what no unit claims (when there is any), then each unit restricted to the items
+    still in ``pend``; ``gone`` are the units none of whose items is queued any more (a tick
+    that ran outside the node took them: they committed)."""
+    count: dict[int, int] = {}
+    for kind in _KINDS:
+        for items in getattr(pend, kind).values():
+            for x in items:
+                count[id(x)] = count.get(id(x), 0) + 1
+    live: list[Unit] = []
+    gone: list[Unit] = []
+    for u in units:
+        u.pend = _claim(u.lists(), count)
+        (live if u.pend else gone).append(u)
+    base = _claim(((k, n, items) for k in _KINDS for n, items in getattr(pend, k).items()), count)
+    if base:
+        live.insert(0, Unit("queued input", base))
+    return live, gone
+
+
+def _claim(lists: Any, count: dict[int, int]) -> Pending:
+    """The items of ``lists`` (``(kind, name, items)``) still counted in ``count`` (by
+    identity), each taken off the count."""
+    out = Pending()
+    for kind, name, items in lists:
+        keep = []
+        for x in items:
+            c = count.get(id(x), 0)
+            if c:
+                count[id(x)] = c - 1
+                keep.append(x)
+        if keep:
+            out.add(kind, name, CheckedRows(keep) if type(items) is CheckedRows else keep)
+    return out
+
+
+class _Trial(BaseException):
+    """Raised in place of the durable write to roll a trial tick back before it commits (a
+    ``BaseException``: the runtime does not blame input on it)."""
+
+
+class _Probe:
+    """Stands in for ``rt.durable`` during a trial tick: checks that the durable write would
+    encode (``DurableStore.prepare``), then rolls the tick back."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+
+    def commit(self, rt: Any) -> None:
+        if self.real is not None:
+            self.real.prepare(rt)
+        raise _Trial
+
+
+class _QuietTrials(logging.Filter):
+    """Drops the runtime's "rolled back" warning of trial ticks (they are not failures)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        return not (isinstance(args, tuple) and any(isinstance(a, _Trial) for a in args))
+
+
+logging.getLogger("blooml.engine").addFilter(_QuietTrials())
+
+
+class Isolation:
+    """What :func:`isolate` found.
+
+    Attributes:
+        good: units the tick succeeds on together (in order).
+        bad: ``(unit, exception)`` for each unit a trial failed on alone (with ``good``).
+        undecided: units not tried within the budget (they stay queued).
+        no_input: the exception of a tick that fails with no input at all (a rule or a
+            ``periodic`` failing by itself), else ``None``; then nothing was decided.
+        trials: how many trial ticks ran.
+    """
+
+    def __init__(self) -> None:
+        self.good: list[Unit] = []
+        self.bad: list[tuple[Unit, BaseException]] = []
+        self.undecided: list[Unit] = []
+        self.no_input: BaseException | None = None
+        self.trials = 0
+
+
+def trial(rt: Any, units: list[Unit]) -> BaseException | None:
+    """Run a tick on ``units`` and roll it back before it commits; return the exception it
+    raised, or ``None`` when it would have committed. ``rt.pending`` is left as
+    ``combine(units)``."""
+    rt.pending = combine(units)
+    real = rt.durable
+    rt.durable = _Probe(real)
+    try:
+        rt.tick()
+    except _Trial:
+        return None
+    except Exception as exc:
+        return exc
+    finally:
+        rt.durable = real
+    raise AssertionError("a trial tick committed")  # pragma: no cover - the probe raises
+
+
+def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Isolation:
+    """Find the units a tick fails on (the tick on all of ``units`` failed with ``first``).
+
+    First a tick on no input: if it fails too, the failure is not the input's (``no_input``).
+    Otherwise the units are bisected: a group that succeeds together with the units known to
+    be good joins them; a failing group is split, and a failing single unit is bad. With one
+    bad unit among ``n`` that is about ``2·log2(n)`` trials; after ``budget`` trials, once one
+    bad unit is found (that takes at most ``log2(n) + 2``), the untried groups are
+    ``undecided``.
+    """
+    out = Isolation()
+    out.trials = 1
+    exc = trial(rt, [])
+    if exc is not None:
+        out.no_input = exc
+        return out
+    if len(units) == 1:
+        out.bad.append((units[0], first))
+        return out
+    todo = _halves(units)
+    while todo:
+        group = todo.pop(0)
+        if out.trials >= budget and out.bad:  # (one bad unit is always found: progress)
+            out.undecided.extend(group)
+            continue
+        out.trials += 1
+        exc = trial(rt, out.good + group)
+        if exc is None:
+            out.good.extend(group)
+        elif len(group) == 1:
+            out.bad.append((group[0], exc))
+        else:
+            todo[:0] = _halves(group)
+    return out
+
+
+def _halves(units: list[Unit]) -> list[list[Unit]]:
+    h = len(units) // 2
+    return [units[:h], units[h:]]
