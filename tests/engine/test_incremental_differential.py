@@ -145,7 +145,6 @@ def _replace(s: Any) -> None:
 
 def _delete(s: Any) -> None:
     s.b <- s.a.join(s.b, s.a.x == s.b.y).map(lambda p, q: q)
-# fmt: on
 
 
 def _inputs(s: Any) -> None:
@@ -162,7 +161,10 @@ def _fused_group(s: Any) -> None:
 
 
 def _failing(s: Any) -> None:
-    s.sfail <= s.a.filter(lambda r: Fuse.check(r))
+    # a next-tick rule: it runs after every stratum, when every other rule has changed its
+    # state, so the rollback must undo all of that
+    s.sfail <+ s.a.filter(lambda r: Fuse.check(r))
+# fmt: on
 
 
 CATALOGUE = {

@@ -44,13 +44,25 @@ __all__ = ["Support", "zcompile", "zcompile_rule"]
 class Support:
     """Derivation counts of one maintained collection (see the module docstring)."""
 
-    __slots__ = ("counts", "keyed", "rel")
+    __slots__ = ("counts", "journal", "keyed", "rel")
 
     def __init__(self, rel: Relation) -> None:
         self.rel = rel
         self.keyed = rel.keyfn is not None
         # every column a key: row -> count; else key -> {contributing row: count}
         self.counts: dict[Any, Any] = {}
+        #: this tick's count changes, ``(dict, row, count before)``, undone by ``rollback``
+        #: (the stored rows are restored by the relation's own undo log)
+        self.journal: list[tuple[Any, Any, Any]] = []
+
+    def rollback(self) -> None:
+        """Put back the counts of the last committed tick."""
+        for d, r, c in reversed(self.journal):
+            if type(c) is dict or c:  # a count, or a key's emptied group of contributions
+                d[r] = c
+            else:
+                d.pop(r, None)
+        self.journal = []
 
     def apply(self, delta: list[tuple[Any, int]], where: str) -> None:
         """Add signed rows (already rows of the collection) to the counts and store what
@@ -64,18 +76,22 @@ class Support:
             items: Any = consolidate(delta).items()
         else:
             items = delta
+        journal = self.journal
         if not self.keyed:
             put, drop = rel.put, rel.drop
             for r, w in items:
                 c = counts.get(r, 0)
                 n = c + w
                 if n > 0:
-                    counts[r] = n
                     if c <= 0:
                         _check_new(rel, r)
+                    journal.append((counts, r, c))
+                    counts[r] = n
+                    if c <= 0:
                         put(r, r)
                 elif n == 0:
                     if c:
+                        journal.append((counts, r, c))
                         del counts[r]
                         drop(r)
                 else:
@@ -88,18 +104,23 @@ class Support:
             g = counts.get(k)
             if g is None:
                 g = counts[k] = {}
-            c = g.get(r, 0) + w
+                journal.append((counts, k, 0))
+            c0 = g.get(r, 0)
+            c = c0 + w
             if c > 0:
-                if r not in g:
+                if not c0:
                     _check_new(rel, r)
+                journal.append((g, r, c0))
                 g[r] = c
             elif c == 0:
+                journal.append((g, r, c0))
                 g.pop(r, None)
             else:
                 _broken(rel, r, c, where)
             touched[k] = g
         for k, g in touched.items():
             if not g:
+                journal.append((counts, k, g))
                 del counts[k]
                 rel.drop(k)
                 continue

@@ -82,6 +82,11 @@ class ZOp:
         included."""
         return (0, 0)
 
+    def children(self) -> list[ZOp]:
+        """The evaluators below this one."""
+        inp = getattr(self, "inp", None)
+        return [inp] if isinstance(inp, ZOp) else []
+
     def kind(self) -> str:
         """A short name for memory reports."""
         return type(self).__name__[1:].lower()
@@ -392,27 +397,30 @@ class ZNotIn(ZOp):
 
 
 class _Multiset(dict):  # type: ignore[type-arg]
-    """value -> count, with the best (smallest or largest) value cached."""
+    """value -> count; for ``min``/``max`` (``track``), with the best value cached. ``add``
+    changes nothing when it raises (a comparison of values of unlike types)."""
 
-    __slots__ = ("best", "mx")
+    __slots__ = ("best", "mx", "track")
 
-    def __init__(self, mx: bool) -> None:
+    def __init__(self, mx: bool, track: bool) -> None:
         super().__init__()
         self.mx = mx
+        self.track = track
         self.best: Any = None
 
     def add(self, v: Any, w: int) -> None:
         c = self.get(v, 0) + w
+        nb = self.best
         if c > 0:
+            if self.track and w > 0 and (not self or (v > nb if self.mx else v < nb)):
+                nb = v
             self[v] = c
-            if w > 0:
-                b = self.best
-                if len(self) == 1 or (v > b if self.mx else v < b):
-                    self.best = v
         else:
+            if self.track and v == nb:
+                rest = [x for x in self if x != v]
+                nb = (max(rest) if self.mx else min(rest)) if rest else None
             del self[v]
-            if v == self.best:
-                self.best = (max(self) if self.mx else min(self)) if self else None
+        self.best = nb
 
 
 _INCREMENTAL_AGGS = frozenset({"count", "sum", "min", "max", "avg", "accum", "bool_and", "bool_or"})
@@ -433,7 +441,7 @@ class _Group:
 class ZGroup(ZOp):
     """SQL GROUP BY with aggregates, maintained per group (see the module docstring)."""
 
-    __slots__ = ("aggs", "fast", "groups", "inp", "keys", "kget")
+    __slots__ = ("aggs", "fast", "groups", "inp", "journal", "keys", "kget")
 
     def __init__(self, inp: ZOp, keys: tuple[int, ...], aggs: tuple[Any, ...]) -> None:
         self.inp = inp
@@ -441,6 +449,8 @@ class ZGroup(ZOp):
         self.aggs = aggs
         self.kget = itemgetter(*keys) if keys else None
         self.groups: dict[Any, _Group] = {}
+        #: this tick's changes to the state, undone in reverse by ``rollback``
+        self.journal: list[tuple[Any, ...]] = []
         # every aggregate kept incrementally, or the group's rows kept (and re-aggregated)
         self.fast = all(a.fn in _INCREMENTAL_AGGS for a in aggs)
 
@@ -457,7 +467,7 @@ class ZGroup(ZOp):
         for i, a in enumerate(self.aggs):
             fn = a.fn
             if fn in ("min", "max", "accum") or (fn == "count" and a.col is not None):
-                g.slots[i] = _Multiset(fn == "max")
+                g.slots[i] = _Multiset(fn == "max", fn in ("min", "max"))
             elif fn in ("sum", "avg"):
                 g.slots[i] = [0, 0, None]  # total, count of values, non-int values multiset
             elif fn in ("bool_and", "bool_or"):
@@ -474,37 +484,49 @@ class ZGroup(ZOp):
             ) from None
 
     def _add(self, g: _Group, r: Any, w: int) -> None:
-        g.n += w
+        """Add row ``r`` with weight ``w`` to group ``g``: all of it or, when it raises,
+        none of it."""
         if g.rows is not None:
             c = g.rows.get(r, 0) + w
             if c > 0:
                 g.rows[r] = c
             else:
                 del g.rows[r]
+            g.n += w
             return
-        for i, a in enumerate(self.aggs):
-            fn = a.fn
-            s = g.slots[i]
-            if fn == "count" and a.col is None:
-                continue
-            v = self._col(r, a)
-            if type(s) is _Multiset:
-                s.add(v, w)
-            elif fn in ("sum", "avg"):
-                if type(v) is int or type(v) is bool:
-                    s[0] += v * w
-                else:  # exact arithmetic only for ints: other values are summed afresh
-                    ms = s[2]
-                    if ms is None:
-                        ms = s[2] = {}
-                    c = ms.get(v, 0) + w
-                    if c > 0:
-                        ms[v] = c
-                    else:
-                        del ms[v]
-                s[1] += w
-            else:  # bool_and, bool_or
-                s[0 if v else 1] += w
+        vals = [None if a.col is None else self._col(r, a) for a in self.aggs]
+        done = 0
+        try:
+            for i, a in enumerate(self.aggs):
+                self._slot(g.slots[i], a.fn, vals[i], w)
+                done = i + 1
+        except BaseException:
+            for i in reversed(range(done)):
+                self._slot(g.slots[i], self.aggs[i].fn, vals[i], -w)
+            raise
+        g.n += w
+
+    @staticmethod
+    def _slot(s: Any, fn: str, v: Any, w: int) -> None:
+        if s is None:  # count(): the group's row count
+            return
+        if type(s) is _Multiset:
+            s.add(v, w)
+        elif fn in ("sum", "avg"):
+            if type(v) is int or type(v) is bool:
+                s[0] += v * w
+            else:  # exact arithmetic only for ints: other values are summed afresh
+                ms = s[2]
+                if ms is None:
+                    ms = s[2] = {}
+                c = ms.get(v, 0) + w
+                if c > 0:
+                    ms[v] = c
+                else:
+                    del ms[v]
+            s[1] += w
+        else:  # bool_and, bool_or
+            s[0 if v else 1] += w
 
     def _value(self, g: _Group, i: int, a: Any) -> Any:
         fn = a.fn
@@ -539,6 +561,7 @@ class ZGroup(ZOp):
         return (*k, *(self._value(g, i, a) for i, a in enumerate(self.aggs)))
 
     def init(self) -> list[Any]:
+        self.journal.append(("init", self.groups))
         self.groups = {}
         rows = self.inp.init()
         if self.inp.width > 1:
@@ -563,12 +586,15 @@ class ZGroup(ZOp):
             d = [(tuple(c for r in t for c in (r if r is not None else ())), w) for t, w in d]
         touched: dict[Any, _Group] = {}
         groups = self.groups
+        journal = self.journal
         for r, w in d:
             k = self._gkey(r)
             g = groups.get(k)
             if g is None:
                 g = groups[k] = self._new()
+                journal.append(("new", k))
             self._add(g, r, w)
+            journal.append(("add", g, r, w))
             touched[k] = g
         out: Delta = []
         for k, g in touched.items():
@@ -576,6 +602,8 @@ class ZGroup(ZOp):
             new = self._out(k, g) if g.n > 0 else None
             if g.n <= 0:
                 del groups[k]
+                journal.append(("del", k, g))
+            journal.append(("out", g, old))
             g.out = new
             if old != new:
                 if old is not None:
@@ -583,6 +611,22 @@ class ZGroup(ZOp):
                 if new is not None:
                     out.append((new, 1))
         return out
+
+    def rollback(self) -> None:
+        """Undo this tick's changes (see ``journal``)."""
+        for e in reversed(self.journal):
+            kind = e[0]
+            if kind == "add":
+                self._add(e[1], e[2], -e[3])
+            elif kind == "out":
+                e[1].out = e[2]
+            elif kind == "del":
+                self.groups[e[1]] = e[2]
+            elif kind == "new":
+                del self.groups[e[1]]
+            else:  # init
+                self.groups = e[1]
+        self.journal = []
 
     def memory(self) -> tuple[int, int]:
         n = 0
@@ -601,13 +645,15 @@ class _Keyed(ZOp):
     """Shared by argmin/argmax and choose: each group's rows (with counts), and the group's
     output recomputed when a change reaches it."""
 
-    __slots__ = ("groups", "inp", "keys", "outs")
+    __slots__ = ("groups", "inp", "journal", "keys", "outs")
 
     def __init__(self, inp: ZOp, keys: tuple[int, ...]) -> None:
         self.inp = inp
         self.keys = keys
         self.groups: dict[Any, dict[Any, int]] = {}
         self.outs: dict[Any, list[Any]] = {}
+        #: this tick's changes to the state, undone in reverse by ``rollback``
+        self.journal: list[tuple[Any, ...]] = []
 
     def _rows(self, rows: list[Any]) -> list[Any]:
         if self.inp.width > 1:
@@ -639,6 +685,7 @@ class _Keyed(ZOp):
         raise NotImplementedError
 
     def init(self) -> list[Any]:
+        self.journal.append(("init", self.groups, self.outs))
         self.groups = {}
         for r in self._rows(self.inp.init()):
             g = self.groups.setdefault(self._gkey(r), {})
@@ -654,23 +701,32 @@ class _Keyed(ZOp):
             d = [(tuple(c for r in t for c in (r if r is not None else ())), w) for t, w in d]
         touched = set()
         changes: dict[Any, list[tuple[Any, int]]] = {}
+        journal = self.journal
+        groups = self.groups
         for r, w in d:
             k = self._gkey(r)
-            g = self.groups.setdefault(k, {})
-            c = g.get(r, 0) + w
+            g = groups.get(k)
+            if g is None:
+                g = groups[k] = {}
+                journal.append(("new", k))
+            c0 = g.get(r, 0)
+            c = c0 + w
             if c > 0:
                 g[r] = c
             else:
                 del g[r]
+            journal.append(("set", g, r, c0))
             touched.add(k)
             changes.setdefault(k, []).append((r, w))
         out: Delta = []
         for k in touched:
-            g = self.groups[k]
+            g = groups[k]
             old = self.outs.get(k, [])
             new = self._update(g, old, changes[k]) if g else []
+            journal.append(("out", k, self.outs.get(k)))
             if not g:
-                del self.groups[k]
+                del groups[k]
+                journal.append(("del", k, g))
                 self.outs.pop(k, None)
             else:
                 self.outs[k] = new
@@ -678,6 +734,29 @@ class _Keyed(ZOp):
                 out.extend((r, -1) for r in old)
                 out.extend((r, 1) for r in new)
         return out
+
+    def rollback(self) -> None:
+        """Undo this tick's changes (see ``journal``)."""
+        for e in reversed(self.journal):
+            kind = e[0]
+            if kind == "set":
+                g, r, c0 = e[1], e[2], e[3]
+                if c0:
+                    g[r] = c0
+                else:
+                    g.pop(r, None)
+            elif kind == "out":
+                if e[2] is None:
+                    self.outs.pop(e[1], None)
+                else:
+                    self.outs[e[1]] = e[2]
+            elif kind == "del":
+                self.groups[e[1]] = e[2]
+            elif kind == "new":
+                del self.groups[e[1]]
+            else:  # init
+                self.groups, self.outs = e[1], e[2]
+        self.journal = []
 
     def memory(self) -> tuple[int, int]:
         n = sum(len(g) for g in self.groups.values()) + len(self.groups)
@@ -734,7 +813,7 @@ class ZFull(ZOp):
     """Any evaluator, re-run in full when one of its sources changed; its output is diffed
     against the last one (a counter of rows)."""
 
-    __slots__ = ("ev", "last", "lats", "rels", "tick", "width")
+    __slots__ = ("ev", "journal", "last", "lats", "rels", "tick", "width")
 
     def __init__(self, ev: Any, extra_lats: list[Any] = (), tick: bool = False) -> None:  # type: ignore[assignment]
         self.ev = ev
@@ -744,6 +823,7 @@ class ZFull(ZOp):
         self.lats = [s for s in states if not isinstance(s, Relation)] + list(extra_lats)
         self.tick = tick
         self.last: dict[Any, int] = {}
+        self.journal: list[dict[Any, int]] = []  # the outputs this tick replaced
 
     def _rows(self) -> list[Any]:
         return [r for r in self.ev.full() if r is not None]
@@ -753,8 +833,15 @@ class ZFull(ZOp):
         last: dict[Any, int] = {}
         for r in rows:
             last[r] = last.get(r, 0) + 1
+        self.journal.append(self.last)
         self.last = last
         return rows
+
+    def rollback(self) -> None:
+        """Put back the output of the last committed tick."""
+        if self.journal:
+            self.last = self.journal[0]
+        self.journal = []
 
     def dirty(self) -> bool:
         """Whether a source changed this tick."""

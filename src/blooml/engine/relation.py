@@ -758,23 +758,37 @@ class Relation:
         self.lo = self.hi = 0
 
     def rollback(self, token: Any) -> None:
-        """Restore the contents as they were at ``begin``."""
+        """Restore the contents as they were at ``begin``. The hash indexes are kept: the
+        undone changes go to their change log like any other (a failed tick costs what it
+        changed, not a rebuild of every index)."""
         self._dcache = None
         if self._saved is not None:
             self.store = self._saved
+            self.indexes = {}  # a scratch emptied whole: rebuilt on next use
+            self._log = []
         else:
             store = self.store
+            log = self._log if self.indexes else None
             for k, old in reversed(self.undo):
                 if k is _BATCH:
                     for r in old:
-                        store.pop(r, None)
-                elif old is MISSING:
+                        cur = store.pop(r, MISSING)
+                        if log is not None and cur is not MISSING:
+                            log.append(_Del(r, cur))
+                    continue
+                cur = store.get(k, MISSING)
+                if cur is old:
+                    continue
+                if log is not None and cur is not MISSING:
+                    log.append(_Del(k, cur))
+                if old is MISSING:
                     store.pop(k, None)
                 else:
                     store[k] = old
-        # indexes are rebuilt from the restored rows on next use
-        self.indexes = {}
-        self._log = []
+                    if log is not None:
+                        log.append(old)
+            if log is not None:
+                self._trim()
         self.removals, self.changes, ttl_state = token
         if ttl_state is not None:
             self.expiry, self.heap = ttl_state

@@ -465,6 +465,11 @@ class Runtime:
             {k: list(v) for k, v in self.periodic.items()},
             self.last_in,
         )
+        if self.incremental:
+            flags = [(cr.fresh, cr.zfresh, cr.seen_removals) for cr in self.rules]
+            reset = self._reset
+            for z in self._journaled():
+                z.journal = []
         consumed = self.pending
         self.pending = Pending()
         self.outbox = []
@@ -502,10 +507,11 @@ class Runtime:
                 v.rollback(lat_tokens[n])
             self.pending, self.tick_count, self.now, self.periodic, self.last_in = saved
             self.outbox = []
-            for cr in self.rules:
-                cr.fresh = True  # change tracking is not rolled back: start over in full
-                cr.zfresh = True
-            self._reset = True  # and the incremental state: rebuilt by the next tick
+            if self.incremental:
+                self._rollback_incremental(flags, reset)
+            else:
+                for cr in self.rules:
+                    cr.fresh = True  # change tracking is not rolled back: start over in full
             if isinstance(exc, Exception) and consumed:
                 report_pending(self, exc, consumed, self._failed)
             self._report_failure(rec, exc, saved[1])
@@ -538,6 +544,38 @@ class Runtime:
                     self.send(addr, batch)
             finally:
                 _sending.info = prev
+
+    def _journaled(self) -> list[Any]:
+        """The incremental state that a tick changes and a rollback undoes: the derivation
+        counts of maintained collections and the operators that keep state."""
+        out: list[Any] = list(self.support.values())
+        for cr in self.rules:
+            stack = [cr.zbody] if cr.zbody is not None else []
+            while stack:
+                z = stack.pop()
+                if hasattr(z, "journal"):
+                    out.append(z)
+                stack.extend(z.children())
+        return out
+
+    def _rollback_incremental(self, flags: list[tuple[bool, bool, int]], reset: bool) -> None:
+        """Undo a failed tick's changes to the incremental state (the relations roll back by
+        their own undo logs), so the next tick goes on from the last committed one at the
+        cost of what it changes. Should undoing fail, the next tick rebuilds the state from
+        the stored rows instead."""
+        self._reset = reset
+        if reset:
+            return  # the failed tick was rebuilding the state anyway: the next one will
+        try:
+            for z in self._journaled():
+                z.rollback()
+            for cr, (fresh, zfresh, seen) in zip(self.rules, flags, strict=True):
+                cr.fresh, cr.zfresh, cr.seen_removals = fresh, zfresh, seen
+        except Exception:  # pragma: no cover - a defect; rebuilding is always correct
+            log.exception("%s: could not undo the incremental state; rebuilding it", self.addr)
+            self._reset = True
+            for cr in self.rules:
+                cr.fresh = cr.zfresh = True
 
     def _run_strata_timed(self, rec: TickRecorder) -> None:
         """The strata and end-of-tick rules of ``_tick``, each timed into ``rec``."""
@@ -606,6 +644,12 @@ class Runtime:
         self.prio_heads = [eligible_heads((cr.rule for cr in s), self.rels) for s in self.strata]
         self.temporal = [self.rules[i] for i in self.ir.temporal if i not in off]
         self.rules[index].fresh = True
+        if self.incremental:
+            # the units follow the rules that run; the next tick rebuilds what they keep
+            self.units = []
+            self.support = {}
+            self._plan_units()
+            self._reset = True
 
     def discard_pending(self, only: Any = None) -> PendingInput:
         """Drop what is queued for the next tick (everything, or the items of ``only``);
