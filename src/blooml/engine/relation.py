@@ -633,6 +633,14 @@ class Relation:
         c = self._dcache
         if c is not None and c[0] == len(undo) and c[1] is undo:
             return c[2]  # type: ignore[no-any-return]
+        out: list[tuple[Any, int]]
+        saved = self._saved
+        if saved is not None:  # emptied whole this tick (``clear``): compare the two
+            cur = self.store
+            out = [(r, -1) for k, r in saved.items() if cur.get(k, MISSING) != r]
+            out += [(r, 1) for k, r in cur.items() if saved.get(k, MISSING) != r]
+            self._dcache = (len(undo), undo, out)
+            return out
         first: dict[Any, Any] = {}
         for k, old in undo:
             if k is _BATCH:
@@ -641,7 +649,7 @@ class Relation:
                         first[r] = MISSING
             elif k not in first:
                 first[k] = old
-        out: list[tuple[Any, int]] = []
+        out = []
         get = self.store.get
         for k, old in first.items():
             cur = get(k, MISSING)

@@ -42,7 +42,7 @@ from blooml.engine.relation import MISSING, Relation
 from blooml.engine.trace import TickRecorder, Tracer, message_key
 from blooml.engine.views import CollectionView, LatticeView
 from blooml.errors import ProgramError
-from blooml.ir.graph import rule_units, sources
+from blooml.ir.graph import has_nonmonotone, rule_units, sources
 from blooml.ir.program import ProgramIR, Rule
 
 __all__ = ["Runtime"]
@@ -308,6 +308,9 @@ class Runtime:
         #: recursive units' scratch heads whose last-tick input rows left this tick
         self.rec_dirty: set[str] = set()
         self._reset = True
+        self._stateful: list[Any] = []
+        self._rec_heads: set[str] = set()
+        self._transient = [n for n, r in self.rels.items() if not r.persistent]
         if self.incremental:
             self._plan_units()
         if self.inline:
@@ -339,10 +342,14 @@ class Runtime:
         self.firing: CompiledRule | None = None  # the rule being evaluated, during a tick
 
     def _plan_units(self) -> None:
-        """Incremental mode: split each stratum into units, give every rule outside recursion
-        its incremental evaluator, and every collection that does not persist (but the scratch
-        heads of recursive units) its derivation counts."""
+        """Incremental mode: split each stratum into units, give every collection that does
+        not persist (but the scratch heads of recursive units) its derivation counts, and an
+        incremental evaluator to every rule outside recursion that needs one: a rule into a
+        maintained collection, or with a non-monotone body. A rule into a table or a lattice
+        variable with a monotone body keeps the semi-naive evaluator, which already costs
+        what changed (the head keeps what it derived; the body only gains)."""
         rec_heads: set[str] = set()
+        plans = []
         for stratum in self.strata:
             units = []
             for recursive, rules in rule_units([cr.rule for cr in stratum]):
@@ -355,16 +362,30 @@ class Runtime:
                     for cr in crs:
                         if cr.head_rel is not None and not cr.head_rel.persistent:
                             cr.persistent = True  # maintained: evaluated on deltas
-                    continue
-                for cr in crs:
-                    if not cr.is_lat_body:
-                        cr.zbody = zcompile_rule(
-                            cr.rule, self, cr.head_rel is not None, cr.read_vars
-                        )
-            self.units.append(units)
+            plans.append(units)
+        # a collection no same-tick rule writes holds its input rows alone: they come and go
+        # by key, without counts
+        written = {cr.rule.head for cr in self.rules if cr.rule.op == "<="}
+        self._rec_heads = rec_heads
         for name, rel in self.rels.items():
-            if not rel.persistent and name not in rec_heads:
+            if not rel.persistent and name not in rec_heads and name in written:
                 self.support[name] = Support(rel)
+        for units in plans:
+            for unit in units:
+                if unit.recursive:
+                    continue
+                for cr in unit.rules:
+                    rule = cr.rule
+                    if cr.is_lat_body:
+                        continue
+                    if (
+                        rule.head in self.support
+                        or has_nonmonotone(rule.body)
+                        or rule.nonmonotone_reads
+                    ):
+                        cr.zbody = zcompile_rule(rule, self, cr.head_rel is not None, cr.read_vars)
+        self.units = plans
+        self._stateful = self._journaled()
 
     def _plain_rows(self) -> None:
         """Store as plain tuples the rows of every collection that no user function receives:
@@ -468,7 +489,7 @@ class Runtime:
         if self.incremental:
             flags = [(cr.fresh, cr.zfresh, cr.seen_removals) for cr in self.rules]
             reset = self._reset
-            for z in self._journaled():
+            for z in self._stateful:
                 z.journal = []
         consumed = self.pending
         self.pending = Pending()
@@ -567,7 +588,7 @@ class Runtime:
         if reset:
             return  # the failed tick was rebuilding the state anyway: the next one will
         try:
-            for z in self._journaled():
+            for z in self._stateful:
                 z.rollback()
             for cr, (fresh, zfresh, seen) in zip(self.rules, flags, strict=True):
                 cr.fresh, cr.zfresh, cr.seen_removals = fresh, zfresh, seen
@@ -735,23 +756,28 @@ class Runtime:
         this tick's are gathered in ``tick_in`` and stored by ``_store_inputs``."""
         self.rec_dirty = set()
         self.prev_in = self.last_in
-        for name, rel in self.rels.items():
-            if rel.persistent:
-                continue
+        stale = False
+        for name in self._transient:
+            rel = self.rels[name]
             if self._reset:
                 for k in list(rel.store):
                     rel.drop(k)
                 if name in self.support:
                     self.support[name] = Support(rel)
+                    stale = True
                 continue
             last = self.last_in.get(name)
             if last:
                 sup = self.support.get(name)
                 if sup is not None:
                     sup.apply([(r, -1) for r in last], f"input to {name}")
-                else:
+                elif name in self._rec_heads:
                     self.rec_dirty.add(name)  # a recursive unit's head: re-derived
-        self.tick_in = {n: [] for n, r in self.rels.items() if not r.persistent}
+                else:  # input rows alone: emptied, as a scratch of the reference is
+                    rel.clear()
+        if stale:
+            self._stateful = self._journaled()
+        self.tick_in = {n: [] for n in self._transient}
 
     def _store_inputs(self, now: float) -> None:
         """Incremental mode: count (or, for a recursive unit's head, store) this tick's input
