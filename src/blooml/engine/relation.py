@@ -142,6 +142,7 @@ class Relation:
         "_log",
         "_row_types",
         "_saved",
+        "_ttl_log",
         "arity",
         "changes",
         "columns",
@@ -193,6 +194,9 @@ class Relation:
         self.changes = 0
         self.expiry: dict[Any, float] = {}
         self.heap: list[tuple[float, int, Any]] = []
+        # this tick's soft-state changes, undone by ``rollback``: ("e", key, old expiry or
+        # MISSING), ("push", heap entry), ("pop", heap entry)
+        self._ttl_log: list[tuple[str, Any, Any]] = []
         self._saved: Any = None
         self._dcache: Any = None
 
@@ -590,7 +594,9 @@ class Relation:
             self._log.append(_Del(k, old))
             self._trim()
         if self.ttl is not None:
-            self.expiry.pop(k, None)
+            t = self.expiry.pop(k, MISSING)
+            if t is not MISSING:
+                self._ttl_log.append(("e", k, t))
 
     def clear(self) -> None:
         """Empty a scratch (start of a tick); the old contents are kept for a rollback."""
@@ -669,19 +675,48 @@ class Relation:
     def _touch(self, k: Any, now: float) -> None:
         assert self.ttl is not None
         t = now + self.ttl
+        log = self._ttl_log
+        log.append(("e", k, self.expiry.get(k, MISSING)))
         self.expiry[k] = t
-        heapq.heappush(self.heap, (t, id(k), k))
+        entry = (t, id(k), k)
+        heapq.heappush(self.heap, entry)
+        log.append(("push", entry, None))
 
     def expire(self, now: float) -> None:
         """Drop the soft-state tuples whose lifetime ended at or before ``now``."""
         heap = self.heap
+        log = self._ttl_log
         while heap and heap[0][0] <= now:
-            t, _, k = heapq.heappop(heap)
+            entry = heapq.heappop(heap)
+            log.append(("pop", entry, None))
+            t, _, k = entry
             if self.expiry.get(k) == t:
                 del self.expiry[k]
+                log.append(("e", k, t))
                 old = self.store.get(k, MISSING)
                 if old is not MISSING:
                     self._delete(k, old)
+
+    def _undo_ttl(self) -> None:
+        """Undo this tick's soft-state changes: expiries restored, the heap rebuilt without
+        the entries pushed and with those popped (linear in the heap: rollbacks only)."""
+        pushed: set[int] = set()
+        popped = []
+        for kind, a, b in reversed(self._ttl_log):
+            if kind == "e":
+                if b is MISSING:
+                    self.expiry.pop(a, None)
+                else:
+                    self.expiry[a] = b
+            elif kind == "push":
+                pushed.add(id(a))
+            else:
+                popped.append(a)
+        heap = [e for e in self.heap if id(e) not in pushed]
+        heap.extend(e for e in popped if id(e) not in pushed)
+        heapq.heapify(heap)
+        self.heap = heap
+        self._ttl_log = []
 
     # -- indexes -------------------------------------------------------------------------------
 
@@ -753,12 +788,15 @@ class Relation:
         self._saved = None
         self.tick_new = []
         self.lo = self.hi = 0
-        ttl_state = (dict(self.expiry), list(self.heap)) if self.ttl is not None else None
+        # soft state is journaled (``_ttl_log``), not copied: a tick costs what it changed
+        self._ttl_log = []
+        ttl_state = None
         return (self.removals, self.changes, ttl_state)
 
     def commit(self) -> None:
         """End a tick successfully."""
         self._dcache = None
+        self._ttl_log = []
         self.undo = []
         self._saved = None
         # the tick's deltas are spent: let rows replaced during the tick go now
@@ -797,9 +835,9 @@ class Relation:
                         log.append(old)
             if log is not None:
                 self._trim()
-        self.removals, self.changes, ttl_state = token
-        if ttl_state is not None:
-            self.expiry, self.heap = ttl_state
+        self.removals, self.changes, _ = token
+        if self._ttl_log:
+            self._undo_ttl()
         self.undo = []
         self._saved = None
         self.tick_new = []
