@@ -148,9 +148,12 @@ def _check_new(rel: Relation, r: Any) -> None:
 
 def _broken(rel: Relation, r: Any, n: int, where: str) -> None:
     raise ProgramError(
-        f"{where}: internal error in incremental evaluation: row {tuple(r)!r} of {rel.name!r} "
-        f"would have derivation count {n}; please report it, and run the program with "
-        "Program(incremental=False) meanwhile"
+        f"{where}: row {tuple(r)!r} of {rel.name!r} was retracted more often than it was "
+        f"derived (count {n}). The incremental engine retracts a row by calling the rule's "
+        "functions again on the row that left: a function that returns something else for "
+        "the same row (it reads a clock, a random number or outside state) derives a "
+        "different retraction. Make the function deterministic, or run the program with "
+        "Program(incremental=False); if the functions are deterministic, please report it"
     )
 
 
