@@ -143,9 +143,16 @@ class DRed:
             rules.append(r)
         return cls(rules, heads)
 
-    def run(self, rt: Any, removed: dict[str, list[Any]]) -> None:
+    #: Over-deletion stops, and the heads are re-derived in full instead, once it has marked
+    #: more than this share of their rows: past it, marking and re-deriving row by row costs
+    #: more than one semi-naive evaluation of the whole view.
+    limit_share = 0.125
+
+    def run(self, rt: Any, removed: dict[str, list[Any]]) -> bool:
         """Over-delete from ``removed`` (rows gone from the unit's inputs, by collection),
-        take the marked rows out of the heads and put back those still derivable."""
+        take the marked rows out of the heads and put back those still derivable. Returns
+        ``False``, having changed nothing, when the change reaches too much of the view (see
+        ``limit_share``): the caller re-derives it in full."""
         heads = {h.name: h for h in self.heads}
         olds: dict[tuple[str, tuple[int, ...]], Any] = {}
 
@@ -161,6 +168,8 @@ class DRed:
 
         marked: dict[str, dict[Any, Any]] = {h: {} for h in heads}
         frontier = {n: rows for n, rows in removed.items() if rows}
+        limit = 64 + int(self.limit_share * sum(len(h.store) for h in self.heads))
+        total = 0
         while frontier:
             nxt: dict[str, list[Any]] = {}
             for r in self.rules:
@@ -179,6 +188,9 @@ class DRed:
                             continue
                         got[k] = stored
                         nxt.setdefault(h.name, []).append(stored)
+                        total += 1
+                        if total > limit:
+                            return False
             frontier = nxt
         for name, keys in marked.items():
             h = heads[name]
@@ -213,3 +225,4 @@ class DRed:
                     back.extend(o for o in r.drive(j, drivers, new_view) if h.key_of(o) in keys)
             if back:
                 h.add_many(back, now, f"re-derivation of {name}")
+        return True

@@ -880,10 +880,9 @@ class Runtime:
                         if gone:
                             removed[rel.name] = gone
             if removed:
-                if u.dred is None:
+                if u.dred is None or not u.dred.run(self, removed):
                     force = True
                 else:
-                    u.dred.run(self, removed)
                     for cr in u.rules:  # the heads lost rows on purpose: stay on deltas
                         if cr.head_rel is not None:
                             cr.seen_removals = cr.head_rel.removals
