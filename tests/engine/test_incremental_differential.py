@@ -464,3 +464,15 @@ def test_a_deleted_leaf_edge_costs_its_dependents_not_the_view(
 
 def tuples_of(p: Program, name: str) -> set[tuple[Any, ...]]:
     return set(map(tuple, p._rt.rels[name].store.values()))
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_a_deletion_reaching_much_of_a_view_re_derives_it(
+    graph: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past DRed's limit the view is re-derived in full, with the same result."""
+    from blooml.engine._dred import DRed
+
+    monkeypatch.setattr(DRed, "limit_share", -1.0)  # every over-deletion is too large
+    edges, gone = GRAPHS[graph]
+    run_both(["reach"], [("ins_a", edges), *[("del_a", [e]) for e in gone], ("ins_a", gone)])
