@@ -473,6 +473,6 @@ def test_a_deletion_reaching_much_of_a_view_re_derives_it(
     """Past DRed's limit the view is re-derived in full, with the same result."""
     from blooml.engine._dred import DRed
 
-    monkeypatch.setattr(DRed, "limit_share", -1.0)  # every over-deletion is too large
+    monkeypatch.setattr(DRed, "limit_share", -100.0)  # every over-deletion is too large
     edges, gone = GRAPHS[graph]
     run_both(["reach"], [("ins_a", edges), *[("del_a", [e]) for e in gone], ("ins_a", gone)])
