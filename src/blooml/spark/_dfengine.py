@@ -461,11 +461,7 @@ class _Run:
             keys = [F.col(f"c{k}") for k in node.keys]
             aggs = []
             for j, a in enumerate(node.aggs):
-                name = f"c{len(node.keys) + j}"
-                if a.fn == "count":
-                    aggs.append(F.count(F.lit(1)).alias(name))
-                else:
-                    aggs.append(getattr(F, a.fn)(F.col(f"c{a.col}")).alias(name))
+                aggs.append(_aggregate(a.fn, a.col).alias(f"c{len(node.keys) + j}"))
             out = df.groupBy(*keys).agg(*aggs)
             return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(out.columns)])
         raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
@@ -656,6 +652,20 @@ def _broadcast_bytes(spark: Any) -> int:
         return int(float(text.rstrip("kmg") or 0) * scale)
     except ValueError:  # pragma: no cover
         return 10 << 20
+
+
+def _aggregate(fn: str, col: int | None) -> Any:
+    """The Spark aggregate of a ``group`` aggregate, as :func:`blooml.ir.apply_aggregate`
+    defines it: ``count()`` counts rows, ``count(c)`` the distinct values of ``c`` (NULL, like
+    Python's None, is one value of them; SQL's ``count(DISTINCT c)`` skips it)."""
+    from pyspark.sql import functions as F
+
+    if col is None:
+        return F.count(F.lit(1))
+    c = F.col(f"c{col}")
+    if fn == "count":
+        return F.count_distinct(c) + F.max(c.isNull().cast("int"))
+    return getattr(F, fn)(c)
 
 
 def _any_sql(conds: Any) -> str:
