@@ -654,6 +654,11 @@ def _broadcast_bytes(spark: Any) -> int:
         return 10 << 20
 
 
+def _rules(indexes: list[int]) -> str:
+    """``(rule 3)`` / ``(rules 0, 1)``: what a job label names as the source of its rows."""
+    return f"(rule{'s' if len(indexes) > 1 else ''} {', '.join(map(str, indexes))})"
+
+
 def _aggregate(fn: str, col: int | None) -> Any:
     """The Spark aggregate of a ``group`` aggregate, as :func:`blooml.ir.apply_aggregate`
     defines it: ``count()`` counts rows, ``count(c)`` the distinct values of ``c`` (NULL, like
@@ -708,6 +713,7 @@ def run_plan(
     run.state.update({n: df for n, df in (state or {}).items() if ir.collections[n].persistent})
     run.lattices.update(lattices or {})
     pend = pending or {}
+    _jobs.label(what="inputs")
     for name, rows in pend.get("<+-", {}).items():
         old = run.state.get(name)
         info = ir.collections[name]
@@ -739,14 +745,21 @@ def run_plan(
             )
         run.merge(name, df.toDF(*cols))
     rounds: list[int] = []
-    for stratum in ir.strata:
+    for s_index, stratum in enumerate(ir.strata):
         rules = [ir.rules[i] for i in stratum]
-        rounds.append(_stratum(run, rules, max_rounds))
+        _jobs.label(stratum=s_index)
+        try:
+            rounds.append(_stratum(run, rules, max_rounds))
+        except Exception as exc:
+            why = _jobs.failure(exc, ir, stratum)
+            _jobs.log.warning("%s stratum %d failed: %s", ir.name, s_index, why)
+            raise
     # end of tick: the temporal rules over the final state; their facts wait for the next tick
     run.recursive = set()
     nxt: dict[str, dict[str, Any]] = {}
     for i in ir.temporal:
         rule = ir.rules[i]
+        _jobs.label(end=True, rule=rule)
         rows = run.eval(rule.body, None, [0])
         if rows is None:
             continue
@@ -754,8 +767,10 @@ def run_plan(
         by_head = nxt.setdefault(rule.op, {})
         prev = by_head.get(rule.head)
         by_head[rule.head] = rows if prev is None else prev.unionByName(rows)
-    for by_head in nxt.values():
+    for op, by_head in nxt.items():
         for name in by_head:
+            idx = [i for i in ir.temporal if ir.rules[i].head == name and ir.rules[i].op == op]
+            _jobs.label(end=True, what=f"{op} facts for the next tick into {name} {_rules(idx)}")
             by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
     return run.state, run.lattices, tuple(rounds), run.touched, nxt
 
@@ -794,6 +809,7 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
         derived: dict[str, list[Any]] = {}
         lat_news: dict[str, list[Lattice]] = {}
         for rule in rules:
+            _jobs.label(round=rounds, rule=rule)
             if isinstance(rule.body, Lat):
                 if first or {n for n, _ in sources(rule.body)} & changed_lats:
                     lat_news.setdefault(rule.head, []).append(_eval_lat(run, rule, rule.body))
@@ -820,16 +836,21 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
         run.n_delta = {}
         run.sizes = {}
         touched = 0
+        rows_new = {h: 0 for h in heads if h in ir.collections}
         for name, parts in derived.items():
             if not parts:
                 continue
+            idx = [r.index for r in rules if r.head == name]
+            _jobs.label(round=rounds, what=f"merge into {name} {_rules(idx)}")
             rows = _union(name, parts, rules)
             delta, n = run.merge(name, rows)
+            rows_new[name] = n
             touched += n
             if delta is not None and name in reads:
                 new_delta[name] = delta
                 run.n_delta[name] = n
         touched_log.append(touched)
+        _jobs.log_round(ir.name, len(run.touched), rounds, rows_new, changed_lats)
         run.delta = new_delta
         if not (set(new_delta) | changed_lats) & reads:
             run.touched.append(touched_log)
@@ -888,4 +909,4 @@ def _eval_lat(run: _Run, rule: Rule, node: Node) -> Any:
     raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
 
 
-from blooml.spark import _dfpython  # noqa: E402  (it builds on this module)
+from blooml.spark import _dfpython, _jobs  # noqa: E402  (it builds on this module)

@@ -4,9 +4,10 @@ The engine checks the program, picks a path and keeps what ticks carry over:
 
 * DataFrame plans (:mod:`blooml.spark._dfengine`, with rule bodies that do not lower run as
   Arrow-batched Python by :mod:`blooml.spark._dfpython`): classic and Spark Connect sessions,
-  ``path="dataframe"``, and the default on Connect;
+  ``path="dataframe"``, and the default wherever the program lowers;
 * RDDs of ``(key, row)`` pairs with Python running the rules (:mod:`blooml.spark._rddengine`):
-  classic sessions, ``path="rdd"``, and the default there.
+  classic sessions, ``path="rdd"``, and the fallback (logged once) of a program that does not
+  lower.
 
 Results come back as :class:`SparkResult` (RDD path) or :class:`DataFrameResult`. This module
 knows the IR (:mod:`blooml.ir`) and nothing of the DSL.
@@ -23,7 +24,7 @@ from blooml.ir import (
     ProgramIR,
 )
 from blooml.lattices._base import Lattice
-from blooml.spark import _dfpython
+from blooml.spark import _dfpython, _jobs
 from blooml.spark._dfengine import DataFramePlan, run_plan
 from blooml.spark._errors import worker_errors
 from blooml.spark._formats import Pickled, column_format, spec_of
@@ -68,9 +69,11 @@ class SparkEngine:
             whose lattice grows forever, such as a counter incremented in a cycle).
         path: ``"dataframe"``: run the program as DataFrame plans (Spark SQL; every rule must
             lower, else ``NotSupportedOnSpark`` names the rule before any job runs);
-            ``"rdd"``: the RDD path (classic sessions; Python runs the rule functions);
-            ``"auto"`` (default): ``"dataframe"`` on Spark Connect, ``"rdd"`` on a classic
-            session (its columns may hold values of mixed types, as in Python).
+            ``"rdd"``: the RDD path (classic sessions; Python runs the rule functions per row;
+            its columns may hold values of mixed types, as in Python); ``"auto"`` (default):
+            DataFrame plans wherever the program lowers, on classic and Connect sessions; on
+            a classic session a program that does not lower runs on the RDD path, with one
+            WARNING on the ``blooml.spark`` logger naming the rule and why.
         program: the program :meth:`tick` runs (``engine.tick(inputs)``).
         schemas: on the DataFrame path, collection name → its Spark schema (a DDL string such
             as ``"src bigint, dst bigint"`` or a ``StructType``, one field per column): the rows
@@ -162,7 +165,7 @@ class SparkEngine:
             if name not in ir0.collections:
                 known = ", ".join(sorted(ir0.collections))
                 raise KeyError(f"input {name!r} is not a collection of {ir0.name} (known: {known})")
-        if self.path == "dataframe" or (self.path == "auto" and self.connect):
+        if self.path != "rdd":
             plan, why = DataFramePlan.try_build(ir0)
             if plan is not None:
                 return self._run_dataframe(plan, dict(inputs or {}))
@@ -177,14 +180,22 @@ class SparkEngine:
                         else ""
                     ),
                 )
+        ir = self.check(program)  # before the fallback is logged: a rule no path runs raises
+        if self.path == "auto":
+            log.warning(
+                "%s runs on the RDD path (Python per row), not as DataFrame plans: %s has no "
+                "Spark SQL translation; SparkEngine(spark, path='rdd') chooses it explicitly",
+                ir0.name,
+                why,
+            )
         check_worker_python("SparkEngine", self.spark)
-        ir = self.check(program)
-        state, lattices, rounds = RddPath(
-            self.spark,
-            checkpoint_every=self.checkpoint_every,
-            num_partitions=self.num_partitions,
-            max_rounds=self.max_rounds,
-        ).run(ir, dict(inputs or {}))
+        with _jobs.tick(self.spark, ir.name, "run"):
+            state, lattices, rounds = RddPath(
+                self.spark,
+                checkpoint_every=self.checkpoint_every,
+                num_partitions=self.num_partitions,
+                max_rounds=self.max_rounds,
+            ).run(ir, dict(inputs or {}))
         return SparkResult(self.spark, ir, state, lattices, rounds)
 
     # -- internals -----------------------------------------------------------------------------
@@ -207,7 +218,11 @@ class SparkEngine:
         _dfpython.declare(plan, self.spark, self.schemas)
         if any(plan.python_nodes.values()):
             check_worker_python("SparkEngine", self.spark)
-        with worker_errors():  # a rule function raising on a worker: named by its rule
+        tick = (carried.tick + 1 if carried else 0) if keep else "run"
+        with (
+            _jobs.tick(self.spark, plan.ir.name, tick),
+            worker_errors(),  # a rule function raising on a worker: named by its rule
+        ):
             state, lattices, rounds, touched, pending = run_plan(
                 self.spark,
                 plan,
@@ -220,7 +235,7 @@ class SparkEngine:
             )
         result = DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
         if keep:
-            tick = carried.tick + 1 if carried else 0
+            assert isinstance(tick, int)
             self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending, plan)
             result.tick = tick
         return result
