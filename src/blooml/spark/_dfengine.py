@@ -89,6 +89,9 @@ class DataFramePlan:
         self.python_classes: dict[int, dict[int, type]] = {}
         #: declared Spark schemas of collections (columns c0..): SparkEngine(schemas=...)
         self.schemas: dict[str, Any] = {}
+        #: collection -> {column index: Spark type} seen in the rows merged into it (or queued
+        #: for it): an empty collection's frame gets these types, never ``void``
+        self.column_types: dict[str, dict[int, Any]] = {n: {} for n in ir.collections}
         for info in ir.collections.values():
             if info.ttl is not None:
                 raise _Unlowerable(f"{info.describe()}: soft state (ttl)")
@@ -515,6 +518,7 @@ class _Run:
         lat = self.plan.lattice_cols[name]
         if rows.columns != cols:
             rows = rows.select(*[F.col(c) for c in cols])
+        learn_types(self.plan, name, rows)
         old = self.state.get(name)
         if not values:  # set semantics: the delta is the rows not stored yet
             n_old = 0 if old is None else self.state_rows(name)
@@ -764,6 +768,7 @@ def run_plan(
         if rows is None:
             continue
         rows = rows.select(*[rows[c].alias(f"c{j}") for j, c in enumerate(rows.columns)])
+        learn_types(plan, rule.head, rows)
         by_head = nxt.setdefault(rule.op, {})
         prev = by_head.get(rule.head)
         by_head[rule.head] = rows if prev is None else prev.unionByName(rows)
@@ -773,6 +778,19 @@ def run_plan(
             _jobs.label(end=True, what=f"{op} facts for the next tick into {name} {_rules(idx)}")
             by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
     return run.state, run.lattices, tuple(rounds), run.touched, nxt
+
+
+def learn_types(plan: DataFramePlan, name: str, rows: Any) -> None:
+    """Record the Spark types of ``rows``' columns for collection ``name`` (the first known,
+    ``void`` never), so that its frame has them while it is empty."""
+    known = plan.column_types[name]
+    if len(known) == len(plan.ir.collections[name].columns):
+        return
+    from pyspark.sql.types import NullType
+
+    for i, f in enumerate(rows.schema.fields):
+        if not isinstance(f.dataType, NullType):
+            known.setdefault(i, f.dataType)
 
 
 def _as_frame(spark: Any, data: Any, columns: tuple[str, ...], lat: dict[int, type]) -> Any:

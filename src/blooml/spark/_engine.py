@@ -215,6 +215,9 @@ class SparkEngine:
             for name, known in carried.plan.lattice_cols.items():
                 for i, cls in known.items():
                     plan.lattice_cols[name].setdefault(i, cls)
+            for name, types in carried.plan.column_types.items():
+                for i, t in types.items():
+                    plan.column_types[name].setdefault(i, t)
         _dfpython.declare(plan, self.spark, self.schemas)
         if any(plan.python_nodes.values()):
             check_worker_python("SparkEngine", self.spark)
@@ -468,13 +471,28 @@ class DataFrameResult(SparkResult):
         assert info is not None
         df = self._state.get(name)
         if df is None:
-            from pyspark.sql.types import NullType, StructField, StructType
-
-            return self._spark.createDataFrame(
-                [],
-                schema or StructType([StructField(c, NullType(), True) for c in info.columns]),
-            )
+            return self._spark.createDataFrame([], schema or self._empty_schema(name))
         return df.toDF(*info.columns)
+
+    def _empty_schema(self, name: str) -> Any:
+        """An empty collection's schema: its declared one (``SparkEngine(schemas=...)``), else
+        the types of the rows merged into it or queued for it so far (in this tick or an
+        earlier one); ``void`` only for a column no row has shown yet."""
+        from pyspark.sql.types import NullType, StructField, StructType
+
+        columns = self.ir.collections[name].columns
+        declared = self.plan.schemas.get(name)
+        if declared is not None:
+            types = [f.dataType for f in declared.fields]
+        else:
+            known = self.plan.column_types.get(name, {})
+            types = [known.get(i, NullType()) for i in range(len(columns))]
+        return StructType([StructField(c, t, True) for c, t in zip(columns, types, strict=True)])
+
+    def is_empty(self, name: str) -> bool:
+        """Whether collection ``name`` has no rows (known without running a Spark job)."""
+        self._collection(name)  # raises KeyError naming the known collections
+        return self._state.get(name) is None
 
     def rows(self, name: str) -> list[tuple[Any, ...]]:
         """The rows of collection ``name``, collected, lattice cells as lattice values."""
