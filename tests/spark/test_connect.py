@@ -106,7 +106,16 @@ _SCRIPT = textwrap.dedent(
                 merge_column(cells, "k", "v", lsum).collect()
         except LatticeValueError as exc:
             out["worker_error"] = [type(exc).__name__, exc.key, exc.call]
-        result = SparkEngine(spark).run(Closure, {"edge": [(1, 2), (2, 3), (3, 4)]})
+        spark.addTag("mine")
+        added = []
+        add_tag = spark.addTag
+        spark.addTag = lambda tag: (added.append(tag), add_tag(tag))[1]  # what the jobs carry
+        try:
+            result = SparkEngine(spark).run(Closure, {"edge": [(1, 2), (2, 3), (3, 4)]})
+        finally:
+            del spark.addTag
+        out["tags"] = [added, sorted(spark.getTags())]
+        spark.removeTag("mine")
         out["closure"] = sorted(result.rows("path"))
         out["touched"] = result.touched
         errors = []
@@ -271,6 +280,13 @@ def test_functions_on_a_local_connect_server(connect_job: dict[str, Any]) -> Non
     for msg in out["errors"]:
         assert "Spark Connect" in msg
     assert "lmerge" in out["errors"][0] and "lfold" in out["errors"][1]
+    # every job of the run is tagged with program and tick, and each step with its round and
+    # rule; the client's own tags are what is left afterwards
+    added, after = out["tags"]
+    assert added[0] == "blooml:Closure:tick=run"
+    assert "blooml:Closure:tick=run:stratum=0:round=2:rule=1" in added
+    assert "blooml:Closure:tick=run:stratum=0:round=1:merge into path (rules 0; 1)" in added
+    assert after == ["mine"]
     # SparkEngine on Connect: the program as DataFrame plans
     assert out["closure"] == [[1, 2], [1, 3], [1, 4], [2, 3], [2, 4], [3, 4]]
     assert out["touched"][-1][-1] == 0

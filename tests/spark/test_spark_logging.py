@@ -9,8 +9,9 @@ import time
 from typing import Any
 
 import pytest
+from _reach import BATCHES, Reach
 
-from blooml import Program, bloom, lmax, table
+from blooml import Program, bloom, table
 
 pytestmark = pytest.mark.spark
 cloudpickle = pytest.importorskip("pyspark.cloudpickle", reason="Spark tests need pyspark")
@@ -69,35 +70,6 @@ def test_a_failing_stratum_is_logged_at_warning(
     assert "ZeroDivisionError" in msg and "rule 0 (test_spark_logging.py:" in msg
 
 
-class Reach(Program):
-    """A recursive stratum and a lattice variable."""
-
-    edge = table(["a", "b"])
-    path = table(["a", "b"])
-    back = table(["a", "b"])
-    top = lmax()
-
-    # fmt: off
-    @bloom
-    def rules(self):
-        self.path <= self.edge
-        self.path <= self.path.join(self.edge, self.path.b == self.edge.a).map(
-            lambda p, e: (p.a, e.b)
-        )
-        self.top <= self.edge.map(lambda e: e.b)
-    # fmt: on
-
-
-class ReachLater(Reach):
-    """And a temporal rule (DataFrame path only): every kind of step."""
-
-    # fmt: off
-    @bloom
-    def later(self):
-        self.back <+ self.edge.map(lambda e: (e.b, e.a))
-    # fmt: on
-
-
 def _seq(seq: Any) -> list[Any]:
     """A Scala ``Seq`` (through py4j) as a list."""
     return [seq.apply(i) for i in range(seq.length())]
@@ -132,14 +104,14 @@ def test_every_job_of_a_tick_says_what_it_is(spark: Any, path: str) -> None:
     sc = spark.sparkContext
     sc.setLocalProperty("spark.job.description", "the user's own")
     first = max([-1, *sc.statusTracker().getJobIdsForGroup(None)]) + 1
-    if path == "dataframe":  # two ticks, the second with a temporal rule's facts to apply
-        engine = SparkEngine(spark, path=path, program=ReachLater)
-        engine.tick({"edge": [(0, 1), (1, 2)]})
-        engine.tick({"edge": [(2, 3)]})
-        name, tick = "ReachLater", "tick 1"
+    if path == "dataframe":  # two ticks: temporal rules, their facts, a lattice variable
+        engine = SparkEngine(spark, path=path, program=Reach)
+        engine.tick({"edge": BATCHES[0]})
+        engine.tick({"edge": BATCHES[1]})
+        name, tick = "Reach", "tick 1"
     else:
-        SparkEngine(spark, path=path).run(Reach, {"edge": [(0, 1), (1, 2)]})
-        name, tick = "Reach", "tick run"
+        SparkEngine(spark, path=path).run(Chain, {"edge": [(0, 1), (1, 2)]})
+        name, tick = "Chain", "tick run"
     assert sc.getLocalProperty("spark.job.description") == "the user's own"  # restored
     sc.setLocalProperty("spark.job.description", None)
     jobs = _jobs_since(sc, first)
@@ -149,10 +121,11 @@ def test_every_job_of_a_tick_says_what_it_is(spark: Any, path: str) -> None:
         assert job_name.startswith(f"blooml {name} tick "), (job_id, job_name)
         assert any(t.startswith(f"blooml:{name}:tick=") for t in tags), (job_id, tags)
     descriptions = [d for _, _, d, _ in jobs]
-    lattice_rule = f"blooml {name} {tick}, stratum 0 round 1: rule 2 (test_spark_logging.py:"
-    assert any(d.startswith(lattice_rule) for d in descriptions)
     assert f"blooml {name} {tick}, stratum 0 round 2: merge into path (rules 0, 1)" in descriptions
     if path == "dataframe":
+        lattice_rule = f"blooml {name} {tick}, stratum 0 round 1: rule 5 (_reach.py:"
+        assert any(d.startswith(lattice_rule) for d in descriptions)
         assert (
-            f"blooml {name} tick 1: <+ facts for the next tick into back (rule 3)" in descriptions
+            f"blooml {name} tick 1: <+ facts for the next tick into back (rule 2)" in descriptions
         )
+        assert f"blooml {name} tick 1: inputs" in descriptions  # tick 0's <+ facts applied

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -52,43 +52,39 @@ class _Tick:
         self.base_tag = f"blooml:{_tag_safe(program)}:tick={tick}"
         self.step_tag: str | None = None
 
+    def _compose(
+        self, head: str, stratum: str, rnd: str, rule: Callable[[Any], str], what: str
+    ) -> str:
+        out = head
+        if self.stratum is not None:
+            out += stratum.format(self.stratum)
+            if self.round is not None:
+                out += rnd.format(self.round)
+        if self.rule is not None:
+            out += rule(self.rule)
+        elif self.what:
+            out += what.format(self.what)
+        return out
+
     def text(self) -> str:
         """``blooml Reach tick 3, stratum 0 round 2: rule 1 (reach.py:20, block rules): ...``."""
-        out = f"blooml {self.program} tick {self.tick}"
-        if self.stratum is not None:
-            out += f", stratum {self.stratum}"
-            if self.round is not None:
-                out += f" round {self.round}"
-        if self.rule is not None:
-            out += f": {self.rule.describe()}"
-        elif self.what:
-            out += f": {self.what}"
-        return out
+        head = f"blooml {self.program} tick {self.tick}"
+        return self._compose(
+            head, ", stratum {}", " round {}", lambda r: f": {r.describe()}", ": {}"
+        )
 
     def short(self) -> str:
-        """The job's name: ``blooml Reach tick 3 s0 r2 rule 1``."""
-        out = f"blooml {self.program} tick {self.tick}"
-        if self.stratum is not None:
-            out += f" s{self.stratum}"
-            if self.round is not None:
-                out += f" r{self.round}"
-        if self.rule is not None:
-            out += f" rule {self.rule.index} ({self.rule.where})"
-        elif self.what:
-            out += f" {self.what}"
-        return out
+        """The job's name: ``blooml Reach tick 3 s0 r2 rule 1 (reach.py:20)``."""
+        head = f"blooml {self.program} tick {self.tick}"
+        return self._compose(head, " s{}", " r{}", lambda r: f" rule {r.index} ({r.where})", " {}")
 
     def tag(self) -> str:
-        out = self.base_tag
-        if self.stratum is not None:
-            out += f":stratum={self.stratum}"
-            if self.round is not None:
-                out += f":round={self.round}"
-        if self.rule is not None:
-            out += f":rule={self.rule.index}"
-        elif self.what:
-            out += f":{_tag_safe(self.what)}"
-        return out
+        """``blooml:Reach:tick=3:stratum=0:round=2:rule=1`` (a Spark Connect job tag)."""
+        return _tag_safe(
+            self._compose(
+                self.base_tag, ":stratum={}", ":round={}", lambda r: f":rule={r.index}", ":{}"
+            )
+        )
 
     def apply(self) -> None:
         try:
