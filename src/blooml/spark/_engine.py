@@ -490,7 +490,8 @@ class DataFrameResult(SparkResult):
         return StructType([StructField(c, t, True) for c, t in zip(columns, types, strict=True)])
 
     def is_empty(self, name: str) -> bool:
-        """Whether collection ``name`` has no rows (known without running a Spark job)."""
+        """Whether collection ``name`` holds no rows, known without a Spark job (``False``
+        may still mean zero rows: a stored frame whose rows ``<-`` deleted)."""
         self._collection(name)  # raises KeyError naming the known collections
         return self._state.get(name) is None
 
