@@ -35,7 +35,7 @@ _SCRIPT = textwrap.dedent(
     from pyspark.sql import SparkSession, functions as F
     from blooml import Program, bloom, table
     from blooml.errors import LatticeValueError, NotSupportedOnSpark
-    from blooml.lattices import lmax, lset
+    from blooml.lattices import Lattice, lmax, lset
     from blooml.lattices.crdts import lorset
     from blooml.spark import (
         SparkEngine, Structured, fold_by_key, from_spark, merge_column, tick_stream, to_rdd,
@@ -44,6 +44,16 @@ _SCRIPT = textwrap.dedent(
     from blooml.spark.functions import lfold, lmerge
     from _reach import BATCHES, Best, Reach, write_batch
     from _user_lattice import lsum
+
+
+    class mymax(Lattice):  # a lattice class of this script: __main__.mymax
+        __slots__ = ()
+
+        def __init__(self, value=0):
+            super().__init__(value)
+
+        def merge(self, other):
+            return self if self._v >= other._v else other
 
 
     class Closure(Program):
@@ -81,6 +91,9 @@ _SCRIPT = textwrap.dedent(
             ]
             for r in agg.collect()
         }
+        mine = df.groupBy("k").agg(lfold("v", mymax).alias("m"))
+        mine = mine.union(mine).groupBy("k").agg(lmerge("m", mymax).alias("m"))
+        out["main_class"] = {r.k: repr(from_spark(r.m, mymax)) for r in mine.collect()}
         merged = merge_column(agg, "k", "s", lset)
         out["merge_column"] = {r.k: repr(from_spark(r.s, lset)) for r in merged.collect()}
         cells = spark.createDataFrame(
@@ -93,7 +106,16 @@ _SCRIPT = textwrap.dedent(
                 merge_column(cells, "k", "v", lsum).collect()
         except LatticeValueError as exc:
             out["worker_error"] = [type(exc).__name__, exc.key, exc.call]
-        result = SparkEngine(spark).run(Closure, {"edge": [(1, 2), (2, 3), (3, 4)]})
+        spark.addTag("mine")
+        added = []
+        add_tag = spark.addTag
+        spark.addTag = lambda tag: (added.append(tag), add_tag(tag))[1]  # what the jobs carry
+        try:
+            result = SparkEngine(spark).run(Closure, {"edge": [(1, 2), (2, 3), (3, 4)]})
+        finally:
+            del spark.addTag
+        out["tags"] = [added, sorted(spark.getTags())]
+        spark.removeTag("mine")
         out["closure"] = sorted(result.rows("path"))
         out["touched"] = result.touched
         errors = []
@@ -247,6 +269,8 @@ def test_functions_on_a_local_connect_server(connect_job: dict[str, Any]) -> Non
         "b": ["lset()", "lmax()", "lorset()", "lsum(0)", 1],
     }
     assert out["merge_column"] == {"a": "lset({1, 2})", "b": "lset()"}
+    # a lattice class defined in the client's script (__main__) runs on the server's workers
+    assert out["main_class"] == {"a": "mymax(2)", "b": "mymax(0)"}
     assert out["worker_error"] == [
         "LatticeValueError",
         "'b'",
@@ -256,6 +280,13 @@ def test_functions_on_a_local_connect_server(connect_job: dict[str, Any]) -> Non
     for msg in out["errors"]:
         assert "Spark Connect" in msg
     assert "lmerge" in out["errors"][0] and "lfold" in out["errors"][1]
+    # every job of the run is tagged with program and tick, and each step with its round and
+    # rule; the client's own tags are what is left afterwards
+    added, after = out["tags"]
+    assert added[0] == "blooml:Closure:tick=run"
+    assert "blooml:Closure:tick=run:stratum=0:round=2:rule=1" in added
+    assert "blooml:Closure:tick=run:stratum=0:round=1:merge into path (rules 0; 1)" in added
+    assert after == ["mine"]
     # SparkEngine on Connect: the program as DataFrame plans
     assert out["closure"] == [[1, 2], [1, 3], [1, 4], [2, 3], [2, 4], [3, 4]]
     assert out["touched"][-1][-1] == 0

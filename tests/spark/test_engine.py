@@ -1,11 +1,13 @@
-"""SparkEngine: a tick on Spark gives exactly the local engine's state (shortest paths,
-transitive closure), and what cannot run on Spark is rejected naming the rule."""
+"""SparkEngine's RDD path (``path="rdd"``) and the default path's choice: a tick on Spark gives
+exactly the local engine's state (shortest paths, transitive closure), and what cannot run on
+Spark is rejected naming the rule."""
 
 # Bloom rules are statements written as comparisons (``a <= b``): B015 is moot.
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import random
 import sys
 from pathlib import Path
@@ -181,7 +183,7 @@ def _graph(n: int, m: int, seed: int) -> list[tuple[int, int, int]]:
 def test_shortest_paths_example_equals_local_engine(spark: Any) -> None:
     sp = _example("shortest_paths")
     inputs = {"link": sp.ROADS}
-    result = SparkEngine(spark, checkpoint_every=2).run(sp.Paths, inputs)
+    result = SparkEngine(spark, path="rdd", checkpoint_every=2).run(sp.Paths, inputs)
     _same_state(_local(sp.Paths, inputs), result)
     best = {(r.src, r.dst): r.c for r in result["best"].collect()}
     nodes = {s for s, _, _ in sp.ROADS}
@@ -194,7 +196,7 @@ def test_shortest_paths_example_equals_local_engine(spark: Any) -> None:
 def test_shortest_paths_random_graphs(spark: Any, n: int, m: int, seed: int) -> None:
     sp = _example("shortest_paths")
     inputs = {"link": _graph(n, m, seed)}
-    engine = SparkEngine(spark, checkpoint_every=3, num_partitions=3)
+    engine = SparkEngine(spark, path="rdd", checkpoint_every=3, num_partitions=3)
     _same_state(_local(sp.Paths, inputs), engine.run(sp.Paths, inputs))
 
 
@@ -202,14 +204,14 @@ def test_shortest_paths_random_graphs(spark: Any, n: int, m: int, seed: int) -> 
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), max_size=10))
 def test_transitive_closure_equals_local_engine(spark: Any, edges: list[tuple[int, int]]) -> None:
     inputs = {"edge": edges}
-    _same_state(_local(Closure, inputs), SparkEngine(spark).run(Closure, inputs))
+    _same_state(_local(Closure, inputs), SparkEngine(spark, path="rdd").run(Closure, inputs))
 
 
 @settings(max_examples=2, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=1, max_size=10))
 def test_notin_and_group_between_strata(spark: Any, edges: list[tuple[int, int]]) -> None:
     inputs = {"edge": edges}
-    result = SparkEngine(spark).run(Unreached, inputs)
+    result = SparkEngine(spark, path="rdd").run(Unreached, inputs)
     _same_state(_local(Unreached, inputs), result)
     assert len(result.rounds) == len(Unreached.ir().strata) >= 2
 
@@ -227,7 +229,7 @@ def test_quorum_and_kvs_merge_equal_local_engine(
     spark: Any, votes: list[tuple[int, int]], puts: list[tuple[int, str, int, str]]
 ) -> None:
     inputs = {"vote": votes, "kvput": puts}
-    result = SparkEngine(spark).run(QuorumLog, inputs)
+    result = SparkEngine(spark, path="rdd").run(QuorumLog, inputs)
     _same_state(_local(QuorumLog, inputs), result)
     assert result["done"] == lbool(len({v for v, _ in votes}) >= QUORUM)
 
@@ -236,8 +238,10 @@ def test_inputs_as_dataframe_and_rdd(spark: Any) -> None:
     links = [(0, 1, 4), (1, 2, 7), (0, 2, 2), (2, 3, 5)]
     local = _local(Widest, {"link": links})
     df = spark.createDataFrame(links, "src long, dst long, w long")
-    _same_state(local, SparkEngine(spark).run(Widest, {"link": df}))
-    result = SparkEngine(spark).run(Widest, {"link": spark.sparkContext.parallelize(links, 2)})
+    _same_state(local, SparkEngine(spark, path="rdd").run(Widest, {"link": df}))
+    result = SparkEngine(spark, path="rdd").run(
+        Widest, {"link": spark.sparkContext.parallelize(links, 2)}
+    )
     _same_state(local, result)
     assert result["wide"] == lmax(5) and result["best"] == lmax(7)
     widths = {(r.src, r.dst): r.w for r in result["width"].collect()}
@@ -245,7 +249,7 @@ def test_inputs_as_dataframe_and_rdd(spark: Any) -> None:
 
 
 def test_outputs_write_to_parquet(spark: Any, tmp_path: Path) -> None:
-    result = SparkEngine(spark).run(Widest, {"link": [(0, 1, 4), (1, 2, 7)]})
+    result = SparkEngine(spark, path="rdd").run(Widest, {"link": [(0, 1, 4), (1, 2, 7)]})
     out = str(tmp_path / "width.parquet")
     result["width"].write.parquet(out)
     back = {(r.src, r.dst): r.w for r in spark.read.parquet(out).collect()}
@@ -254,7 +258,7 @@ def test_outputs_write_to_parquet(spark: Any, tmp_path: Path) -> None:
 
 
 def test_empty_inputs(spark: Any) -> None:
-    result = SparkEngine(spark).run(Closure, {})
+    result = SparkEngine(spark, path="rdd").run(Closure, {})
     assert result.rows("path") == [] and result["nodes"] == lset()
     assert result["path"].count() == 0
 
@@ -273,7 +277,7 @@ def test_key_conflict_is_reported(spark: Any) -> None:
     with pytest.raises(KeyConstraintError):
         _local(Conflict, inputs)
     with pytest.raises(PythonException, match="KeyConstraintError"):
-        SparkEngine(spark).run(Conflict, inputs)
+        SparkEngine(spark, path="rdd").run(Conflict, inputs)
 
 
 def test_not_supported_names_the_rule(spark: Any) -> None:
@@ -296,12 +300,46 @@ def test_not_supported_names_the_rule(spark: Any) -> None:
         # fmt: on
 
     with pytest.raises(NotSupportedOnSpark, match=r"rule 0 \(test_engine.py:\d+.*choose"):
-        SparkEngine(spark).run(Chosen, {})
+        SparkEngine(spark, path="rdd").run(Chosen, {})
     with pytest.raises(NotSupportedOnSpark, match=r"<\+ takes effect at a later tick"):
-        SparkEngine(spark).check(Deferred)
+        SparkEngine(spark, path="rdd").check(Deferred)
     with pytest.raises(KeyError, match="not a collection"):
-        SparkEngine(spark).run(Closure, {"nope": []})
+        SparkEngine(spark, path="rdd").run(Closure, {"nope": []})
     with pytest.raises(TypeError, match="expects a Bloom"):
-        SparkEngine(spark).run(object(), {})
+        SparkEngine(spark, path="rdd").run(object(), {})
     with pytest.raises(ValueError, match="checkpoint_every must be a positive int"):
         SparkEngine(spark, checkpoint_every=0)
+
+
+def test_the_default_path_is_dataframe_plans_and_falls_back_once_logged(
+    spark: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On a classic session a program that lowers runs as DataFrame plans with no log line; one
+    that does not (``accum``) runs on the RDD path with ONE warning naming the rule and why."""
+    from blooml.spark._engine import DataFrameResult
+
+    inputs = {"edge": [(0, 1), (1, 2)]}
+    with caplog.at_level(logging.WARNING, logger="blooml.spark"):
+        result = SparkEngine(spark).run(Closure, inputs)
+    assert isinstance(result, DataFrameResult)
+    assert not [r for r in caplog.records if r.name == "blooml.spark"]
+    _same_state(_local(Closure, inputs), result)
+
+    class Accum(Program):
+        edge = table(["a", "b"])
+        succ = table(["a"], ["bs"])
+
+        @bloom
+        def rules(self):
+            self.succ <= self.edge.group(["a"], accum("b"))
+
+    with caplog.at_level(logging.WARNING, logger="blooml.spark"):
+        result = SparkEngine(spark).run(Accum, inputs)
+    assert not isinstance(result, DataFrameResult)
+    (rec,) = [r for r in caplog.records if r.name == "blooml.spark"]
+    assert rec.levelno == logging.WARNING
+    msg = rec.getMessage()
+    assert ".Accum runs on the RDD path (Python per row)" in msg
+    assert "rule 0 (test_engine.py:" in msg and "the aggregate accum" in msg
+    assert "path='rdd'" in msg
+    assert sorted(result.rows("succ")) == [(0, frozenset({1})), (1, frozenset({2}))]

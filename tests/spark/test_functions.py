@@ -210,6 +210,33 @@ def test_user_lattice_merges_in_arrow_batches(spark: Any) -> None:
     assert {r.k: from_spark(r.v, lsum) for r in folded.collect()} == {"a": lsum(4), "b": lsum()}
 
 
+def _local_lattice() -> type[Lattice]:
+    class lhigh(Lattice):  # defined in a function: no process finds it by name
+        __slots__ = ()
+
+        def __init__(self, value: int = 0) -> None:
+            super().__init__(value)
+
+        def merge(self, other: Any) -> Any:
+            return self if self._v >= other._v else other
+
+    return lhigh
+
+
+def test_a_lattice_class_no_module_holds_is_pickled_by_value(spark: Any) -> None:
+    """A class defined in a function cannot be pickled by reference: its cells carry it (the
+    script case, a class of ``__main__``, is tests/spark/test_running.py)."""
+    lhigh = _local_lattice()
+    items = spark.createDataFrame([("a", 1), ("a", 4), ("b", 2)], "k string, x bigint")
+    folded = items.groupBy("k").agg(lfold("x", lhigh).alias("v"))
+    merged = folded.union(folded).groupBy("k").agg(lmerge("v", lhigh).alias("v"))
+    assert {r.k: from_spark(r.v, lhigh) for r in merged.collect()} == {
+        "a": lhigh(4),
+        "b": lhigh(2),
+    }
+    assert from_spark(to_spark(lhigh(3), lhigh), lhigh) == lhigh(3)
+
+
 def test_user_merge_raising_on_a_worker_names_key_and_call(spark: Any) -> None:
     df = spark.createDataFrame(
         [

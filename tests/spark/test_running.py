@@ -21,11 +21,23 @@ _JOB = textwrap.dedent(
     import os
     import blooml.spark  # sets PYSPARK_PYTHON for the local workers
     from pyspark.sql import SparkSession
-    from blooml.lattices import lset
-    from blooml.spark import fold_by_key
+    from blooml.lattices import Lattice, lset
+    from blooml.spark import fold_by_key, from_spark
+    from blooml.spark.functions import lfold, lmerge
+
+
+    class mymax(Lattice):  # a lattice class of the script itself: __main__.mymax
+        __slots__ = ()
+
+        def __init__(self, value=0):
+            super().__init__(value)
+
+        def merge(self, other):
+            return self if self._v >= other._v else other
+
 
     spark = (
-        SparkSession.builder.master("local[1]")
+        SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
@@ -33,6 +45,10 @@ _JOB = textwrap.dedent(
     )
     rdd = spark.sparkContext.parallelize([("a", 1), ("a", 2), ("b", None)], 2)
     print("RESULT", sorted(fold_by_key(rdd, lset).collect()))
+    df = spark.createDataFrame([("a", 1), ("a", 5), ("b", 2), ("b", None)], "k string, v long")
+    folded = df.repartition(2).groupBy("k").agg(lfold("v", mymax).alias("m"))
+    merged = folded.union(folded).groupBy("k").agg(lmerge("m", mymax).alias("m"))
+    print("MAIN", sorted((r.k, from_spark(r.m, mymax)) for r in merged.collect()))
     spark.stop()
     """
 )
@@ -47,7 +63,8 @@ def _clean_env() -> dict[str, str]:
 
 def test_a_script_run_from_the_venv_needs_no_pyspark_python(tmp_path: Path) -> None:
     """The README way: `.venv/bin/python job.py`, with no PYSPARK_PYTHON and python3 on PATH
-    some other interpreter; the workers still import blooml."""
+    some other interpreter; the workers still import blooml, and a lattice class the script
+    defines (in ``__main__``) works in ``lfold``/``lmerge``."""
     job = tmp_path / "job.py"
     job.write_text(_JOB)
     out = subprocess.run(
@@ -59,6 +76,8 @@ def test_a_script_run_from_the_venv_needs_no_pyspark_python(tmp_path: Path) -> N
         check=False,
     )
     assert "RESULT [('a', lset({1, 2})), ('b', lset())]" in out.stdout, out.stderr[-3000:]
+    # a lattice class of the script (__main__) in lfold/lmerge: pickled on the workers
+    assert "MAIN [('a', mymax(5)), ('b', mymax(2))]" in out.stdout, out.stderr[-3000:]
 
 
 class _FakeContext:

@@ -89,6 +89,9 @@ class DataFramePlan:
         self.python_classes: dict[int, dict[int, type]] = {}
         #: declared Spark schemas of collections (columns c0..): SparkEngine(schemas=...)
         self.schemas: dict[str, Any] = {}
+        #: collection -> {column index: Spark type} seen in the rows merged into it (or queued
+        #: for it): an empty collection's frame gets these types, never ``void``
+        self.column_types: dict[str, dict[int, Any]] = {n: {} for n in ir.collections}
         for info in ir.collections.values():
             if info.ttl is not None:
                 raise _Unlowerable(f"{info.describe()}: soft state (ttl)")
@@ -461,11 +464,7 @@ class _Run:
             keys = [F.col(f"c{k}") for k in node.keys]
             aggs = []
             for j, a in enumerate(node.aggs):
-                name = f"c{len(node.keys) + j}"
-                if a.fn == "count":
-                    aggs.append(F.count(F.lit(1)).alias(name))
-                else:
-                    aggs.append(getattr(F, a.fn)(F.col(f"c{a.col}")).alias(name))
+                aggs.append(_aggregate(a.fn, a.col).alias(f"c{len(node.keys) + j}"))
             out = df.groupBy(*keys).agg(*aggs)
             return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(out.columns)])
         raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
@@ -519,6 +518,7 @@ class _Run:
         lat = self.plan.lattice_cols[name]
         if rows.columns != cols:
             rows = rows.select(*[F.col(c) for c in cols])
+        learn_types(self.plan, name, rows)
         old = self.state.get(name)
         if not values:  # set semantics: the delta is the rows not stored yet
             n_old = 0 if old is None else self.state_rows(name)
@@ -658,6 +658,25 @@ def _broadcast_bytes(spark: Any) -> int:
         return 10 << 20
 
 
+def _rules(indexes: list[int]) -> str:
+    """``(rule 3)`` / ``(rules 0, 1)``: what a job label names as the source of its rows."""
+    return f"(rule{'s' if len(indexes) > 1 else ''} {', '.join(map(str, indexes))})"
+
+
+def _aggregate(fn: str, col: int | None) -> Any:
+    """The Spark aggregate of a ``group`` aggregate, as :func:`blooml.ir.apply_aggregate`
+    defines it: ``count()`` counts rows, ``count(c)`` the distinct values of ``c`` (NULL, like
+    Python's None, is one value of them; SQL's ``count(DISTINCT c)`` skips it)."""
+    from pyspark.sql import functions as F
+
+    if col is None:
+        return F.count(F.lit(1))
+    c = F.col(f"c{col}")
+    if fn == "count":
+        return F.count_distinct(c) + F.max(c.isNull().cast("int"))
+    return getattr(F, fn)(c)
+
+
 def _any_sql(conds: Any) -> str:
     """SQL for "any of ``conds`` is true" (NULL counts as false)."""
     parts = [f"coalesce({c}, false)" for c in conds]
@@ -698,6 +717,7 @@ def run_plan(
     run.state.update({n: df for n, df in (state or {}).items() if ir.collections[n].persistent})
     run.lattices.update(lattices or {})
     pend = pending or {}
+    _jobs.label(what="inputs")
     for name, rows in pend.get("<+-", {}).items():
         old = run.state.get(name)
         info = ir.collections[name]
@@ -729,25 +749,48 @@ def run_plan(
             )
         run.merge(name, df.toDF(*cols))
     rounds: list[int] = []
-    for stratum in ir.strata:
+    for s_index, stratum in enumerate(ir.strata):
         rules = [ir.rules[i] for i in stratum]
-        rounds.append(_stratum(run, rules, max_rounds))
+        _jobs.label(stratum=s_index)
+        try:
+            rounds.append(_stratum(run, rules, max_rounds))
+        except Exception as exc:
+            why = _jobs.failure(exc, ir, stratum)
+            _jobs.log.warning("%s stratum %d failed: %s", ir.name, s_index, why)
+            raise
     # end of tick: the temporal rules over the final state; their facts wait for the next tick
     run.recursive = set()
     nxt: dict[str, dict[str, Any]] = {}
     for i in ir.temporal:
         rule = ir.rules[i]
+        _jobs.label(end=True, rule=rule)
         rows = run.eval(rule.body, None, [0])
         if rows is None:
             continue
         rows = rows.select(*[rows[c].alias(f"c{j}") for j, c in enumerate(rows.columns)])
+        learn_types(plan, rule.head, rows)
         by_head = nxt.setdefault(rule.op, {})
         prev = by_head.get(rule.head)
         by_head[rule.head] = rows if prev is None else prev.unionByName(rows)
-    for by_head in nxt.values():
+    for op, by_head in nxt.items():
         for name in by_head:
+            idx = [i for i in ir.temporal if ir.rules[i].head == name and ir.rules[i].op == op]
+            _jobs.label(end=True, what=f"{op} facts for the next tick into {name} {_rules(idx)}")
             by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
     return run.state, run.lattices, tuple(rounds), run.touched, nxt
+
+
+def learn_types(plan: DataFramePlan, name: str, rows: Any) -> None:
+    """Record the Spark types of ``rows``' columns for collection ``name`` (the first known,
+    ``void`` never), so that its frame has them while it is empty."""
+    known = plan.column_types[name]
+    if len(known) == len(plan.ir.collections[name].columns):
+        return
+    from pyspark.sql.types import NullType
+
+    for i, f in enumerate(rows.schema.fields):
+        if not isinstance(f.dataType, NullType):
+            known.setdefault(i, f.dataType)
 
 
 def _as_frame(spark: Any, data: Any, columns: tuple[str, ...], lat: dict[int, type]) -> Any:
@@ -784,6 +827,7 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
         derived: dict[str, list[Any]] = {}
         lat_news: dict[str, list[Lattice]] = {}
         for rule in rules:
+            _jobs.label(round=rounds, rule=rule)
             if isinstance(rule.body, Lat):
                 if first or {n for n, _ in sources(rule.body)} & changed_lats:
                     lat_news.setdefault(rule.head, []).append(_eval_lat(run, rule, rule.body))
@@ -810,16 +854,21 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
         run.n_delta = {}
         run.sizes = {}
         touched = 0
+        rows_new = {h: 0 for h in heads if h in ir.collections}
         for name, parts in derived.items():
             if not parts:
                 continue
+            idx = [r.index for r in rules if r.head == name]
+            _jobs.label(round=rounds, what=f"merge into {name} {_rules(idx)}")
             rows = _union(name, parts, rules)
             delta, n = run.merge(name, rows)
+            rows_new[name] = n
             touched += n
             if delta is not None and name in reads:
                 new_delta[name] = delta
                 run.n_delta[name] = n
         touched_log.append(touched)
+        _jobs.log_round(ir.name, len(run.touched), rounds, rows_new, changed_lats)
         run.delta = new_delta
         if not (set(new_delta) | changed_lats) & reads:
             run.touched.append(touched_log)
@@ -878,4 +927,4 @@ def _eval_lat(run: _Run, rule: Rule, node: Node) -> Any:
     raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
 
 
-from blooml.spark import _dfpython  # noqa: E402  (it builds on this module)
+from blooml.spark import _dfpython, _jobs  # noqa: E402  (it builds on this module)

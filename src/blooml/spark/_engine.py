@@ -4,9 +4,10 @@ The engine checks the program, picks a path and keeps what ticks carry over:
 
 * DataFrame plans (:mod:`blooml.spark._dfengine`, with rule bodies that do not lower run as
   Arrow-batched Python by :mod:`blooml.spark._dfpython`): classic and Spark Connect sessions,
-  ``path="dataframe"``, and the default on Connect;
+  ``path="dataframe"``, and the default wherever the program lowers;
 * RDDs of ``(key, row)`` pairs with Python running the rules (:mod:`blooml.spark._rddengine`):
-  classic sessions, ``path="rdd"``, and the default there.
+  classic sessions, ``path="rdd"``, and the fallback (logged once) of a program that does not
+  lower.
 
 Results come back as :class:`SparkResult` (RDD path) or :class:`DataFrameResult`. This module
 knows the IR (:mod:`blooml.ir`) and nothing of the DSL.
@@ -23,7 +24,7 @@ from blooml.ir import (
     ProgramIR,
 )
 from blooml.lattices._base import Lattice
-from blooml.spark import _dfpython
+from blooml.spark import _dfpython, _jobs
 from blooml.spark._dfengine import DataFramePlan, run_plan
 from blooml.spark._errors import worker_errors
 from blooml.spark._formats import Pickled, column_format, spec_of
@@ -68,9 +69,11 @@ class SparkEngine:
             whose lattice grows forever, such as a counter incremented in a cycle).
         path: ``"dataframe"``: run the program as DataFrame plans (Spark SQL; every rule must
             lower, else ``NotSupportedOnSpark`` names the rule before any job runs);
-            ``"rdd"``: the RDD path (classic sessions; Python runs the rule functions);
-            ``"auto"`` (default): ``"dataframe"`` on Spark Connect, ``"rdd"`` on a classic
-            session (its columns may hold values of mixed types, as in Python).
+            ``"rdd"``: the RDD path (classic sessions; Python runs the rule functions per row;
+            its columns may hold values of mixed types, as in Python); ``"auto"`` (default):
+            DataFrame plans wherever the program lowers, on classic and Connect sessions; on
+            a classic session a program that does not lower runs on the RDD path, with one
+            WARNING on the ``blooml.spark`` logger naming the rule and why.
         program: the program :meth:`tick` runs (``engine.tick(inputs)``).
         schemas: on the DataFrame path, collection name → its Spark schema (a DDL string such
             as ``"src bigint, dst bigint"`` or a ``StructType``, one field per column): the rows
@@ -162,7 +165,7 @@ class SparkEngine:
             if name not in ir0.collections:
                 known = ", ".join(sorted(ir0.collections))
                 raise KeyError(f"input {name!r} is not a collection of {ir0.name} (known: {known})")
-        if self.path == "dataframe" or (self.path == "auto" and self.connect):
+        if self.path != "rdd":
             plan, why = DataFramePlan.try_build(ir0)
             if plan is not None:
                 return self._run_dataframe(plan, dict(inputs or {}))
@@ -177,14 +180,22 @@ class SparkEngine:
                         else ""
                     ),
                 )
+        ir = self.check(program)  # before the fallback is logged: a rule no path runs raises
+        if self.path == "auto":
+            log.warning(
+                "%s runs on the RDD path (Python per row), not as DataFrame plans: %s has no "
+                "Spark SQL translation; SparkEngine(spark, path='rdd') chooses it explicitly",
+                ir0.name,
+                why,
+            )
         check_worker_python("SparkEngine", self.spark)
-        ir = self.check(program)
-        state, lattices, rounds = RddPath(
-            self.spark,
-            checkpoint_every=self.checkpoint_every,
-            num_partitions=self.num_partitions,
-            max_rounds=self.max_rounds,
-        ).run(ir, dict(inputs or {}))
+        with _jobs.tick(self.spark, ir.name, "run"):
+            state, lattices, rounds = RddPath(
+                self.spark,
+                checkpoint_every=self.checkpoint_every,
+                num_partitions=self.num_partitions,
+                max_rounds=self.max_rounds,
+            ).run(ir, dict(inputs or {}))
         return SparkResult(self.spark, ir, state, lattices, rounds)
 
     # -- internals -----------------------------------------------------------------------------
@@ -204,10 +215,17 @@ class SparkEngine:
             for name, known in carried.plan.lattice_cols.items():
                 for i, cls in known.items():
                     plan.lattice_cols[name].setdefault(i, cls)
+            for name, types in carried.plan.column_types.items():
+                for i, t in types.items():
+                    plan.column_types[name].setdefault(i, t)
         _dfpython.declare(plan, self.spark, self.schemas)
         if any(plan.python_nodes.values()):
             check_worker_python("SparkEngine", self.spark)
-        with worker_errors():  # a rule function raising on a worker: named by its rule
+        tick = (carried.tick + 1 if carried else 0) if keep else "run"
+        with (
+            _jobs.tick(self.spark, plan.ir.name, tick),
+            worker_errors(),  # a rule function raising on a worker: named by its rule
+        ):
             state, lattices, rounds, touched, pending = run_plan(
                 self.spark,
                 plan,
@@ -220,7 +238,7 @@ class SparkEngine:
             )
         result = DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
         if keep:
-            tick = carried.tick + 1 if carried else 0
+            assert isinstance(tick, int)
             self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending, plan)
             result.tick = tick
         return result
@@ -453,13 +471,29 @@ class DataFrameResult(SparkResult):
         assert info is not None
         df = self._state.get(name)
         if df is None:
-            from pyspark.sql.types import NullType, StructField, StructType
-
-            return self._spark.createDataFrame(
-                [],
-                schema or StructType([StructField(c, NullType(), True) for c in info.columns]),
-            )
+            return self._spark.createDataFrame([], schema or self._empty_schema(name))
         return df.toDF(*info.columns)
+
+    def _empty_schema(self, name: str) -> Any:
+        """An empty collection's schema: its declared one (``SparkEngine(schemas=...)``), else
+        the types of the rows merged into it or queued for it so far (in this tick or an
+        earlier one); ``void`` only for a column no row has shown yet."""
+        from pyspark.sql.types import NullType, StructField, StructType
+
+        columns = self.ir.collections[name].columns
+        declared = self.plan.schemas.get(name)
+        if declared is not None:
+            types = [f.dataType for f in declared.fields]
+        else:
+            known = self.plan.column_types.get(name, {})
+            types = [known.get(i, NullType()) for i in range(len(columns))]
+        return StructType([StructField(c, t, True) for c, t in zip(columns, types, strict=True)])
+
+    def is_empty(self, name: str) -> bool:
+        """Whether collection ``name`` holds no rows, known without a Spark job (``False``
+        may still mean zero rows: a stored frame whose rows ``<-`` deleted)."""
+        self._collection(name)  # raises KeyError naming the known collections
+        return self._state.get(name) is None
 
     def rows(self, name: str) -> list[tuple[Any, ...]]:
         """The rows of collection ``name``, collected, lattice cells as lattice values."""

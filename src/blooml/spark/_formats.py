@@ -21,6 +21,7 @@ anything else       ``binary``: pickled value     ``NULL`` / RDD ``merge_by_key`
 from __future__ import annotations
 
 import pickle
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -323,18 +324,43 @@ class _MapFormat(ColumnFormat):
 
 
 class _PickleFormat(ColumnFormat):
-    """Any lattice as pickled bytes (``binary``); ⊥ is NULL; merged by ``merge_by_key``."""
+    """Any lattice as pickled bytes (``binary``); ⊥ is NULL; merged by ``merge_by_key``.
+
+    Values are pickled by reference to their class (module and qualified name), so a cell is
+    small and readable by any process that imports the class. A class defined in ``__main__``
+    (a script, a notebook) reaches a Spark worker by value, inside the cloudpickled function
+    that uses this format; the worker's ``__main__`` is PySpark's, so the class is bound there
+    under its name before the first cell is pickled or read (:func:`_findable`). A class that
+    no process can find by name (defined inside a function) is pickled by value (cloudpickle).
+    """
 
     kind = "pickle"
     native = False
 
+    def __init__(self, spec: Any, lattice: type[Lattice]) -> None:
+        super().__init__(spec, lattice)
+        self._by_value: bool | None = None  # decided in the process that uses the format
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_by_value": None}  # another process decides again
+
+    def _pickles_by_value(self) -> bool:
+        if self._by_value is None:
+            self._by_value = not _findable(self.lattice)
+        return self._by_value
+
     def to_cell(self, value: Lattice) -> Any:
         self._check(value)
+        if self._pickles_by_value():
+            from pyspark import cloudpickle
+
+            return bytearray(cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
         return bytearray(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
     def from_cell(self, cell: Any) -> Lattice:
         if cell is None:
             return self.lattice()
+        self._pickles_by_value()  # binds a class shipped from __main__ before pickle looks it up
         value = pickle.loads(bytes(cell))  # only ever our own column: see Pickled
         if type(value) is not self.lattice:
             raise LatticeTypeError(self.lattice, type(value), "read a pickled column cell as")
@@ -344,6 +370,31 @@ class _PickleFormat(ColumnFormat):
         from pyspark.sql.types import BinaryType
 
         return BinaryType()
+
+
+#: ``__main__`` attribute name -> the lattice class this process bound there (a Spark worker)
+_BOUND_IN_MAIN: dict[str, type] = {}
+
+
+def _findable(cls: type) -> bool:
+    """Whether ``pickle`` finds ``cls`` by reference in this process (its module's attribute
+    of its qualified name is ``cls``).
+
+    A class of ``__main__`` missing from this process's ``__main__`` (a Spark worker, which got
+    the class by value inside a cloudpickled function) is bound there first, as is a newer
+    class of that name shipped later to a reused worker; a name the user's own ``__main__``
+    defines is never replaced by another class."""
+    module = sys.modules.get(cls.__module__)
+    name = cls.__qualname__
+    if module is not None and cls.__module__ == "__main__" and "." not in name:
+        current = getattr(module, name, None)
+        if current is None or current is _BOUND_IN_MAIN.get(name):
+            setattr(module, name, cls)
+            _BOUND_IN_MAIN[name] = cls
+    obj: Any = module
+    for part in name.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
 
 
 class _StructFormat(ColumnFormat):

@@ -18,7 +18,6 @@ chooses between it and the DataFrame plans of :mod:`blooml.spark._dfengine`.
 from __future__ import annotations
 
 import logging
-import re
 from collections import namedtuple
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -46,6 +45,7 @@ from blooml.ir.aggregates import apply_aggregate
 from blooml.ir.nodes import AGG_NAMES
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
+from blooml.spark import _jobs
 from blooml.spark._lazy import require_pyspark
 from blooml.spark._rdd import fold
 
@@ -459,6 +459,7 @@ class RddPath:
         every stratum to fixpoint; returns (state RDDs of ``(key, row)``, lattice values,
         rounds per stratum)."""
         run = _Run(self, ir)
+        _jobs.label(what="inputs")
         for name in ir.collections:
             rows = self._input_rdd(run, name, inputs.get(name))
             if rows is None:
@@ -468,10 +469,11 @@ class RddPath:
                 merged.count()
                 self._commit(run, name, merged, checkpoint)
         for i, stratum in enumerate(ir.strata):
+            _jobs.label(stratum=i)
             try:
                 run.rounds.append(self._run_stratum(run, [ir.rules[r] for r in stratum]))
             except Exception as exc:
-                log.warning("%s stratum %d failed: %s", ir.name, i, _failure(exc, ir, stratum))
+                log.warning("%s stratum %d failed: %s", ir.name, i, _jobs.failure(exc, ir, stratum))
                 raise
         return run.state, run.lattices, tuple(run.rounds)
 
@@ -546,6 +548,7 @@ class RddPath:
             derived: dict[str, list[Any]] = {}
             lat_news: dict[str, list[Lattice]] = {}
             for rule in rules:
+                _jobs.label(round=rounds, rule=rule)
                 if isinstance(rule.body, Lat):
                     if first or {n for n, _ in sources(rule.body)} & changed_lats:
                         v = self._eval_lat(run, rule, rule.body)
@@ -575,6 +578,8 @@ class RddPath:
             new_counts: dict[str, int] = {}
             computed: list[tuple[str, Any, bool]] = []
             for name, parts in derived.items():
+                idx = ", ".join(str(r.index) for r in rules if r.head == name)
+                _jobs.label(round=rounds, what=f"merge into {name} (rules {idx})")
                 head = run.heads[name]
                 where = f"a rule deriving {name!r}"
                 rows = parts[0] if len(parts) == 1 else run.sc.union(parts)
@@ -594,14 +599,7 @@ class RddPath:
             for name, merged, checkpoint in computed:
                 self._commit(run, name, merged, checkpoint)
             run.delta = new_delta
-            log.info(
-                "%s stratum %d round %d: rows new %s, lattices grown %s",
-                ir.name,
-                len(run.rounds),
-                rounds,
-                new_counts or "{}",
-                sorted(changed_lats) or "[]",
-            )
+            _jobs.log_round(ir.name, len(run.rounds), rounds, new_counts, changed_lats)
             if not (set(new_delta) | changed_lats) & reads:
                 for cached in run.static.values():
                     cached.unpersist()
@@ -658,18 +656,6 @@ def _first_of_value(kv: Any) -> Any:
 def _fold_item(r: tuple[Any, ...]) -> Any:
     """A row folded into a lattice: a one-column row is its value (as the local engine does)."""
     return r[0] if len(r) == 1 else r
-
-
-def _failure(exc: BaseException, ir: ProgramIR, stratum: tuple[int, ...]) -> str:
-    """One line for a failed stratum: the error (from a worker's traceback if need be) and the
-    rule that raised (its note), else the stratum's rules."""
-    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-    errs = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception)\b", ln)]
-    what = errs[-1] if errs else f"{type(exc).__name__}: {lines[0] if lines else ''}"
-    notes = [n for n in getattr(exc, "__notes__", ()) if "(on Spark)" in n]
-    notes += [ln for ln in lines if ln.endswith("(on Spark)")]
-    where = notes[-1] if notes else "; ".join(ir.rules[r].describe() for r in stratum[:3])
-    return f"{what} ({where})"
 
 
 def _in_rule(

@@ -199,9 +199,10 @@ class _Ticks:
             tick_dir = os.path.join(state_dir, f"tick-{batch_id}")
             _save(engine, ir, tick_dir)
             for name, path in self.outputs.items():
-                result.dataframe(name).write.mode("overwrite").parquet(
-                    os.path.join(path, f"tick={batch_id}")
-                )
+                df = result.dataframe(name)
+                if result.is_empty(name) and _void(df):
+                    continue  # no rows, and no type known for a column yet: nothing to write
+                df.write.mode("overwrite").parquet(os.path.join(path, f"tick={batch_id}"))
         except Exception as exc:
             exc.add_note(
                 f"in blooml.spark.tick_stream: tick {committed + 1} of {ir.name} (micro-batch "
@@ -232,6 +233,14 @@ class _Ticks:
         )
         _ENGINES[self.state_dir] = engine
         return engine
+
+
+def _void(df: Any) -> bool:
+    """Whether a column of ``df`` has Spark's ``void`` type (a Parquet file with one would make
+    the output's ticks unreadable together)."""
+    from pyspark.sql.types import NullType
+
+    return any(isinstance(f.dataType, NullType) for f in df.schema.fields)
 
 
 def _session_id(session: Any) -> Any:
