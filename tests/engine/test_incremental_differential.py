@@ -476,3 +476,21 @@ def test_a_deletion_reaching_much_of_a_view_re_derives_it(
     monkeypatch.setattr(DRed, "limit_share", -100.0)  # every over-deletion is too large
     edges, gone = GRAPHS[graph]
     run_both(["reach"], [("ins_a", edges), *[("del_a", [e]) for e in gone], ("ins_a", gone)])
+
+
+def test_memory_is_reported_per_collection_and_rule_and_in_traces(tmp_path: Any) -> None:
+    import json
+
+    cls = make_program(["group", "map"])
+    trace = tmp_path / "t.jsonl"
+    p = cls(trace=str(trace))
+    p.a.insert([(1, 2), (1, 3), (2, 2)])  # type: ignore[attr-defined]
+    p.tick()
+    m = p.memory()
+    assert m["collections"]["a"]["rows"] == 3
+    assert m["collections"]["sm"]["support"] == 3  # one count per derived row
+    group_rule = next(v for k, v in m["rules"].items() if "sg <= group" in k)
+    assert group_rule["operator"] == "group" and group_rule["entries"] > 0
+    assert m["total_bytes"] > 0
+    ends = [e for e in map(json.loads, trace.read_text().splitlines()) if e["ev"] == "end"]
+    assert ends[-1]["rows"] == 3 + 3 + 2 and ends[-1]["counts"] == 3 + 2

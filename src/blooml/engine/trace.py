@@ -344,6 +344,11 @@ class TickRecorder:
                     "tick": tick,
                     "ms": ms,
                     "derived": self.total_derived(),
+                    # what the program holds after the tick: stored rows, and the derivation
+                    # counts the incremental engine keeps for maintained collections (by row,
+                    # or by key for collections with value columns)
+                    "rows": sum(len(r.store) for r in rt.rels.values()),
+                    "counts": sum(len(s.counts) for s in getattr(rt, "support", {}).values()),
                 }
             )
         else:
