@@ -21,6 +21,12 @@ functions and written the way a PySpark user would, and prints the time ratio:
   aggregation (``groupBy("k", "e")`` then ``map_from_entries(collect_list(...))`` per ``k``).
   Target: <= 3x at every size (a plan quadratic in the group's size misses it by far at 1,600).
   ``--only linear`` runs this part alone.
+* streaming state (``--only stream``): ``groupBy("k").agg(lfold(...))`` as a streaming query
+  over 440,000 rows in 11 micro-batches (100 keys, 50 map keys, 20 tags), update mode; prints
+  the state store's ``memoryUsedBytes`` after the last batch for lset, lorset and MapOf(lmax)
+  folds, each against ``collect_list`` of the same items (a buffer that keeps every row).
+  Target: a fold whose buffer is a set of distinct entries (lset, lorset, MapOf(lmax) over
+  repeated entries) holds at most half the state of ``collect_list``.
 
 Every result is checked equal to its baseline's. Exits 1 when a target is missed.
 """
@@ -71,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--linear-rows", type=int, default=800_000)
-    ap.add_argument("--only", choices=["all", "linear"], default="all")
+    ap.add_argument("--only", choices=["all", "linear", "stream"], default="all")
     args = ap.parse_args(argv)
 
     n, k, rep = args.rows, args.keys, args.repeat
@@ -101,7 +107,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.only == "all":
         _functions(spark, tmp, n, k, compare)
-    _linear(spark, tmp, args.linear_rows, compare)
+    if args.only in ("all", "linear"):
+        _linear(spark, tmp, args.linear_rows, compare)
+    if args.only in ("all", "stream"):
+        failures.extend(_stream_state(spark, tmp))
     spark.stop()
     if failures:
         print("\nMISSED: " + "; ".join(failures))
@@ -220,6 +229,78 @@ def _linear(spark: Any, tmp: str, n: int, compare: Any) -> None:
         want_o = {r.k: lorset(dict(r.adds)) for r in theirs.where("k < 5").collect()}
         assert got_o == want_o
         compare(f"lfold Structured(lorset), {per_group:,} rows/group", ours, theirs, CRDT_TARGET)
+
+
+STATE_TARGET = 0.5
+
+
+def _stream_state(spark: Any, tmp: str) -> list[str]:
+    """State of a streaming groupBy per lattice fold, against collect_list of the same items."""
+    from pyspark.sql import functions as F
+
+    from blooml.lattices import lmax, lset
+    from blooml.lattices.crdts import lorset
+    from blooml.spark import MapOf, Structured
+    from blooml.spark.functions import lfold
+
+    batches, per_batch = 11, 40_000
+    src = os.path.join(tmp, "stream-in")
+    for b in range(batches):
+        (
+            spark.range(b * per_batch, (b + 1) * per_batch)
+            .select(
+                (F.col("id") % 100).alias("k"),
+                (F.abs(F.hash("id")) % 50).cast("bigint").alias("e"),
+                (F.abs(F.hash("id", F.lit(3))) % 20).cast("bigint").alias("tag"),
+                F.col("id").alias("ts"),
+            )
+            .coalesce(1)
+            .write.mode("append")
+            .parquet(src)
+        )
+
+    def state(name: str, agg: Any) -> int:
+        stream = (
+            spark.readStream.schema("k bigint, e bigint, tag bigint, ts bigint")
+            .option("maxFilesPerTrigger", 1)
+            .parquet(src)
+        )
+        query = (
+            stream.groupBy("k")
+            .agg(agg.alias("v"))
+            .writeStream.outputMode("update")
+            .format("noop")
+            .option("checkpointLocation", os.path.join(tmp, "ckpt-" + name))
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+            return int(query.lastProgress["stateOperators"][0]["memoryUsedBytes"])
+        finally:
+            query.stop()
+
+    print(
+        f"\nstreaming state: {batches * per_batch:,} rows in {batches} micro-batches, 100 keys, "
+        "state store memoryUsedBytes after the last batch (ratio = blooml / collect_list)"
+    )
+    missed = []
+    cases = [
+        ("lfold lset", lset, ["e"], True),
+        ("lfold Structured(lorset) (e, tag)", Structured(lorset), ["e", "tag"], True),
+        ("lfold MapOf(lmax) (e, tag)", MapOf(lmax), ["e", "tag"], True),
+        ("lfold MapOf(lmax) (e, ts), ts distinct", MapOf(lmax), ["e", "ts"], False),
+    ]
+    for i, (name, spec, items, gated) in enumerate(cases):
+        ours = state(f"o{i}", lfold(items if len(items) > 1 else items[0], spec))
+        theirs = state(f"t{i}", F.collect_list(F.struct(*items)))
+        ratio = ours / theirs
+        bar = f"<= {STATE_TARGET}" if gated else "for information"
+        verdict = "" if not gated else (" ok" if ratio <= STATE_TARGET else " MISSED")
+        mb = f"{ours / 1e6:7.2f} MB vs {theirs / 1e6:7.2f} MB"
+        print(f"  {name:44s} {mb} -> {ratio:.2f} ({bar}){verdict}")
+        if gated and ratio > STATE_TARGET:
+            missed.append(f"streaming state of {name}: {ratio:.2f} ({bar})")
+    return missed
 
 
 if __name__ == "__main__":
