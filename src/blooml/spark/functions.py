@@ -224,6 +224,8 @@ def _run_starts(s: Any) -> Any:
 
 
 def _runs(merge: Any, es: Any, s: Any, starts: Any) -> Any:
+    """The map of each run's key to ``merge`` of its values: the run starting at ``starts[t]``
+    ends where ``starts[t + 1]`` (or ``s``) does; ``s``'s positions index the entries ``es``."""
     from pyspark.sql import functions as F
 
     n = F.size(s)
