@@ -15,6 +15,18 @@ functions and written the way a PySpark user would, and prints the time ratio:
   Target: <= 3x.
 * a user lattice (pickled cells, merged by its Python ``merge`` in an Arrow UDF, one call per
   batch of groups) vs ``max``: printed for information (Python per value, no target).
+* linear merges (``--linear-rows`` rows, default 800,000, at 100, 400 and 1,600 rows per
+  group; the map key drawn from ``rows-per-group / 2`` values): ``lfold(["e", "ts"],
+  MapOf(lmax))`` and ``lfold(["e", "ts"], Structured(lorset))`` vs the native two-level
+  aggregation (``groupBy("k", "e")`` then ``map_from_entries(collect_list(...))`` per ``k``).
+  Target: <= 3x at every size (a plan quadratic in the group's size misses it by far at 1,600).
+  ``--only linear`` runs this part alone.
+* streaming state (``--only stream``): ``groupBy("k").agg(lfold(...))`` as a streaming query
+  over 440,000 rows in 11 micro-batches (100 keys, 50 map keys, 20 tags), update mode; prints
+  the state store's ``memoryUsedBytes`` after the last batch for lset, lorset and MapOf(lmax)
+  folds, each against ``collect_list`` of the same items (a buffer that keeps every row).
+  Target: a fold whose buffer is a set of distinct entries (lset, lorset, MapOf(lmax) over
+  repeated entries) holds at most half the state of ``collect_list``.
 
 Every result is checked equal to its baseline's. Exits 1 when a target is missed.
 """
@@ -29,10 +41,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench_spark_merge import best_of
+from bench_spark_merge import best_of, verdict
 
 BUILTIN_TARGET = 1.2
 CRDT_TARGET = 3.0
+STATE_TARGET = 0.5
 
 
 def session() -> Any:
@@ -64,8 +77,46 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--keys", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--linear-rows", type=int, default=800_000)
+    ap.add_argument("--only", choices=["all", "linear", "stream"], default="all")
     args = ap.parse_args(argv)
 
+    n, k, rep = args.rows, args.keys, args.repeat
+    t0 = time.perf_counter()
+    spark = session()
+    print(
+        f"Spark {spark.version}, local[2], best of {rep} "
+        f"(session start {time.perf_counter() - t0:.1f} s)"
+    )
+    failures: list[str] = []
+    tmp = tempfile.mkdtemp(prefix="blooml-bench-")
+
+    def run(df: Any) -> None:
+        df.write.format("noop").mode("overwrite").save()
+
+    def compare(name: str, ours: Any, theirs: Any, target: float | None) -> None:
+        run(ours.limit(100))  # warm up (planning, code generation)
+        run(theirs.limit(100))
+        t_theirs, _ = best_of(rep, lambda: run(theirs))
+        t_ours, _ = best_of(rep, lambda: run(ours))
+        ratio = t_ours / t_theirs
+        verdict = "" if target is None else (" ok" if ratio <= target else " MISSED")
+        bar = "for information" if target is None else f"<= {target}"
+        print(f"  {name:48s} {t_ours:6.2f} vs {t_theirs:6.2f}  -> {ratio:.2f} ({bar}){verdict}")
+        if target is not None and ratio > target:
+            failures.append(f"{name}: {ratio:.2f} (<= {target})")
+
+    if args.only == "all":
+        _functions(spark, tmp, n, k, compare)
+    if args.only in ("all", "linear"):
+        _linear(spark, tmp, args.linear_rows, compare)
+    if args.only in ("all", "stream"):
+        failures.extend(_stream_state(spark, tmp))
+    spark.stop()
+    return verdict(failures)
+
+
+def _functions(spark: Any, tmp: str, n: int, k: int, compare: Any) -> None:
     from _bench_lattice import lmaxuser
     from pyspark.sql import functions as F
 
@@ -74,15 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     from blooml.spark import Structured, from_spark
     from blooml.spark.functions import lfold, lmerge
 
-    n, k, rep = args.rows, args.keys, args.repeat
-    t0 = time.perf_counter()
-    spark = session()
-    print(
-        f"Spark {spark.version}, local[2], {n:,} rows from Parquet, {k:,} keys, best of {rep} "
-        f"(session start {time.perf_counter() - t0:.1f} s)"
-    )
-    failures: list[str] = []
-    tmp = tempfile.mkdtemp(prefix="blooml-bench-")
+    print(f"\n{n:,} rows from Parquet, {k:,} keys")
     path = os.path.join(tmp, "rows.parquet")
     (
         spark.range(n)
@@ -102,21 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     cells.write.parquet(cells_path)
     cells = spark.read.parquet(cells_path)
 
-    def run(df: Any) -> None:
-        df.write.format("noop").mode("overwrite").save()
-
-    def compare(name: str, ours: Any, theirs: Any, target: float | None) -> None:
-        run(ours.limit(100))  # warm up (planning, code generation)
-        run(theirs.limit(100))
-        t_theirs, _ = best_of(rep, lambda: run(theirs))
-        t_ours, _ = best_of(rep, lambda: run(ours))
-        ratio = t_ours / t_theirs
-        verdict = "" if target is None else (" ok" if ratio <= target else " MISSED")
-        bar = "for information" if target is None else f"<= {target}"
-        print(f"  {name:44s} {t_ours:6.2f} vs {t_theirs:6.2f}  -> {ratio:.2f} ({bar}){verdict}")
-        if target is not None and ratio > target:
-            failures.append(f"{name}: {ratio:.2f} (<= {target})")
-
     print("\nblooml vs idiomatic PySpark, seconds (ratio = blooml / PySpark)")
     ours = rows.groupBy("k").agg(lfold("v", lset).alias("s"), lfold("ts", lmax).alias("m"))
     theirs = rows.groupBy("k").agg(F.collect_set("v").alias("s"), F.max("ts").alias("m"))
@@ -132,12 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     compare("lmerge lset cells + lmerge lmax cells", ours, theirs, BUILTIN_TARGET)
 
     ours = rows.groupBy("k").agg(lfold(["e", "ts"], Structured(lorset)).alias("o"))
-    theirs = (
-        rows.groupBy("k", "e")
-        .agg(F.collect_set("ts").alias("tags"))
-        .groupBy("k")
-        .agg(F.map_from_entries(F.collect_list(F.struct("e", "tags"))).alias("adds"))
-    )
+    theirs = two_level(rows, F.collect_set("ts"), "adds")
     got_o = {r.k: from_spark(r.o, Structured(lorset)) for r in ours.where("k < 20").collect()}
     want_o = {
         r.k: lorset({e: tags for e, tags in r.adds.items()})
@@ -152,12 +175,124 @@ def main(argv: list[str] | None = None) -> int:
     assert got_u == {r.k: r.u for r in theirs.where("k < 20").collect()}
     compare("lfold user lattice (Arrow UDF)", ours, theirs, None)
 
-    spark.stop()
-    if failures:
-        print("\nMISSED: " + "; ".join(failures))
-        return 1
-    print("\nall targets met")
-    return 0
+
+def _linear(spark: Any, tmp: str, n: int, compare: Any) -> None:
+    """MapOf and lorset folds against the native two-level aggregation, growing the groups."""
+    from pyspark.sql import functions as F
+
+    from blooml.lattices import lmax
+    from blooml.lattices.crdts import lorset
+    from blooml.spark import MapOf, Structured, from_spark
+    from blooml.spark.functions import lfold
+
+    print(f"\nlinear merges: {n:,} rows, map-valued folds vs the native two-level aggregation")
+    for per_group in (100, 400, 1_600):
+        path = os.path.join(tmp, f"groups-{per_group}.parquet")
+        (
+            spark.range(n)
+            .select(
+                (F.col("id") % (n // per_group)).alias("k"),
+                (F.abs(F.hash("id")) % (per_group // 2)).cast("bigint").alias("e"),
+                F.col("id").alias("ts"),
+            )
+            .write.parquet(path)
+        )
+        rows = spark.read.parquet(path)
+        ours = rows.groupBy("k").agg(lfold(["e", "ts"], MapOf(lmax)).alias("m"))
+        theirs = two_level(rows, F.max("ts"), "m")
+        got = {r.k: from_spark(r.m, MapOf(lmax)) for r in ours.where("k < 5").collect()}
+        want = {r.k: from_spark(r.m, MapOf(lmax)) for r in theirs.where("k < 5").collect()}
+        assert got == want
+        compare(f"lfold MapOf(lmax), {per_group:,} rows/group", ours, theirs, CRDT_TARGET)
+
+        ours = rows.groupBy("k").agg(lfold(["e", "ts"], Structured(lorset)).alias("o"))
+        theirs = two_level(rows, F.collect_set("ts"), "adds")
+        got_o = {r.k: from_spark(r.o, Structured(lorset)) for r in ours.where("k < 5").collect()}
+        want_o = {r.k: lorset(dict(r.adds)) for r in theirs.where("k < 5").collect()}
+        assert got_o == want_o
+        compare(f"lfold Structured(lorset), {per_group:,} rows/group", ours, theirs, CRDT_TARGET)
+
+
+def two_level(rows: Any, value: Any, name: str) -> Any:
+    """The native two-level aggregation a PySpark user writes for a map per ``k``: ``value``
+    per ``(k, e)``, then ``map_from_entries`` of those per ``k`` (column ``name``)."""
+    from pyspark.sql import functions as F
+
+    return (
+        rows.groupBy("k", "e")
+        .agg(value.alias(name))
+        .groupBy("k")
+        .agg(F.map_from_entries(F.collect_list(F.struct("e", name))).alias(name))
+    )
+
+
+def _stream_state(spark: Any, tmp: str) -> list[str]:
+    """State of a streaming groupBy per lattice fold, against collect_list of the same items."""
+    from pyspark.sql import functions as F
+
+    from blooml.lattices import lmax, lset
+    from blooml.lattices.crdts import lorset
+    from blooml.spark import MapOf, Structured
+    from blooml.spark.functions import lfold
+
+    batches, per_batch = 11, 40_000
+    src = os.path.join(tmp, "stream-in")
+    for b in range(batches):
+        (
+            spark.range(b * per_batch, (b + 1) * per_batch)
+            .select(
+                (F.col("id") % 100).alias("k"),
+                (F.abs(F.hash("id")) % 50).cast("bigint").alias("e"),
+                (F.abs(F.hash("id", F.lit(3))) % 20).cast("bigint").alias("tag"),
+                F.col("id").alias("ts"),
+            )
+            .coalesce(1)
+            .write.mode("append")
+            .parquet(src)
+        )
+
+    def state(name: str, agg: Any) -> int:
+        stream = (
+            spark.readStream.schema("k bigint, e bigint, tag bigint, ts bigint")
+            .option("maxFilesPerTrigger", 1)
+            .parquet(src)
+        )
+        query = (
+            stream.groupBy("k")
+            .agg(agg.alias("v"))
+            .writeStream.outputMode("update")
+            .format("noop")
+            .option("checkpointLocation", os.path.join(tmp, "ckpt-" + name))
+            .start()
+        )
+        try:
+            query.processAllAvailable()
+            return int(query.lastProgress["stateOperators"][0]["memoryUsedBytes"])
+        finally:
+            query.stop()
+
+    print(
+        f"\nstreaming state: {batches * per_batch:,} rows in {batches} micro-batches, 100 keys, "
+        "state store memoryUsedBytes after the last batch (ratio = blooml / collect_list)"
+    )
+    missed = []
+    cases = [
+        ("lfold lset", lset, ["e"], True),
+        ("lfold Structured(lorset) (e, tag)", Structured(lorset), ["e", "tag"], True),
+        ("lfold MapOf(lmax) (e, tag)", MapOf(lmax), ["e", "tag"], True),
+        ("lfold MapOf(lmax) (e, ts), ts distinct", MapOf(lmax), ["e", "ts"], False),
+    ]
+    for i, (name, spec, items, gated) in enumerate(cases):
+        ours = state(f"o{i}", lfold(items if len(items) > 1 else items[0], spec))
+        theirs = state(f"t{i}", F.collect_list(F.struct(*items)))
+        ratio = ours / theirs
+        bar = f"<= {STATE_TARGET}" if gated else "for information"
+        verdict = "" if not gated else (" ok" if ratio <= STATE_TARGET else " MISSED")
+        mb = f"{ours / 1e6:7.2f} MB vs {theirs / 1e6:7.2f} MB"
+        print(f"  {name:44s} {mb} -> {ratio:.2f} ({bar}){verdict}")
+        if gated and ratio > STATE_TARGET:
+            missed.append(f"streaming state of {name}: {ratio:.2f} ({bar})")
+    return missed
 
 
 if __name__ == "__main__":

@@ -255,6 +255,36 @@ def test_native_merge_runs_no_python(spark: Any, spec: Any, values: str, want: A
     assert _read(out, spec) == want
 
 
+@pytest.mark.parametrize(
+    ("spec", "vtype", "levels"),
+    [
+        (lset, "array<bigint>", 1),
+        (lbag, "map<string, bigint>", 2),
+        (MapOf(lmax), "map<string, bigint>", 2),
+        (MapOf(MapOf(lmax)), "map<string, map<string, bigint>>", 3),
+    ],
+)
+def test_merge_column_explodes_and_aggregates_per_entry(
+    spark: Any, spec: Any, vtype: str, levels: int
+) -> None:
+    """merge_column plans what a Spark user writes by hand: sets exploded into one collect_set
+    of elements (its buffer is the merged set), maps aggregated per (key, map key), then per
+    key -- no aggregate over the whole group's cells. A streaming DataFrame (which cannot chain
+    aggregations) gets one aggregate."""
+    df = spark.createDataFrame([], f"k string, v {vtype}")
+    plan = str(merge_column(df, "k", "v", spec)._jdf.queryExecution().optimizedPlan())
+    assert plan.count("Aggregate [") == levels, plan
+    assert "Generate explode" in plan, plan
+    assert "sort_array(" not in plan and "flatten(" not in plan, plan
+    stream = (
+        spark.readStream.format("rate").load().selectExpr("'a' AS k", f"CAST(NULL AS {vtype}) AS v")
+    )
+    out = merge_column(stream, "k", "v", spec)
+    assert out.isStreaming
+    streaming_plan = str(out._jdf.queryExecution().analyzed())
+    assert streaming_plan.count("Aggregate [") == 1, streaming_plan
+
+
 def _split(values: str) -> list[str]:
     parts, depth, cur = [], 0, ""
     for ch in values:

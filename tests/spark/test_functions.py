@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from blooml.lattices.crdts import l2pset, lgcounter, lorset, lvclock
 from blooml.spark import (
     MapOf,
     Structured,
+    column_format,
     from_spark,
     from_worker_error,
     merge_column,
@@ -189,6 +191,131 @@ def test_lfold_structured_crdts(spark: Any) -> None:
             lgcounter.fold(items),
         )
     assert not _python_in(_plan(out))
+
+
+# -- map-valued lattices: linear merges ---------------------------------------------------------
+
+#: Map-valued specs folded from (key, value) item columns: the value column's Spark type, a
+#: strategy for its cells, and the Python item of a (key, cell) row for ``Cls.fold``.
+_MAP_FOLDS: dict[Any, tuple[str, st.SearchStrategy[Any], Any]] = {
+    MapOf(lmax): ("bigint", st.integers(-9, 9), lambda k, c: (k, lmax(c))),
+    MapOf(lset): ("array<bigint>", st.lists(st.integers(0, 6), max_size=3), None),
+    MapOf(MapOf(lmin)): (
+        "map<string, bigint>",
+        st.dictionaries(st.sampled_from("uv"), st.integers(-9, 9), max_size=2),
+        None,
+    ),
+    Structured(lorset): ("bigint", st.integers(0, 5), lambda k, c: (k, c)),
+    Structured(lgcounter): ("bigint", st.integers(1, 9), lambda k, c: (k, c)),
+    Structured(lvclock): ("bigint", st.integers(1, 9), lambda k, c: {k: c}),
+}
+
+
+def _python_item(spec: Any, key: Any, cell: Any) -> Any:
+    make = _MAP_FOLDS[spec][2]
+    if make is not None:
+        return make(key, cell)
+    return (key, from_spark(cell, spec.values))  # a MapOf(V): (key, V's value)
+
+
+@settings(**SPARK_SETTINGS)
+@given(st.data())
+def test_map_valued_folds_of_large_groups_equal_cls_fold(spark: Any, data: Any) -> None:
+    """lfold of map-valued lattices and CRDTs (sorted runs of map keys, one pass) equals the
+    lattice's own fold, over groups of many items with repeated keys, NULLs and empty groups."""
+    spec = data.draw(st.sampled_from(sorted(_MAP_FOLDS, key=repr)))
+    vtype, cells, _ = _MAP_FOLDS[spec]
+    map_keys = st.one_of(st.none(), st.sampled_from(["p", "q", "r", "s", "t", "u"]))
+    rows = data.draw(
+        st.lists(
+            st.tuples(st.sampled_from(["a", "b", "c"]), map_keys, st.one_of(st.none(), cells)),
+            max_size=120,
+        )
+    )
+    df = spark.createDataFrame(rows, f"k string, mk string, v {vtype}")
+    out = df.groupBy("k").agg(lfold(["mk", "v"], spec).alias("m"), F.count("*").alias("n"))
+    got = {r.k: from_spark(r.m, spec) for r in out.collect()}
+    cls = column_format(spec).lattice
+    want = {
+        k: cls.fold(
+            _python_item(spec, mk, c)
+            for kk, mk, c in rows
+            if kk == k and mk is not None and c is not None
+        )
+        for k in {r[0] for r in rows}
+    }
+    assert got == want
+    assert not _python_in(_plan(out))
+
+
+_MAP_MERGES = {
+    spec: value
+    for spec, value in native_specs(T).items()
+    if isinstance(spec, MapOf) or spec is lbag
+} | {s: (v[0], None, None) for s, v in _STRUCTURED.items() if s.lattice is not l2pset}
+
+
+@settings(**SPARK_SETTINGS)
+@given(st.data())
+def test_map_valued_merges_of_large_groups_equal_in_process(spark: Any, data: Any) -> None:
+    """lmerge of map cells (MapOf, lbag, lorset adds and removes, counters, clocks) over groups
+    of many cells, NULL cells and empty maps among them, equals merging with ``merge``."""
+    spec = data.draw(st.sampled_from(sorted(_MAP_MERGES, key=repr)))
+    strategy, element, key = _MAP_MERGES[spec]
+    pairs = data.draw(
+        st.lists(
+            st.tuples(st.sampled_from(["a", "b"]), st.one_of(st.none(), strategy)), max_size=60
+        )
+    )
+    if isinstance(spec, Structured):
+        vtype: Any = _STRUCT_TYPES[spec.lattice]
+    else:
+        vtype = spark_type(spec, element, key=key).simpleString()
+    df = spark.createDataFrame(
+        [(k, None if v is None else to_spark(v, spec)) for k, v in pairs], f"k string, v {vtype}"
+    )
+    out = df.groupBy("k").agg(lmerge("v", spec).alias("v"))
+    got = {r.k: from_spark(r.v, spec) for r in out.collect()}
+    cls = column_format(spec).lattice
+    want = {k: cls() for k, _ in pairs} | merged_by_key((k, v) for k, v in pairs if v is not None)
+    assert got == want
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: lfold(["e", "v"], MapOf(lmax)),
+        lambda: lfold(["e", "a"], MapOf(lset)),
+        lambda: lfold(["e", "v"], Structured(lorset)),
+        lambda: lfold(["e", "v"], Structured(lgcounter)),
+        lambda: lmerge("m", MapOf(lmax)),
+        lambda: lmerge("m", lbag),
+        lambda: lmerge("mm", MapOf(MapOf(lmax))),
+        lambda: lmerge("o", Structured(lorset)),
+    ],
+    ids=[
+        "fold-map",
+        "fold-map-of-sets",
+        "fold-orset",
+        "fold-gcounter",
+        "merge-map",
+        "merge-bag",
+        "merge-nested-map",
+        "merge-orset",
+    ],
+)
+def test_map_merges_read_the_collected_group_once(spark: Any, make: Any) -> None:
+    """The plan reads a group's collected entries once, then sorts them into runs per map key:
+    it never filters the whole group once per distinct key (quadratic in the group's size)."""
+    df = spark.createDataFrame(
+        [],
+        "k string, e string, v bigint, a array<bigint>, m map<string, bigint>, "
+        "mm map<string, map<string, bigint>>, "
+        "o struct<adds: map<bigint, array<bigint>>, removes: map<bigint, array<bigint>>>",
+    )
+    plan = str(df.groupBy("k").agg(make().alias("r"))._jdf.queryExecution().optimizedPlan())
+    assert len(re.findall(r"collect_(?:list|set)\(", plan)) == 1, plan
+    assert "sort_array(" in plan
 
 
 # -- user lattices: an Arrow UDF per batch of groups ---------------------------------------------

@@ -1,7 +1,8 @@
 """Lattice-valued DataFrame columns: conversions and ``merge_column``.
 
-``merge_column`` is ``groupBy(keys).agg(lmerge(column, spec))``: natively stored builtins and
-``Structured`` CRDTs merge in Spark SQL; pickled values (user lattices) in an Arrow UDF.
+``merge_column`` merges as ``groupBy(keys).agg(lmerge(column, spec))`` does: natively stored
+builtins and ``Structured`` CRDTs in Spark SQL (sets and maps as the explode-and-aggregate plans
+a Spark user writes), pickled values (user lattices) in an Arrow UDF.
 """
 
 from __future__ import annotations
@@ -225,12 +226,15 @@ def merge_column(
     The result has the key columns and the merged lattice column (other columns are dropped),
     with the input's column types. A row whose cell is NULL contributes ⊥.
 
-    The same as ``df.groupBy(*key_cols).agg(lmerge(column, spec))``
-    (:func:`blooml.spark.functions.lmerge`): natively stored builtins and ``Structured``
-    CRDTs merge with Spark SQL alone (``lmax``/``lmin`` → ``max``/``min``, ``lbool`` →
-    ``bool_or``, ``lset``/``lpset`` → ``collect_set`` + ``flatten``, maps → their entries'
-    merge per map key); any other spec (a user lattice, a pickled CRDT, ``Pickled``) merges each
-    key's cells in a vectorized Arrow UDF. Works on classic and Spark Connect sessions.
+    The result equals ``df.groupBy(*key_cols).agg(lmerge(column, spec))``
+    (:func:`blooml.spark.functions.lmerge`), planned as a Spark user would write it by hand:
+    ``lmax``/``lmin`` → ``max``/``min``, ``lbool`` → ``bool_or``, ``lset``/``lpset`` → the
+    elements exploded and ``collect_set`` per key, ``lbag``/``MapOf(V)`` → the two-level
+    aggregation (entries exploded, V's merge per ``(key, map key)``, ``map_from_entries`` per
+    key; on a streaming DataFrame, which cannot chain aggregations, one aggregate instead),
+    ``Structured`` CRDTs → their parts' merges. No Python worker runs for these. Any other spec
+    (a user lattice, a pickled CRDT, ``Pickled``) merges each key's cells in a vectorized Arrow
+    UDF. Works on classic and Spark Connect sessions.
 
     Args:
         df: the DataFrame.
@@ -270,11 +274,47 @@ def merge_column(
     if not fmt.native:
         check_worker_python("merge_column", df.sparkSession)
     call = f"merge_column(df, {keys!r}, {column!r}, {_spec_name(spec)})"
-    key = F.struct(*[F.col(_q(k)) for k in keys])
     src = df if num_partitions is None else df.repartition(num_partitions, *[_q(k) for k in keys])
-    agg = merge_aggregate(fmt, F.col(_q(column)), call, key=None if fmt.native else key)
-    out = src.groupBy(*[F.col(_q(k)) for k in keys]).agg(agg.alias(column))
-    return out
+    if not fmt.native:
+        key = F.struct(*[F.col(_q(k)) for k in keys])
+        agg = merge_aggregate(fmt, F.col(_q(column)), call, key=key)
+        return src.groupBy(*[F.col(_q(k)) for k in keys]).agg(agg.alias(column))
+    return _merged(src, keys, column, fmt, call, df.isStreaming, 0)
+
+
+def _merged(
+    df: Any, keys: list[str], column: str, fmt: ColumnFormat, call: str, streaming: bool, depth: int
+) -> Any:
+    """``df`` grouped by ``keys``, ``column`` merged as ``fmt`` cells: the plan that a Spark
+    user writes by hand for each family, linear in the rows.
+
+    Sets: the elements exploded, then ``collect_set`` per key (the buffer is the merged set).
+    Maps and bags: the two-level aggregation -- entries exploded, their values merged per
+    ``(key, map key)`` (recursively for nested maps), then ``map_from_entries`` per key. A
+    streaming DataFrame cannot chain two aggregations, so there maps merge in one aggregate
+    (:func:`blooml.spark.functions.merge_aggregate`: sorted runs per map key), as do the
+    other families.
+    """
+    from pyspark.sql import functions as F
+
+    from blooml.spark._formats import _ArrayFormat, _BagFormat, _MapFormat
+    from blooml.spark.functions import _entry_format, merge_aggregate
+
+    by = [F.col(_q(k)) for k in keys]
+    cell = F.col(_q(column))
+    if isinstance(fmt, _ArrayFormat):
+        # explode_outer keeps the keys whose cells are all NULL or empty: they merge to []
+        elements = df.select(*by, F.explode_outer(cell).alias(column))
+        return elements.groupBy(*by).agg(F.collect_set(_q(column)).alias(column))
+    if isinstance(fmt, (_BagFormat, _MapFormat)) and not streaming:
+        mk, mv = f"__blooml_key{depth}", f"__blooml_value{depth}"
+        entries = df.select(*by, F.explode_outer(cell).alias(mk, mv))
+        inner = _merged(entries, [*keys, mk], mv, _entry_format(fmt), call, streaming, depth + 1)
+        # a key with no entries keeps one row whose map key is NULL: it merges to {}
+        entry = F.when(F.col(mk).isNotNull(), F.struct(F.col(mk), F.col(_q(mv))))
+        merged = F.map_from_entries(F.collect_list(entry))
+        return inner.groupBy(*by).agg(merged.alias(column))
+    return df.groupBy(*by).agg(merge_aggregate(fmt, cell, call).alias(column))
 
 
 def _q(name: str) -> str:
