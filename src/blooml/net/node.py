@@ -93,6 +93,7 @@ class _Peer:
         self.frames: deque[bytes] = deque()
         self.limit = limit  # bytes queued at most
         self.queued = 0
+        self.inflight = 0  # frames written but not drained yet
         self.event = asyncio.Event()
         self.writer: asyncio.StreamWriter | None = None
         self.task = asyncio.get_running_loop().create_task(self.run())
@@ -153,12 +154,14 @@ class _Peer:
             w = self.writer
             if w is None:
                 continue
+            self.inflight = n
             try:
                 w.write(data)
                 await w.drain()
             except (OSError, RuntimeError):
                 node._count("send_dropped", n)
                 self.writer = None
+            self.inflight = 0
         if self.writer is not None:
             self.writer.close()
 
@@ -169,7 +172,7 @@ class _Peer:
             await asyncio.wait_for(asyncio.shield(self.task), budget)
         except (TimeoutError, asyncio.CancelledError):
             self.task.cancel()
-            self.node._count("send_dropped", self.take()[1])
+            self.node._count("send_dropped", self.take()[1] + self.inflight)
         if self.writer is not None:
             self.writer.transport.abort()  # a peer that never reads cannot hold us
 
