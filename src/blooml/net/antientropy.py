@@ -105,10 +105,16 @@ class DeltaGossip(Program, abstract=True):
     ae_acked = scratch(["peer"], ["upto"])
     ae_low = scratch(["upto"])
     ae_floor = lmax(-1)
+    ae_now = lmax(0.0)
+    ae_due = scratch(["addr"])
+    ae_full = table(["peer"], ["at"])
 
     #: Ticks of changes kept for a peer that has not acked them; a peer further behind is sent
     #: the whole state.
     ae_horizon = 10_000
+    #: Seconds (by the program's clock) before the whole state is sent to a peer again while
+    #: it has not acked the last one: it may still be decoding a large state.
+    ae_full_every = 1.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -125,6 +131,10 @@ class DeltaGossip(Program, abstract=True):
             and (upto >= self.tick_count - self.ae_horizon)
         )
 
+    def ae_recent(self, at: lmax) -> bool:
+        """Whether the whole state was sent less than ``ae_full_every`` seconds ago."""
+        return bool(self.ae_now.value.reveal() - at.reveal() < self.ae_full_every)
+
     # fmt: off
     @bloom
     def ae_rules(self) -> None:
@@ -133,8 +143,9 @@ class DeltaGossip(Program, abstract=True):
         self.ae_buffer <+ self.update.map(lambda u: (self.tick_count, self.addr, u.delta))
         # received: merged next tick (so what was new is computed against the store before it)
         self.store <+ self.ae_delta.map(lambda d: d.kv)
-        self.ae_buffer <+ self.ae_delta.map(
-            lambda d: (self.tick_count, d.src, novel(d.kv, self.store))
+        self.ae_buffer <+ self.ae_delta.flat_map(
+            lambda d: [(self.tick_count, d.src, n)] if (n := novel(d.kv, self.store)) != type(n)()
+            else []
         )
         self.ae_ack <~ self.ae_delta.map(
             lambda d: (d.src, self.addr, self.ae_epoch,
@@ -158,12 +169,14 @@ class DeltaGossip(Program, abstract=True):
             lambda c, p, a, b: (p.addr, self.addr, _ack_parts(a.state)[0], self.tick_count - 1,
                                 False, b.delta)
         )
-        self.ae_delta <~ self.ae_clock.join(
-            self.peer.notin(
-                self.ae_acks,
-                lambda p, a: p.addr == a.peer and self.ae_usable(a.state),
-            )
-        ).map(lambda c, p: (p.addr, self.addr, 0, self.tick_count - 1, True, self.store))
+        self.ae_now <= self.ae_clock.map(lambda c: lmax(c.time))
+        self.ae_due <= self.peer.notin(
+            self.ae_acks, lambda p, a: p.addr == a.peer and self.ae_usable(a.state)
+        ).notin(self.ae_full, lambda p, f: p.addr == f.peer and self.ae_recent(f.at))
+        self.ae_delta <~ self.ae_clock.join(self.ae_due).map(
+            lambda c, p: (p.addr, self.addr, 0, self.tick_count - 1, True, self.store)
+        )
+        self.ae_full <+ self.ae_clock.join(self.ae_due).map(lambda c, p: (p.addr, lmax(c.time)))
         # forget what every current peer acked (the floor remembers how far: a peer that
         # comes back with an older ack gets the whole state), and what is older than the horizon
         self.ae_acked <= self.peer.join(

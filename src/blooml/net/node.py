@@ -691,10 +691,20 @@ class Node:
                         await asyncio.wait_for(wake.wait(), delay)
             wake.clear()
             self._step()
-            if self._closing and not self._inbox and not self._calls:
+            if self._closing and (
+                not (self._inbox or self._calls) or time.monotonic() >= self._stop_deadline
+            ):
                 break
             await asyncio.sleep(0)
         self._step()
+        for _ in range(len(self._inbox)):  # arrived too late for stop()'s budget
+            self._drop("stopping", "the node stopped before applying it")
+        self._inbox.clear()
+        self._inbox_size = 0
+        while self._calls:  # queued sync_do/async_do calls that stop()'s budget left unrun
+            _fn, fut = self._calls.popleft()
+            if fut is not None and not fut.done():
+                fut.set_exception(ProgramError(f"{self.rt.addr}: the node stopped first"))
         # every peer flushes at once, within the budget stop() gave: a peer that never reads
         # loses what is queued for it (counted in send_dropped), it does not hold the stop
         budget = max(0.05, self._stop_deadline - time.monotonic())
@@ -725,6 +735,8 @@ class Node:
         t0 = time.perf_counter()
         inbox = self._inbox
         for _ in range(min(len(inbox), self.batch_limit)):
+            if self._closing and time.monotonic() >= self._stop_deadline:
+                break
             data = inbox.popleft()
             self._inbox_size -= len(data)
             self.accept(data)
