@@ -85,6 +85,10 @@ def run(kind: str, transport: str, keys: int, limit: float) -> dict[str, Any]:
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline and min(_size(p) for p in ps) < keys:
             time.sleep(0.1)
+        while kind == "delta" and time.monotonic() < deadline:  # every peer acked the start
+            if all(p.sync_do(lambda q: len(q.ae_acks)) == 2 for p in ps):
+                break
+            time.sleep(0.1)
         time.sleep(1.0)  # delta: acks settle; whole: gossip in steady state
         node(ps[2]).stop(10.0)
         ps[2] = _rebind(cls, addrs[2], transport)

@@ -64,7 +64,7 @@ def novel(delta: Lattice, current: Lattice) -> Lattice:
             {
                 k: v
                 for k, v in delta.reveal().items()
-                if (old := have.get(k)) is None or not v <= old
+                if (old := have.get(k)) is None or (v is not old and v != old and not v <= old)
             }
         )
     if isinstance(delta, lset) and isinstance(current, lset):
@@ -101,6 +101,7 @@ class DeltaGossip(Program, abstract=True):
     ae_delta = channel(["@addr", "src", "epoch", "upto", "full"], ["kv"])
     ae_ack = channel(["@addr", "src", "epoch", "upto"])
     ae_buffer = table(["seq", "origin"], ["delta"])
+    ae_new = scratch(["src"], ["kv"])
     ae_acks = table(["peer"], ["state"])
     ae_acked = scratch(["peer"], ["upto"])
     ae_low = scratch(["upto"])
@@ -114,7 +115,7 @@ class DeltaGossip(Program, abstract=True):
     ae_horizon = 10_000
     #: Seconds (by the program's clock) before the whole state is sent to a peer again while
     #: it has not acked the last one: it may still be decoding a large state.
-    ae_full_every = 1.0
+    ae_full_every = 2.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -141,11 +142,12 @@ class DeltaGossip(Program, abstract=True):
         # local changes: into the store now, into the buffer under this tick's number
         self.store <= self.update.map(lambda u: u.delta)
         self.ae_buffer <+ self.update.map(lambda u: (self.tick_count, self.addr, u.delta))
-        # received: merged next tick (so what was new is computed against the store before it)
-        self.store <+ self.ae_delta.map(lambda d: d.kv)
-        self.ae_buffer <+ self.ae_delta.flat_map(
-            lambda d: [(self.tick_count, d.src, n)] if (n := novel(d.kv, self.store)) != type(n)()
-            else []
+        # received: only what is new is merged (next tick, so that "new" is computed against
+        # the store before it) and buffered for the other peers
+        self.ae_new <= self.ae_delta.map(lambda d: (d.src, novel(d.kv, self.store)))
+        self.store <+ self.ae_new.map(lambda n: n.kv)
+        self.ae_buffer <+ self.ae_new.filter(lambda n: n.kv != type(n.kv)()).map(
+            lambda n: (self.tick_count, n.src, n.kv)
         )
         self.ae_ack <~ self.ae_delta.map(
             lambda d: (d.src, self.addr, self.ae_epoch,
