@@ -119,11 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--transport", choices=["udp", "tcp", "both"], default="both")
     ap.add_argument("--limit", type=float, default=120.0, help="seconds per run at most")
-    ap.add_argument("--quick", action="store_true", help="5,000 keys, UDP only (CI)")
+    ap.add_argument("--quick", action="store_true", help="4,000 keys, UDP only (CI)")
     args = ap.parse_args(argv)
     keys, transports = args.keys, ["udp", "tcp"] if args.transport == "both" else [args.transport]
     if args.quick:
-        keys, transports = 5_000, ["udp"]
+        keys, transports = 4_000, ["udp"]
     ok = True
     print(f"3 replicas, {keys:,} keys, one restarted empty; gossip every 0.1 s")
     for transport in transports:

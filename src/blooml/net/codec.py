@@ -71,6 +71,7 @@ __all__ = [
     "ENVELOPE_SLACK",
     "FORMAT_VERSION",
     "MAX_DATAGRAM",
+    "MAX_MESSAGE",
     "Envelope",
     "decode",
     "decode_envelope",
@@ -84,8 +85,11 @@ __all__ = [
 
 #: The envelope format version this codec writes and accepts.
 FORMAT_VERSION = 1
-#: The largest UDP payload a node sends (bytes); a larger tuple is an error at its rule.
+#: The largest UDP datagram a node sends or accepts (bytes); a larger message is fragmented.
 MAX_DATAGRAM = 65_000
+#: The largest message (envelope) a node sends or accepts (bytes): one TCP frame, or one
+#: envelope reassembled from UDP fragments; a larger tuple is an error at its rule.
+MAX_MESSAGE = 16 * 1024 * 1024
 #: Deepest nesting of lattice values inside lattice values accepted when decoding.
 MAX_EXT_DEPTH = 32
 
@@ -392,22 +396,25 @@ def encode_for_channel(
     *,
     udp: bool,
     max_datagram: int = MAX_DATAGRAM,
+    max_message: int = MAX_MESSAGE,
 ) -> bytes:
     """Encode one tuple a rule sends on channel ``chan`` (the transports' ``check`` at the
-    sending rule): a value that cannot travel is a :class:`CodecError` naming its column, and on
-    UDP (``udp=True``) so is a tuple too large for one datagram of ``max_datagram`` bytes."""
+    sending rule): a value that cannot travel is a :class:`CodecError` naming its column, and
+    so is a tuple too large for one message of ``max_message`` bytes, on either transport
+    (``udp`` and ``max_datagram`` no longer limit it: over UDP a tuple larger than a datagram
+    travels in fragments)."""
     origin = f"{where}: channel {chan!r}"
     wire = encode_row(row, origin, columns)
-    if udp:
-        room = max_datagram - ENVELOPE_SLACK - len(chan) - len(str(sender))
-        if len(wire) > room:
-            raise CodecError(
-                "too_large",
-                f"the tuple encodes to {len(wire)} bytes, more than one UDP datagram holds "
-                f"({room}); send smaller tuples or use transport='tcp'",
-                tuple(row),
-                origin,
-            )
+    room = max_message - ENVELOPE_SLACK - len(chan) - len(str(sender))
+    if len(wire) > room:
+        raise CodecError(
+            "too_large",
+            f"the tuple encodes to {len(wire)} bytes, more than one message holds ({room}; "
+            f"max_message={max_message}): send smaller tuples (deltas), or raise "
+            "blooml.net.node(p).max_message on every node",
+            tuple(row),
+            origin,
+        )
     return wire
 
 

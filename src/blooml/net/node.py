@@ -37,20 +37,17 @@ from blooml.net._fragment import Reassembler, fragment, is_fragment
 from blooml.net.codec import (
     ENVELOPE_SLACK,
     MAX_DATAGRAM,
+    MAX_MESSAGE,
     ReplayGuard,
     decode_envelope,
     encode_envelope,
-    encode_row,
+    encode_for_channel,
 )
 
-__all__ = ["Node", "parse_addr"]
+__all__ = ["MAX_MESSAGE", "Node", "parse_addr"]
 
 log = logging.getLogger("blooml.net")
 
-#: The largest message (envelope) a node sends or accepts by default, in bytes: one TCP frame,
-#: or one envelope reassembled from UDP fragments. It bounds what one message costs to read,
-#: buffer and decode (``Node(max_message=...)``).
-MAX_MESSAGE = 16 * 1024 * 1024
 #: Deprecated alias of :data:`MAX_MESSAGE` (the TCP frame limit was 64 MiB).
 MAX_FRAME = MAX_MESSAGE
 _FRAME = struct.Struct(">I")
@@ -344,20 +341,16 @@ class Node:
         Returns the encoded row."""
         if addr == rt.addr:
             return None  # loopback: delivered in-process
-        origin = f"{where}: channel {chan!r}"
-        parse_addr(addr, origin)
-        wire = encode_row(row, origin, rt.rels[chan].columns)
-        room = self.max_message - ENVELOPE_SLACK - len(chan) - len(str(rt.addr))
-        if len(wire) > room:
-            raise CodecError(
-                "too_large",
-                f"the tuple encodes to {len(wire)} bytes, more than one message holds ({room}; "
-                f"max_message={self.max_message}): send smaller tuples (deltas), or raise "
-                "blooml.net.node(p).max_message on every node",
-                tuple(row),
-                origin,
-            )
-        return wire
+        parse_addr(addr, f"{where}: channel {chan!r}")
+        return encode_for_channel(
+            row,
+            chan,
+            rt.rels[chan].columns,
+            rt.addr,
+            where,
+            udp=self.transport == "udp",
+            max_message=self.max_message,
+        )
 
     def deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
         """After the tick commits: send the messages for ``addr`` (over UDP as few datagrams
