@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hmac
 import importlib
+import os
 import socket
 import struct
 import threading
@@ -242,7 +243,7 @@ def test_stop_is_bounded_and_quiet_with_peers_that_never_read(
         time.sleep(0.3)
         t0 = time.monotonic()
         a.stop(timeout=2.0)  # raised ProgramError after the timeout before
-        assert time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < 4.0
         assert not node(a).running
         assert a.stats()["send_dropped"] > 0
     finally:
@@ -253,6 +254,7 @@ def test_stop_is_bounded_and_quiet_with_peers_that_never_read(
 # -- receiving: kernel drops ----------------------------------------------------------------
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/net/udp"), reason="Linux: /proc/net/udp")
 def test_kernel_receive_buffer_drops_show_in_stats(nodes: list[Any]) -> None:
     b = Echo(addr="127.0.0.1:0")  # bound, not started: nobody reads the socket
     nodes.append(b)
@@ -284,7 +286,7 @@ def test_names_resolve_off_the_node_thread_and_are_refreshed(
     def fake(host: Any, *args: Any, **kw: Any) -> Any:
         if host == "replica.test":
             calls.append(threading.current_thread().name)
-            time.sleep(0.5)  # a slow resolver
+            time.sleep(1.0)  # a slow resolver
             return real(target["ip"], *args, **kw)
         return real(host, *args, **kw)
 
@@ -294,11 +296,11 @@ def test_names_resolve_off_the_node_thread_and_are_refreshed(
     t0 = time.monotonic()
     a.sync_do(lambda p: p.out.insert([(name, 1, "first")]))
     a.sync_do(lambda p: p.out.insert([(b.addr, 0, "other")]))  # the node keeps ticking
-    assert time.monotonic() - t0 < 0.4
+    assert time.monotonic() - t0 < 0.8  # the node's thread never waited for the resolver
     wait_until(lambda: got(b) == {(a.addr, 1, "first"), (a.addr, 0, "other")})
     assert calls and not any(n.startswith("blooml-node") for n in calls)
     target["ip"] = "127.0.0.2"  # the name moves; once its entry is older than the TTL ...
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
     i = 2
     while not any(r[2] == "moved" for r in got(c)) and time.monotonic() < deadline:
         a.sync_do(lambda p, i=i: p.out.insert([(name, i, "moved")]))
