@@ -4,28 +4,21 @@ replica up, and keeps its buffer bounded, in the simulator."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 from _net import wait_until
 
-from blooml import Program, bloom, channel, lbag, lmap, lmax, lset, periodic, table
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from _examples import load_benchmark
+
+from blooml import bloom, channel, lbag, lmap, lmax, lset
 from blooml.net import Simulation
 from blooml.net.antientropy import DeltaGossip, novel
 
-
-class Whole(Program):
-    """Whole-state gossip, the idiom of the old examples/net_kvs.py."""
-
-    peer = table(["addr"])
-    store = lmap()
-    gossip = periodic(0.1)
-    sync = channel(["@addr"], ["kv"])
-
-    @bloom
-    def rules(self):
-        self.sync < ~self.gossip.join(self.peer).map(lambda t, p: (p.addr, self.store))
-        self.store <= self.sync.map(lambda s: s.kv)
+Whole = load_benchmark("bench_net_gossip").Whole  # whole-state gossip, the old net_kvs idiom
 
 
 class Replica(DeltaGossip):
@@ -51,7 +44,9 @@ def test_whole_state_gossip_larger_than_a_datagram_converges(
         p.peer.insert([(a,) for a in addrs if a != p.addr])
         p.store.insert(lmap({f"{i}-{k}": lmax(k) for k in range(2_000)}))  # ~3 datagrams each
         p.start()
-    wait_until(lambda: all(p.sync_do(lambda q: len(q.store.value.reveal())) == 6_000 for p in ps))
+    wait_until(
+        lambda: all(p.sync_do(lambda q: len(q.store.value.reveal())) == 6_000 for p in ps), 30
+    )
     values = [p.sync_do(lambda q: q.store.value) for p in ps]
     assert values[0] == values[1] == values[2]
     assert all(p.stats()["dropped"] == {} and p.stats()["errors"] == 0 for p in ps)
@@ -154,3 +149,19 @@ def test_a_peer_back_after_its_changes_were_dropped_gets_the_whole_state() -> No
     sim.run(1.5)
     assert ps["c"].store.value == ps["a"].store.value
     assert len(ps["c"].store.value.reveal()) == 30
+
+
+def test_a_restarted_sender_ignores_acks_meant_for_its_previous_incarnation() -> None:
+    sim = Simulation(seed=5, delay=0.01)
+    sim.link("a", "c", delay=0.4)  # a's acks are still on their way when c restarts
+    ps = _mesh(sim, ["a", "c"], {"a": ["c"], "c": ["a"]})
+    for i in range(40):
+        sim.at(i * 0.05, lambda s, i=i: _put(ps["c"], f"old{i}", 1, i))
+    sim.run(2.2)
+    sim.crash("c")
+    ps["c"] = Replica(addr="c", network=sim)
+    ps["c"].peer.insert([("a",)])
+    _put(ps["c"], "new", 1, "after the restart")
+    sim.run(3.0)
+    assert ps["a"].store.value.reveal().get("new") == lmax((1, "after the restart"))
+    assert ps["c"].store.value == ps["a"].store.value

@@ -16,8 +16,8 @@ from typing import Any
 import msgpack
 import pytest
 from _net import wait_until
+from test_node import Echo, got
 
-from blooml import Program, bloom, channel, table
 from blooml.errors import CodecError
 from blooml.net import codec as codec_mod
 from blooml.net import decode_envelope, encode_envelope, encode_row, node
@@ -25,23 +25,6 @@ from blooml.net._fragment import FRAGMENT_OVERHEAD, Reassembler, fragment
 from blooml.net.codec import ReplayGuard
 
 node_mod = importlib.import_module("blooml.net.node")  # the attribute is the node() function
-
-
-class Echo(Program):
-    """Sends each row of ``out`` to its address; stores what arrives in ``got``."""
-
-    msg = channel(["@dst", "src", "k"], ["v"])
-    out = table(["dst", "k"], ["v"])
-    got = table(["src", "k"], ["v"])
-
-    @bloom
-    def rules(self):
-        self.got <= self.msg.map(lambda m: (m.src, m.k, m.v))
-        self.msg < ~self.out.map(lambda o: (o.dst, self.addr, o.k, o.v))
-
-
-def got(p: Program) -> set[tuple[Any, ...]]:
-    return p.sync_do(lambda q: {tuple(r) for r in q.got})
 
 
 def _env(n: int = 1, key: bytes | None = b"k", ts: float | None = None) -> bytes:

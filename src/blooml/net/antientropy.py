@@ -13,9 +13,12 @@ Data Types", 2018) as a mixin of Bloom^L rules:
   buffered changes newer than the peer's last ack (not those that came from that peer), and
   the sequence number it covers; the peer merges it and acks that number;
 * a peer it has no usable ack from (new, restarted, or behind more than ``ae_horizon`` ticks of
-  changes) gets the whole state once, after which deltas resume. A restart is recognised by
-  the peer's *epoch* (its start time in ns, so an incarnation's acks never speak for the next);
-* changes acked by every current peer, and changes older than ``ae_horizon`` ticks, are
+  changes) gets the whole state (again every ``ae_full_every`` seconds until it acks), after
+  which deltas resume. A restart is recognised by
+  the peer's *epoch* (its start time in ns, so an incarnation's acks never speak for the next),
+  and an ack names the sender's epoch it acknowledges (a restarted sender ignores acks of the
+  sequence numbers of its previous incarnation);
+* changes acked by every current peer, and changes older than ``2 * ae_horizon`` ticks, are
   dropped from the buffer, so it stays bounded.
 
 A delta travels as one tuple, so it is applied whole or lost whole (over UDP, a large one
@@ -25,7 +28,7 @@ replicas converge over any connected peer graph, not only a full mesh.
 
 Use it by mixing it in, writing local changes to ``update`` and filling ``peer``::
 
-    class Replica(DeltaGossip, Program):
+    class Replica(DeltaGossip):
         put = channel(["@addr", "key", "version"], ["value"])
 
         @bloom
@@ -98,8 +101,8 @@ class DeltaGossip(Program, abstract=True):
     store = lmap()
     update = scratch(["id"], ["delta"])
     ae_clock = periodic(0.1)
-    ae_delta = channel(["@addr", "src", "epoch", "upto", "full"], ["kv"])
-    ae_ack = channel(["@addr", "src", "epoch", "upto"])
+    ae_delta = channel(["@addr", "src", "epoch", "src_epoch", "upto", "full"], ["kv"])
+    ae_ack = channel(["@addr", "src", "epoch", "for_epoch", "upto"])
     ae_buffer = table(["seq", "origin"], ["delta"])
     ae_new = scratch(["src"], ["kv"])
     ae_acks = table(["peer"], ["state"])
@@ -150,17 +153,20 @@ class DeltaGossip(Program, abstract=True):
             lambda n: (self.tick_count, n.src, n.kv)
         )
         self.ae_ack <~ self.ae_delta.map(
-            lambda d: (d.src, self.addr, self.ae_epoch,
+            lambda d: (d.src, self.addr, self.ae_epoch, d.src_epoch,
                        d.upto if d.full or d.epoch == self.ae_epoch else -1)
         )
-        self.ae_acks <= self.ae_ack.map(lambda a: (a.src, _ack_state(a.epoch, a.upto)))
+        # an ack speaks of this incarnation's sequence numbers only (not a previous one's)
+        self.ae_acks <= self.ae_ack.filter(lambda a: a.for_epoch == self.ae_epoch).map(
+            lambda a: (a.src, _ack_state(a.epoch, a.upto))
+        )
         # every period: each peer with a usable ack gets the buffered changes it lacks (an
         # empty delta too, so its ack keeps up), any other peer the whole state
         self.ae_delta <~ self.ae_clock.join(self.peer).join(
             self.ae_acks, self.peer.addr == self.ae_acks.peer
         ).filter(lambda c, p, a: self.ae_usable(a.state)).map(
-            lambda c, p, a: (p.addr, self.addr, _ack_parts(a.state)[0], self.tick_count - 1,
-                             False, type(self.store)())
+            lambda c, p, a: (p.addr, self.addr, _ack_parts(a.state)[0], self.ae_epoch,
+                             self.tick_count - 1, False, type(self.store)())
         )
         self.ae_delta <~ self.ae_clock.join(self.peer).join(
             self.ae_acks, self.peer.addr == self.ae_acks.peer
@@ -168,15 +174,16 @@ class DeltaGossip(Program, abstract=True):
             lambda c, p, a, b: b.origin != p.addr and b.seq > _ack_parts(a.state)[1]
             and self.ae_usable(a.state)
         ).map(
-            lambda c, p, a, b: (p.addr, self.addr, _ack_parts(a.state)[0], self.tick_count - 1,
-                                False, b.delta)
+            lambda c, p, a, b: (p.addr, self.addr, _ack_parts(a.state)[0], self.ae_epoch,
+                                self.tick_count - 1, False, b.delta)
         )
         self.ae_now <= self.ae_clock.map(lambda c: lmax(c.time))
         self.ae_due <= self.peer.notin(
             self.ae_acks, lambda p, a: p.addr == a.peer and self.ae_usable(a.state)
         ).notin(self.ae_full, lambda p, f: p.addr == f.peer and self.ae_recent(f.at))
         self.ae_delta <~ self.ae_clock.join(self.ae_due).map(
-            lambda c, p: (p.addr, self.addr, 0, self.tick_count - 1, True, self.store)
+            lambda c, p: (p.addr, self.addr, 0, self.ae_epoch, self.tick_count - 1, True,
+                          self.store)
         )
         self.ae_full <+ self.ae_clock.join(self.ae_due).map(lambda c, p: (p.addr, lmax(c.time)))
         # forget what every current peer acked (the floor remembers how far: a peer that
