@@ -48,7 +48,7 @@ import time
 from typing import Any
 
 from blooml.bloom import Program, bloom, channel, min_, periodic, scratch, table
-from blooml.lattices import Lattice, lbag, ldompair, lmap, lmax, lset
+from blooml.lattices import Lattice, lbag, ldompair, lmap, lmax, lmin, lset
 
 __all__ = ["DeltaGossip", "novel"]
 
@@ -111,14 +111,16 @@ class DeltaGossip(Program, abstract=True):
     ae_floor = lmax(-1)
     ae_now = lmax(0.0)
     ae_due = scratch(["addr"])
-    ae_full = table(["peer"], ["at"])
+    ae_full = table(["peer"], ["first", "at"])
 
     #: Ticks of changes kept for a peer that has not acked them; a peer further behind is sent
     #: the whole state.
     ae_horizon = 10_000
     #: Seconds (by the program's clock) before the whole state is sent to a peer again while
-    #: it has not acked the last one: it may still be decoding a large state.
+    #: it has not acked the last one (it may still be decoding a large state); the wait doubles
+    #: with every unacked send, up to ``ae_full_max`` seconds.
     ae_full_every = 2.0
+    ae_full_max = 30.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -135,9 +137,12 @@ class DeltaGossip(Program, abstract=True):
             and (upto >= self.tick_count - self.ae_horizon)
         )
 
-    def ae_recent(self, at: lmax) -> bool:
-        """Whether the whole state was sent less than ``ae_full_every`` seconds ago."""
-        return bool(self.ae_now.value.reveal() - at.reveal() < self.ae_full_every)
+    def ae_recent(self, first: lmin, at: lmax) -> bool:
+        """Whether the whole state was sent to a peer too recently to send it again: less than
+        ``ae_full_every`` seconds ago, or less than the time since the first unacked send
+        (so the waits double), at most ``ae_full_max``."""
+        wait = min(max(self.ae_full_every, at.reveal() - first.reveal()), self.ae_full_max)
+        return bool(self.ae_now.value.reveal() - at.reveal() < wait)
 
     # fmt: off
     @bloom
@@ -180,12 +185,17 @@ class DeltaGossip(Program, abstract=True):
         self.ae_now <= self.ae_clock.map(lambda c: lmax(c.time))
         self.ae_due <= self.peer.notin(
             self.ae_acks, lambda p, a: p.addr == a.peer and self.ae_usable(a.state)
-        ).notin(self.ae_full, lambda p, f: p.addr == f.peer and self.ae_recent(f.at))
+        ).notin(self.ae_full, lambda p, f: p.addr == f.peer and self.ae_recent(f.first, f.at))
         self.ae_delta <~ self.ae_clock.join(self.ae_due).map(
             lambda c, p: (p.addr, self.addr, 0, self.ae_epoch, self.tick_count - 1, True,
                           self.store)
         )
-        self.ae_full <+ self.ae_clock.join(self.ae_due).map(lambda c, p: (p.addr, lmax(c.time)))
+        self.ae_full <+ self.ae_clock.join(self.ae_due).map(
+            lambda c, p: (p.addr, lmin(c.time), lmax(c.time))
+        )
+        self.ae_full <- self.ae_full.join(
+            self.ae_acks, self.ae_full.peer == self.ae_acks.peer
+        ).filter(lambda f, a: self.ae_usable(a.state)).map(lambda f, a: f)
         # forget what every current peer acked (the floor remembers how far: a peer that
         # comes back with an older ack gets the whole state), and what is older than the horizon
         self.ae_acked <= self.peer.join(
