@@ -119,7 +119,7 @@ def run(kind: str, transport: str, keys: int, limit: float) -> dict[str, Any]:
         out["messages"] = sum(p.stats()["sent"] for p in ps) - msgs
         if out["converged"]:
             assert ps[2].sync_do(lambda q: q.store.value) == value
-            time.sleep(2.0)  # what the restart set off settles; then the steady state
+            time.sleep(5.0)  # what the restart set off settles; then the steady state
             before, t1 = _sent(ps), time.monotonic()
             time.sleep(STEADY)
             out["steady"] = (_sent(ps) - before) / (time.monotonic() - t1)

@@ -84,7 +84,7 @@ def test_delta_gossip_converges_under_loss_and_duplication() -> None:
     ps = _mesh(sim, names, {n: [m for m in names if m != n] for n in names})
     for i in range(60):
         sim.at(i * 0.02, lambda s, i=i: _put(ps[names[i % 3]], f"k{i % 20}", i, i))
-    sim.run(5.0)
+    sim.run(15.0)  # a lost whole state is sent again after ae_full_every (5 s)
     values = [ps[n].store.value for n in names]
     assert values[0] == values[1] == values[2]
     assert values[0] == lmap({f"k{j}": lmax((i, i)) for i in range(40, 60) for j in [i % 20]})

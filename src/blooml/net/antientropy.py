@@ -119,8 +119,8 @@ class DeltaGossip(Program, abstract=True):
     #: Seconds (by the program's clock) before the whole state is sent to a peer again while
     #: it has not acked the last one (it may still be decoding a large state); the wait doubles
     #: with every unacked send, up to ``ae_full_max`` seconds.
-    ae_full_every = 2.0
-    ae_full_max = 30.0
+    ae_full_every = 5.0
+    ae_full_max = 60.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
