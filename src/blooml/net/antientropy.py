@@ -53,7 +53,7 @@ from blooml.lattices import Lattice, lbag, ldompair, lmap, lmax, lmin, lset
 __all__ = ["DeltaGossip", "novel"]
 
 
-def novel(delta: Lattice, current: Lattice) -> Lattice:
+def novel(delta: Lattice, current: Any) -> Lattice:
     """The part of ``delta`` that ``current`` does not hold yet (``⊥`` if none).
 
     For an ``lmap``, the entries whose value is not below ``current``'s (each entry whole);
@@ -73,8 +73,8 @@ def novel(delta: Lattice, current: Lattice) -> Lattice:
     if isinstance(delta, lset) and isinstance(current, lset):
         return lset(delta.reveal() - current.reveal())
     if isinstance(delta, lbag) and isinstance(current, lbag):
-        have = current.reveal()
-        return lbag({k: n for k, n in delta.reveal().items() if n > have.get(k, 0)})
+        counts = current.reveal()
+        return lbag({k: n for k, n in delta.reveal().items() if n > counts.get(k, 0)})
     return type(delta)() if delta <= current else delta
 
 
@@ -83,7 +83,10 @@ def _ack_state(epoch: int, upto: int) -> ldompair:
 
 
 def _ack_parts(state: ldompair) -> tuple[int, int]:
-    epoch, upto = state.reveal()
+    parts = state.reveal()
+    if parts is None:  # pragma: no cover - acks always carry both parts
+        return 0, -1
+    epoch, upto = parts
     return int(epoch.reveal()), int(upto.reveal())
 
 
