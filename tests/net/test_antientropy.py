@@ -42,7 +42,7 @@ def test_whole_state_gossip_larger_than_a_datagram_converges(
     addrs = [p.addr for p in ps]
     for i, p in enumerate(ps):
         p.peer.insert([(a,) for a in addrs if a != p.addr])
-        p.store.insert(lmap({f"{i}-{k}": lmax(k) for k in range(2_000)}))  # ~3 datagrams each
+        p.store.insert(lmap({f"{i}-{k}": lmax(k) for k in range(2_000)}))  # 71 kB: 2 datagrams
         p.start()
     wait_until(
         lambda: all(p.sync_do(lambda q: len(q.store.value.reveal())) == 6_000 for p in ps), 30
