@@ -290,3 +290,16 @@ def test_names_resolve_off_the_node_thread_and_are_refreshed(
         i += 1
         time.sleep(0.1)
     assert any(r[2] == "moved" for r in got(c))  # ... it is resolved again, in the background
+
+
+def test_a_backlog_of_large_messages_is_applied_over_several_ticks(nodes: list[Any]) -> None:
+    b = Echo(addr="127.0.0.1:0", transport="tcp")
+    nodes.append(b)
+    per_tick: list[int] = []
+    b.watch("got", lambda rows: per_tick.append(len(rows)))
+    for k in range(3):  # three 3 MB messages already waiting when the node starts
+        row = encode_row((b.addr, "s", k, "v" * 3_000_000))
+        node(b)._inbox_put(encode_envelope("x:1", [("msg", [row])]))
+    b.start()
+    wait_until(lambda: sum(per_tick) == 3, timeout=10)
+    assert per_tick == [1, 1, 1]  # 4 MiB per tick at most: one 3 MB message each

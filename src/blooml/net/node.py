@@ -198,6 +198,10 @@ class Node:
 
     #: Datagrams applied per tick at most (the rest wait for the following ticks).
     batch_limit = 2000
+    #: Bytes of messages applied per tick at most (at least one message): a backlog of large
+    #: messages (whole states queued behind a busy tick) is applied over several short ticks,
+    #: each of which commits and answers, not in one tick that decodes them all.
+    batch_bytes = 4 * 1024 * 1024
 
     def __init__(
         self,
@@ -727,11 +731,15 @@ class Node:
         """Apply arrived datagrams, run queued calls, tick if there is anything to do."""
         t0 = time.perf_counter()
         inbox = self._inbox
+        taken = 0
         for _ in range(min(len(inbox), self.batch_limit)):
             if self._closing and time.monotonic() >= self._stop_deadline:
                 break
+            if taken and taken + len(inbox[0]) > self.batch_bytes:
+                break
             data = inbox.popleft()
             self._inbox_size -= len(data)
+            taken += len(data)
             self.accept(data)
         # one queued call per tick (as Bud's sync_do/async_do): what it inserts is applied
         # by a tick of its own
