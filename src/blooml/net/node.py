@@ -53,6 +53,9 @@ MAX_FRAME = MAX_MESSAGE
 _FRAME = struct.Struct(">I")
 #: Seconds a resolved host name is used before it is resolved again (in the background).
 RESOLVE_TTL = 30.0
+#: Seconds a TCP connect may take. Generous: the clock runs while the node's own ticks block
+#: its loop (seconds, when they decode large states), and with 2 s a busy node never connected.
+CONNECT_TIMEOUT = 30.0
 
 
 def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
@@ -130,7 +133,7 @@ class _Peer:
                     continue
                 try:
                     reader, writer = await asyncio.wait_for(
-                        asyncio.open_connection(host, port), 2.0
+                        asyncio.open_connection(host, port), CONNECT_TIMEOUT
                     )
                 except (OSError, TimeoutError):
                     node._count("connect_failures")
