@@ -2,9 +2,11 @@
 
 Run it with ``python examples/net_kvs.py``. Each ``Replica`` (started with ``blooml run`` in a
 child process) keeps its store as an ``lmap`` from key to ``lmax((version, value))``, as in
-``examples/kvs.py``, and every 0.1 s sends its whole store to each peer; a received store is
-merged in. The merge is a lattice join, so replicas converge whatever the order, loss or
-duplication of the gossip.
+``examples/kvs.py``, and replicates it by delta anti-entropy (``blooml.net.antientropy.DeltaGossip``):
+every 0.1 s it sends each peer the changes that peer has not acknowledged yet (the whole store
+only to a peer that is new or restarted), and merges what it receives. The merge is a lattice
+join, so replicas converge whatever the order, loss or duplication of the gossip, and the
+traffic follows the writes, not the size of the store.
 
 The demo drives the replicas from a ``Client`` node in this process, over the same sockets:
 ``put`` requests, ``link`` requests that add or remove a peer (to cut the network into two
@@ -21,19 +23,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from blooml import Program, bloom, channel, interface, lmap, lmax, periodic, table
+from blooml import Program, bloom, channel, interface, lmap, lmax, table
 from blooml.net import NodeProcess
+from blooml.net.antientropy import DeltaGossip
 
 HERE = Path(__file__).resolve()
 
 
-class Replica(Program):
-    """One replica: puts, gossip to ``peer`` every ``gossip`` period, and remote control."""
+class Replica(DeltaGossip):
+    """One replica: puts, delta gossip to ``peer`` (declared by ``DeltaGossip``, as are
+    ``store`` and ``update``), and remote control."""
 
-    peer = table(["addr"])
-    store = lmap()
-    gossip = periodic(0.1)
-    sync = channel(["@addr"], ["kv"])
     put = channel(["@addr", "key", "version"], ["value"])
     link = channel(["@addr", "peer", "up"])
     dump = channel(["@addr", "reply_to"])
@@ -42,9 +42,7 @@ class Replica(Program):
     # fmt: off
     @bloom
     def rules(self) -> None:
-        self.store <= self.put.map(lambda p: (p.key, lmax((p.version, p.value))))
-        self.sync <~ self.gossip.join(self.peer).map(lambda t, p: (p.addr, self.store))
-        self.store <= self.sync.map(lambda s: s.kv)
+        self.update <= self.put.map(lambda p: (p.key, lmap({p.key: lmax((p.version, p.value))})))
         self.peer <+ self.link.filter(lambda k: k.up).map(lambda k: (k.peer,))
         self.peer <- self.link.filter(lambda k: not k.up).map(lambda k: (k.peer,))
         self.state <~ self.dump.map(lambda d: (d.reply_to, self.addr, self.store))

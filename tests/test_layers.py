@@ -25,7 +25,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("blooml.net",),
     ("blooml._factory",),
     ("blooml.bloom",),
-    ("blooml.net.membership",),  # rules written in the DSL, on top of the network layer
+    # libraries of rules written in the DSL (membership, delta anti-entropy): above the network
+    ("blooml.net.membership", "blooml.net.antientropy"),
     ("blooml",),  # the root package: lazy re-exports of everything above
     ("blooml.cli",),
     ("blooml.__main__",),

@@ -204,9 +204,10 @@ class GraphvizNotFound(BloomlError, RuntimeError):
 class CodecError(BloomlError, ValueError):
     """A value cannot travel on the wire, or bytes from the wire are not a valid message.
 
-    Raised by :mod:`blooml.net` when encoding (a value of an unregistered type, a tuple too
-    large for one datagram: at the sending rule, so the tick rolls back) and when decoding (a
-    malformed or unauthenticated datagram; a node counts and drops those, see ``p.stats()``).
+    Raised by :mod:`blooml.net` when encoding (a value of an unregistered type, a tuple larger
+    than one message, ``max_message``: at the sending rule, so the tick rolls back) and when
+    decoding (a malformed or unauthenticated datagram or fragment; a node counts and drops
+    those, see ``p.stats()``).
 
     Attributes:
         reason: a short machine-readable reason (``"unknown_type"``, ``"too_large"``,

@@ -116,6 +116,12 @@ def _chain_group(s: Any) -> None:
     s.sj <= s.a.join(s.b, s.a.y == s.b.y).map(lambda p, q: (p.x, q.z))
 
 
+def _complement(s: Any) -> None:
+    # two rules feed one key from complementary sides: a key moves from one to the other
+    s.sk <= s.a.join(s.b, s.a.y == s.b.y).map(lambda p, q: (p.x, p.y, 1))
+    s.sk <= s.a.notin(s.b, s.a.y == s.b.y).map(lambda p: (p.x, p.y, -1))
+
+
 def _reach(s: Any) -> None:
     s.reach <= s.a
     s.reach <= s.reach.join(s.a, s.reach.y == s.a.x).map(lambda r, e: (r.x, e.y))
@@ -189,6 +195,7 @@ CATALOGUE = {
         _leftjoin,
         _chain,
         _chain_group,
+        _complement,
         _reach,
         _reach_table,
         _to_table,
@@ -242,6 +249,7 @@ def make_program(names: list[str]) -> type[Program]:
         sc2 = scratch(["x", "y"])
         scg = scratch(["x"], ["n"])
         reach = scratch(["x", "y"])
+        sk = scratch(["x", "y"], ["matched"])
         treach = table(["y", "z"])
         tn = table(["x", "y"])
         slc = scratch(["x"], ["m"])

@@ -50,12 +50,13 @@ def test_two_nodes_exchange_tuples(transport: str, nodes: list[Any]) -> None:
     assert b.stats()["received_tuples"] == 50
 
 
-def test_a_tuple_too_large_for_a_datagram_fails_its_rule() -> None:
+def test_a_tuple_too_large_for_a_message_fails_its_rule() -> None:
     a = Echo(addr="127.0.0.1:0")
     b = Echo(addr="127.0.0.1:0")
     try:
+        node(a).max_message = 50_000
         a.out.insert([(b.addr, 1, "x" * 70_000)])
-        with pytest.raises(CodecError, match="datagram") as ei:
+        with pytest.raises(CodecError, match="max_message") as ei:
             a.tick()
         assert ei.value.reason == "too_large"
         assert "msg" in str(ei.value)
@@ -64,6 +65,21 @@ def test_a_tuple_too_large_for_a_datagram_fails_its_rule() -> None:
     finally:
         node(a).stop()
         node(b).stop()
+
+
+@pytest.mark.parametrize("key", [None, b"k"])
+def test_a_tuple_larger_than_a_datagram_travels_in_fragments(
+    key: bytes | None, nodes: list[Any]
+) -> None:
+    a = Echo(addr="127.0.0.1:0", cluster_key=key).start()
+    b = Echo(addr="127.0.0.1:0", cluster_key=key).start()
+    nodes += [a, b]
+    a.sync_do(lambda p: p.out.insert([(b.addr, 1, "x" * 200_000), (b.addr, 2, "y")]))
+    wait_until(lambda: len(got(b)) == 2)
+    assert got(b) == {(a.addr, 1, "x" * 200_000), (a.addr, 2, "y")}
+    assert a.stats()["fragments_sent"] >= 4
+    assert b.stats()["fragments_received"] == a.stats()["fragments_sent"]
+    assert b.stats()["dropped"] == {}
 
 
 def test_big_tuples_travel_over_tcp(nodes: list[Any]) -> None:

@@ -188,6 +188,7 @@ class _Unit:
         "recursive",
         "rules",
         "scratch",
+        "shared",
     )
 
     def __init__(self, rt: Runtime, recursive: bool, rules: list[CompiledRule]) -> None:
@@ -214,6 +215,9 @@ class _Unit:
         self.nonmono_rels = list(nonmono.values())
         self.nonmono_vars = list(nm_vars.values())
         self.dred = DRed.build(rules, rt, self.scratch) if recursive and self.scratch else None
+        #: the unit's maintained head when several of its rules feed it: their changes are
+        #: applied together (set by ``Runtime._plan_units``)
+        self.shared: str | None = None
 
 
 class Runtime:
@@ -384,6 +388,10 @@ class Runtime:
                         or rule.nonmonotone_reads
                     ):
                         cr.zbody = zcompile_rule(rule, self, cr.head_rel is not None, cr.read_vars)
+                heads = {cr.rule.head for cr in unit.rules if cr.zbody is not None}
+                feeding = [cr for cr in unit.rules if cr.zbody is not None]
+                if len(feeding) > 1 and len(heads) == 1 and next(iter(heads)) in self.support:
+                    unit.shared = next(iter(heads))
         self.units = plans
         self._stateful = self._journaled()
 
@@ -851,12 +859,28 @@ class Runtime:
             if u.recursive:
                 self._run_recursive(u)
                 continue
+            gather: list[tuple[Any, int]] | None = None
+            if u.shared is not None:
+                gather = []
             for cr in u.rules:
                 if cr.zbody is not None:
-                    self._zfire(cr)
+                    self._zfire(cr, gather)
                 else:  # a lattice-valued body: the semi-naive evaluator, one round
                     self._open_all(True)
                     self._fire(cr, True)
+            if gather:
+                # several rules into one maintained collection: their changes are applied
+                # together, so that a key moving from one rule's row to another's (one
+                # retracts what the other derives) is never seen holding both
+                sup = self.support[u.shared]  # type: ignore[index]
+                try:
+                    sup.apply(gather, sup.rel.name)
+                except BaseException as exc:
+                    if self._failed is None:
+                        self._failed = u.rules[0].rule
+                    rules = ", ".join(f"rule {cr.rule.index}" for cr in u.rules)
+                    _note(exc, f"in {rules} (into {sup.rel.name})")
+                    raise
 
     def _run_recursive(self, u: _Unit) -> None:
         """A recursive unit: semi-naive from what its heads hold, on this tick's changes; its
@@ -899,10 +923,11 @@ class Runtime:
         else:
             self._run_stratum(u.rules, force)
 
-    def _zfire(self, cr: CompiledRule) -> None:
+    def _zfire(self, cr: CompiledRule, gather: list[tuple[Any, int]] | None = None) -> None:
         """Run a rule's incremental evaluator and apply its signed output to the head: counts
-        of a maintained collection, the rows it gained for a table, the merge of its new rows
-        for a lattice variable."""
+        of a maintained collection (or, with ``gather``, add them to it, to be applied with
+        the other rules' of the unit), the rows it gained for a table, the merge of its new
+        rows for a lattice variable."""
         self.firing = cr
         z = cr.zbody
         assert z is not None
@@ -930,9 +955,13 @@ class Runtime:
                 if sup is not None:
                     make, where = head.make_row, cr.where
                     if delta is None:
-                        sup.apply([(make(r, where), 1) for r in rows], where)
-                    elif delta:
-                        sup.apply([(make(r, where), w) for r, w in delta], where)
+                        made = [(make(r, where), 1) for r in rows]
+                    else:
+                        made = [(make(r, where), w) for r, w in delta]
+                    if gather is not None:
+                        gather.extend(made)
+                    elif made:
+                        sup.apply(made, where)
                 elif rows:
                     head.add_many(rows, self.now, cr.where)
             elif rows:

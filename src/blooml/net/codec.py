@@ -35,11 +35,11 @@ wire form is ``to_wire(value)`` (default ``value.reveal()``) and it is rebuilt w
 
 from __future__ import annotations
 
+import heapq
 import hmac
 import struct
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from hashlib import sha256
 from typing import Any, NamedTuple
@@ -71,6 +71,7 @@ __all__ = [
     "ENVELOPE_SLACK",
     "FORMAT_VERSION",
     "MAX_DATAGRAM",
+    "MAX_MESSAGE",
     "Envelope",
     "decode",
     "decode_envelope",
@@ -84,8 +85,11 @@ __all__ = [
 
 #: The envelope format version this codec writes and accepts.
 FORMAT_VERSION = 1
-#: The largest UDP payload a node sends (bytes); a larger tuple is an error at its rule.
+#: The largest UDP datagram a node sends or accepts (bytes); a larger message is fragmented.
 MAX_DATAGRAM = 65_000
+#: The largest message (envelope) a node sends or accepts (bytes): one TCP frame, or one
+#: envelope reassembled from UDP fragments; a larger tuple is an error at its rule.
+MAX_MESSAGE = 16 * 1024 * 1024
 #: Deepest nesting of lattice values inside lattice values accepted when decoding.
 MAX_EXT_DEPTH = 32
 
@@ -393,22 +397,25 @@ def encode_for_channel(
     *,
     udp: bool,
     max_datagram: int = MAX_DATAGRAM,
+    max_message: int = MAX_MESSAGE,
 ) -> bytes:
     """Encode one tuple a rule sends on channel ``chan`` (the transports' ``check`` at the
-    sending rule): a value that cannot travel is a :class:`CodecError` naming its column, and on
-    UDP (``udp=True``) so is a tuple too large for one datagram of ``max_datagram`` bytes."""
+    sending rule): a value that cannot travel is a :class:`CodecError` naming its column, and
+    so is a tuple too large for one message of ``max_message`` bytes, on either transport
+    (``udp`` and ``max_datagram`` no longer limit it: over UDP a tuple larger than a datagram
+    travels in fragments)."""
     origin = f"{where}: channel {chan!r}"
     wire = encode_row(row, origin, columns)
-    if udp:
-        room = max_datagram - ENVELOPE_SLACK - len(chan) - len(str(sender))
-        if len(wire) > room:
-            raise CodecError(
-                "too_large",
-                f"the tuple encodes to {len(wire)} bytes, more than one UDP datagram holds "
-                f"({room}); send smaller tuples or use transport='tcp'",
-                tuple(row),
-                origin,
-            )
+    room = max_message - ENVELOPE_SLACK - len(chan) - len(str(sender))
+    if len(wire) > room:
+        raise CodecError(
+            "too_large",
+            f"the tuple encodes to {len(wire)} bytes, more than one message holds ({room}; "
+            f"max_message={max_message}): send smaller tuples (deltas), or raise "
+            "blooml.net.node(p).max_message on every node",
+            tuple(row),
+            origin,
+        )
     return wire
 
 
@@ -562,27 +569,56 @@ class Envelope(NamedTuple):
 
 
 class ReplayGuard:
-    """Signatures seen within the timestamp window (bounded: the oldest are forgotten)."""
+    """Signatures of the accepted datagrams whose timestamps are still within the window.
+
+    A signature is remembered until its *timestamp* (not its receipt) is more than ``window``
+    seconds in the past, that is until the datagram would be refused as ``stale`` anyway: a
+    datagram stamped ahead of the receiver's clock is remembered correspondingly longer. At
+    most ``capacity`` signatures are kept; when full, the one with the oldest timestamp is
+    forgotten and every timestamp up to it is refused from then on (``replay``), so a forgotten
+    signature can never be accepted again (a flood of more than ``capacity`` datagrams per
+    window makes the node refuse datagrams older than the ones it forgot).
+    """
 
     def __init__(self, window: float = 30.0, capacity: int = 100_000) -> None:
+        if not window > 0:
+            raise CodecError("bad_option", f"ReplayGuard(window={window!r}): must be > 0", window)
+        if not (isinstance(capacity, int) and capacity > 0):
+            raise CodecError(
+                "bad_option", f"ReplayGuard(capacity={capacity!r}): must be an int > 0", capacity
+            )
         self.window = window
         self.capacity = capacity
-        self._seen: OrderedDict[bytes, float] = OrderedDict()
+        self._seen: dict[bytes, float] = {}
+        self._heap: list[tuple[float, bytes]] = []
+        #: Timestamps at or below this were forgotten to make room: refused.
+        self.floor = float("-inf")
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
     def check(self, sig: bytes, ts: float, now: float) -> None:
-        """Raise ``CodecError`` if ``ts`` is outside the window or ``sig`` was seen."""
+        """Raise ``CodecError`` if ``ts`` is outside the window or ``sig`` was seen; else
+        remember ``sig`` until ``ts + window``."""
         if abs(now - ts) > self.window:
             raise CodecError("stale", f"timestamp {ts:.3f} is outside the {self.window}s window")
-        seen = self._seen
-        while seen:
-            old, t = next(iter(seen.items()))
-            if now - t > self.window or len(seen) >= self.capacity:
-                del seen[old]
-            else:
-                break
+        seen, heap = self._seen, self._heap
+        while heap and heap[0][0] < now - self.window:  # would be refused as stale now
+            seen.pop(heapq.heappop(heap)[1], None)
         if sig in seen:
             raise CodecError("replay", "a datagram with this signature was received before")
-        seen[sig] = now
+        if ts <= self.floor:
+            raise CodecError(
+                "replay",
+                f"timestamp {ts:.3f} is not after {self.floor:.3f}, the newest of the "
+                f"signatures forgotten to stay within {self.capacity} (a flood?)",
+            )
+        while len(seen) >= self.capacity:
+            old_ts, old = heapq.heappop(heap)
+            del seen[old]
+            self.floor = max(self.floor, old_ts)
+        seen[sig] = ts
+        heapq.heappush(heap, (ts, sig))
 
 
 def decode_envelope(
@@ -597,21 +633,15 @@ def decode_envelope(
     ``version``, ``too_deep``, ``lattice_rejected``, ``unknown_lattice``, ``unsigned``,
     ``bad_signature``, ``stale``, ``replay``.
     """
-    outer = decode(data) if not key else _outer(data)
-    if not (isinstance(outer, tuple) and len(outer) == 3):
-        raise CodecError("malformed", "not an envelope")
-    version, body, sig = outer
-    if version != FORMAT_VERSION:
-        raise CodecError("version", f"unknown format version {version!r}", version)
-    if not isinstance(body, bytes):
-        raise CodecError("malformed", "envelope body is not bytes")
+    version, body, sig = _split_envelope(data)
     if key:
         if sig is None:
             raise CodecError("unsigned", "datagram is not signed")
-        if not isinstance(sig, bytes) or not hmac.compare_digest(
-            sig, hmac.new(key, body, sha256).digest()
-        ):
+        if not hmac.compare_digest(sig, hmac.new(key, body, sha256).digest()):
             raise CodecError("bad_signature", "datagram signature does not match")
+        if guard is not None:  # a replay is refused before its rows are decoded
+            assert sig is not None
+            guard.check(sig, _stamp(body) / 1000.0, time.time() if now is None else now)
     inner = decode(body)
     if not (
         isinstance(inner, tuple)
@@ -624,9 +654,6 @@ def decode_envelope(
         raise CodecError("malformed", "bad envelope body")
     sender, stamp, raw = inner
     ts = stamp / 1000.0
-    if key and guard is not None:
-        assert isinstance(sig, bytes)
-        guard.check(sig, ts, time.time() if now is None else now)
     for b in raw:
         if not (
             isinstance(b, tuple)
@@ -639,9 +666,69 @@ def decode_envelope(
     return Envelope(version, sender, ts, raw)
 
 
-def _outer(data: bytes) -> Any:
-    """Decode only the outer array (no extension types: the body is checked before use)."""
+def _stamp(body: bytes) -> int:
+    """The timestamp of an envelope body, read without decoding its rows."""
     try:
-        return msgpack.unpackb(data, use_list=False, raw=False, max_ext_len=0)
+        u = msgpack.Unpacker(raw=False, max_ext_len=0, max_array_len=0, max_map_len=0)
+        u.feed(body)
+        if u.read_array_header() != 3:
+            raise ValueError("not an array of 3")
+        u.skip()
+        stamp = u.unpack()
     except Exception as exc:
-        raise CodecError("malformed", f"not a valid envelope: {exc}") from None
+        raise CodecError("malformed", f"bad envelope body: {exc}") from None
+    if not isinstance(stamp, int) or isinstance(stamp, bool):
+        raise CodecError("malformed", "bad envelope timestamp", stamp)
+    return stamp
+
+
+def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
+    """``(version, body, signature)`` of an envelope, read by hand from its first bytes.
+
+    Nothing else is decoded before the signature is checked: a forged frame of millions of
+    nested msgpack values costs a few byte comparisons, not a full decode.
+    """
+    items = split_outer(data, 3)
+    if items is None:
+        raise CodecError("malformed", "not an envelope")
+    version, (body, sig) = items
+    if version != FORMAT_VERSION:
+        raise CodecError("version", f"unknown format version {version!r}", version)
+    if body is None:
+        raise CodecError("malformed", "envelope body is not bytes")
+    return version, body, sig
+
+
+def split_outer(data: bytes, n: int) -> tuple[int, list[bytes | None]] | None:
+    """Read a msgpack array of ``n`` items: a small non-negative int, then ``n - 1`` items
+    each ``bin`` or ``nil``; ``None`` if ``data`` is not exactly that (a different version
+    number is returned for the caller to refuse). Used for envelopes and fragments."""
+    if len(data) < 2 or data[0] != 0x90 | n or data[1] > 0x7F:
+        return None
+    version = data[1]
+    pos = 2
+    out: list[bytes | None] = []
+    end = len(data)
+    for _ in range(n - 1):
+        if pos >= end:
+            return None
+        head = data[pos]
+        if head == 0xC0:
+            out.append(None)
+            pos += 1
+            continue
+        if head == 0xC4 and pos + 2 <= end:
+            size, pos = data[pos + 1], pos + 2
+        elif head == 0xC5 and pos + 3 <= end:
+            size, pos = int.from_bytes(data[pos + 1 : pos + 3], "big"), pos + 3
+        elif head == 0xC6 and pos + 5 <= end:
+            size, pos = int.from_bytes(data[pos + 1 : pos + 5], "big"), pos + 5
+        else:
+            return None
+        if pos + size > end:
+            return None
+        out.append(data[pos : pos + size])
+        pos += size
+    if pos != end:
+        return None
+    return version, out

@@ -18,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import ipaddress
 import logging
+import os
 import random
 import signal
 import socket
@@ -32,6 +34,7 @@ from typing import Any
 from blooml.engine._state import Pending
 from blooml.errors import BloomlError, CodecError, ProgramError, RuleQuarantinedError
 from blooml.net._coltypes import ColumnTypes
+from blooml.net._fragment import Reassembler, fragment, is_fragment
 from blooml.net._isolate import (
     Unit,
     added,
@@ -45,19 +48,25 @@ from blooml.net._isolate import (
 from blooml.net.codec import (
     ENVELOPE_SLACK,
     MAX_DATAGRAM,
+    MAX_MESSAGE,
     ReplayGuard,
     decode_envelope,
     encode_envelope,
     encode_for_channel,
 )
 
-__all__ = ["Node", "parse_addr"]
+__all__ = ["MAX_MESSAGE", "Node", "parse_addr"]
 
 log = logging.getLogger("blooml.net")
 
-#: Largest TCP frame a node accepts (bytes); a peer sending more is disconnected.
-MAX_FRAME = 64 * 1024 * 1024
+#: Deprecated alias of :data:`MAX_MESSAGE` (the TCP frame limit was 64 MiB).
+MAX_FRAME = MAX_MESSAGE
 _FRAME = struct.Struct(">I")
+#: Seconds a resolved host name is used before it is resolved again (in the background).
+RESOLVE_TTL = 30.0
+#: Seconds a TCP connect may take. Generous: the clock runs while the node's own ticks block
+#: its loop (seconds, when they decode large states), and with 2 s a busy node never connected.
+CONNECT_TIMEOUT = 30.0
 
 
 def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
@@ -79,7 +88,7 @@ class _UDP(asyncio.DatagramProtocol):
         self.node = node
 
     def datagram_received(self, data: bytes, addr: Any) -> None:
-        self.node._inbox_put(data)
+        self.node._datagram(data, addr)
 
     def error_received(self, exc: Exception) -> None:  # e.g. ICMP port unreachable
         self.node._count("send_errors")
@@ -93,17 +102,26 @@ class _Peer:
         self.node = node
         self.addr = addr
         self.frames: deque[bytes] = deque()
-        self.limit = limit
+        self.limit = limit  # bytes queued at most
+        self.queued = 0
+        self.inflight = 0  # frames written but not drained yet
         self.event = asyncio.Event()
         self.writer: asyncio.StreamWriter | None = None
         self.task = asyncio.get_running_loop().create_task(self.run())
 
     def push(self, frame: bytes) -> None:
-        if len(self.frames) >= self.limit:
-            self.node._count("send_dropped")
+        if self.queued + len(frame) > self.limit:
+            self.node._count("send_dropped")  # a dead or slow peer: drop, never grow
             return
         self.frames.append(frame)
+        self.queued += len(frame)
         self.event.set()
+
+    def take(self) -> tuple[bytes, int]:
+        data, n = b"".join(self.frames), len(self.frames)
+        self.frames.clear()
+        self.queued = 0
+        return data, n
 
     async def _watch(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
@@ -126,13 +144,12 @@ class _Peer:
                     continue
                 try:
                     reader, writer = await asyncio.wait_for(
-                        asyncio.open_connection(host, port), 2.0
+                        asyncio.open_connection(host, port), CONNECT_TIMEOUT
                     )
                 except (OSError, TimeoutError):
                     node._count("connect_failures")
                     if node._closing:
-                        node._count("send_dropped", len(self.frames))
-                        self.frames.clear()
+                        node._count("send_dropped", self.take()[1])
                         break
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 1.0)
@@ -144,29 +161,31 @@ class _Peer:
                 self.event.clear()
                 await self.event.wait()
                 continue
-            data = b"".join(self.frames)
-            n = len(self.frames)
-            self.frames.clear()
+            data, n = self.take()
             w = self.writer
             if w is None:
                 continue
+            self.inflight = n
             try:
                 w.write(data)
                 await w.drain()
             except (OSError, RuntimeError):
                 node._count("send_dropped", n)
                 self.writer = None
+            self.inflight = 0
         if self.writer is not None:
             self.writer.close()
 
-    async def close(self) -> None:
+    async def close(self, budget: float) -> None:
+        """Flush within ``budget`` seconds; then drop what is left (counted) and close."""
         self.event.set()
         try:
-            await asyncio.wait_for(self.task, 2.0)
+            await asyncio.wait_for(asyncio.shield(self.task), budget)
         except (TimeoutError, asyncio.CancelledError):
             self.task.cancel()
+            self.node._count("send_dropped", self.take()[1] + self.inflight)
         if self.writer is not None:
-            self.writer.close()
+            self.writer.transport.abort()  # a peer that never reads cannot hold us
 
 
 class Node:
@@ -179,7 +198,16 @@ class Node:
         cluster_key: sign and check every datagram with HMAC-SHA256 under this key.
         inbox_limit: datagrams waiting to be applied; more are dropped (``inbox_full``).
         window: seconds a signed datagram's timestamp may differ from this node's clock.
-        max_datagram: the largest UDP payload sent.
+        max_datagram: the largest UDP datagram sent or accepted (a larger one is dropped,
+            ``too_large``); a larger message travels as fragments of this size.
+        max_message: the largest message (envelope) sent or accepted: a TCP frame, or an
+            envelope reassembled from UDP fragments. A tuple that cannot fit one fails its
+            sending rule (``CodecError``, ``too_large``); a peer announcing a larger frame is
+            disconnected before the frame is read.
+        send_buffer: bytes queued for one TCP peer at most; frames beyond are dropped and
+            counted (``send_dropped``). Default ``2 * max_message``.
+        inbox_bytes: bytes of received messages waiting to be applied at most; more are
+            dropped (``inbox_full``). Default ``4 * max_message``.
         quarantine_after: a rule that fails this many ticks in a row (with no input to blame)
             is quarantined: taken out of evaluation (see ``quarantined``).
         isolation_trials: trial ticks at most to find the input a failed tick fails on.
@@ -187,6 +215,10 @@ class Node:
 
     #: Datagrams applied per tick at most (the rest wait for the following ticks).
     batch_limit = 2000
+    #: Bytes of messages applied per tick at most (at least one message): a backlog of large
+    #: messages (whole states queued behind a busy tick) is applied over several short ticks,
+    #: each of which commits and answers, not in one tick that decodes them all.
+    batch_bytes = 4 * 1024 * 1024
 
     def __init__(
         self,
@@ -197,9 +229,24 @@ class Node:
         inbox_limit: int = 10_000,
         window: float = 30.0,
         max_datagram: int = MAX_DATAGRAM,
+        max_message: int = MAX_MESSAGE,
+        send_buffer: int | None = None,
+        inbox_bytes: int | None = None,
         quarantine_after: int = 5,
         isolation_trials: int = 24,
     ) -> None:
+        for name, v, low in (
+            ("max_datagram", max_datagram, 512),
+            ("max_message", max_message, 1),
+            ("send_buffer", send_buffer, 1),
+            ("inbox_bytes", inbox_bytes, 1),
+        ):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < low):
+                raise ProgramError(f"Node({name}={v!r}): expected an int >= {low}")
+        if max_datagram > 65_507:
+            raise ProgramError(
+                f"Node(max_datagram={max_datagram!r}): a UDP datagram holds at most 65,507 bytes"
+            )
         for name, n in (
             ("quarantine_after", quarantine_after),
             ("isolation_trials", isolation_trials),
@@ -222,6 +269,14 @@ class Node:
         self.guard = ReplayGuard(window) if self.key else None
         self.inbox_limit = inbox_limit
         self.max_datagram = max_datagram
+        #: See the class docstring; settable (``blooml.net.node(p).max_message = ...``) before
+        #: ``start()``, as the other limits are.
+        self.max_message = max_message
+        self.send_buffer = send_buffer
+        self.inbox_bytes = inbox_bytes
+        self.window = window
+        self._inbox_size = 0
+        self._reassembly: Reassembler | None = None
         self.running = False
         self._closing = False
         self._thread: threading.Thread | None = None
@@ -237,12 +292,18 @@ class Node:
         self._logged: set[str] = set()
         self._latency: deque[float] = deque(maxlen=10_000)
         self._pre_start: list[tuple[str, bytes]] = []
+        self._pre_start_size = 0
         self._peers: dict[str, _Peer] = {}
-        self._resolved: dict[str, tuple[str, int]] = {}
+        # host:port -> (socket address, when to resolve again); names resolve off the thread
+        self._resolved: dict[str, tuple[tuple[str, int], float]] = {}
+        self._resolving: dict[str, list[bytes]] = {}
+        self._logged_resolve: set[str] = set()
+        self._udp_inode: int | None = None
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.StreamWriter] = set()
         self._udp: asyncio.DatagramTransport | None = None
         self._fail_backoff_until = 0.0
+        self._stop_deadline = 0.0
         #: Fault injection for tests and demos: the probability that an outgoing datagram
         #: (or TCP frame) is silently lost (``blooml run --drop-rate``). Counted in
         #: ``stats()["injected_drops"]``.
@@ -258,6 +319,11 @@ class Node:
             "received_tuples": 0,
             "sent": 0,
             "sent_tuples": 0,
+            "sent_bytes": 0,
+            "received_bytes": 0,
+            "fragments_sent": 0,
+            "fragments_received": 0,
+            "resolve_failures": 0,
             "dropped": {},
             "discarded_batches": 0,
             "discarded_tuples": 0,
@@ -277,6 +343,9 @@ class Node:
                 raise ProgramError(f"transport must be 'udp' or 'tcp', got {transport!r}")
             host, port = parse_addr(rt.addr, "addr")
             self.sock = self._bind(host, port)
+            if transport == "udp":
+                with contextlib.suppress(OSError):
+                    self._udp_inode = os.fstat(self.sock.fileno()).st_ino
             bound_port = self.sock.getsockname()[1]
             shown = f"[{host}]" if ":" in host else host
             rt.addr = f"{shown}:{bound_port}"
@@ -308,8 +377,9 @@ class Node:
     # -- the transport seam (called by the runtime) -----------------------------------------
 
     def check(self, rt: Any, addr: Any, chan: str, row: Any, where: str = "") -> Any:
-        """At the sending rule: the address must be host:port and the row must encode (and,
-        on UDP, fit one datagram). Returns the encoded row."""
+        """At the sending rule: the address must be host:port and the row must encode within
+        ``max_message`` bytes (over UDP a row larger than a datagram travels as fragments).
+        Returns the encoded row."""
         if addr == rt.addr:
             return None  # loopback: delivered in-process
         parse_addr(addr, f"{where}: channel {chan!r}")
@@ -320,12 +390,13 @@ class Node:
             rt.addr,
             where,
             udp=self.transport == "udp",
-            max_datagram=self.max_datagram,
+            max_message=self.max_message,
         )
 
     def deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
-        """After the tick commits: send the messages for ``addr`` (as few datagrams as hold
-        them; over TCP, one frame). Never raises: the tick has committed, so a failure here
+        """After the tick commits: send the messages for ``addr`` (over UDP as few datagrams
+        as hold them, a tuple larger than a datagram in fragments; over TCP, one frame per
+        ``max_message`` bytes). Never raises: the tick has committed, so a failure here
         (a name that does not resolve, messages to this node that conflict) is counted in
         ``stats()["send_failures"][addr]`` and logged once per destination."""
         try:
@@ -359,7 +430,7 @@ class Node:
         budget = (
             self.max_datagram - ENVELOPE_SLACK - len(str(rt.addr))
             if self.transport == "udp"
-            else MAX_FRAME - 1024
+            else self.max_message - ENVELOPE_SLACK - len(str(rt.addr))
         )
         groups: dict[str, list[bytes]] = {}
         size = 0
@@ -374,38 +445,64 @@ class Node:
             self._send(addr, groups)
 
     def _send(self, addr: str, groups: dict[str, list[bytes]]) -> None:
-        data = encode_envelope(str(self.rt.addr), groups.items(), self.key)
+        now = time.time()
+        data = encode_envelope(str(self.rt.addr), groups.items(), self.key, now)
         self._stats["sent"] += 1
         self._stats["sent_tuples"] += sum(map(len, groups.values()))
+        if self.transport == "udp":
+            if len(data) <= self.max_datagram:
+                self._udp_out(addr, data)
+                return
+            parts = fragment(data, self.max_datagram, self.key, now)
+            self._stats["fragments_sent"] += len(parts)
+            for part in parts:
+                self._udp_out(addr, part)
+            return
         if self.drop_rate and self._rng.random() < self.drop_rate:
             self._stats["injected_drops"] += 1  # fault injection: lost on the way
             return
-        delayed = self.max_delay and self.transport == "udp" and self._loop is not None
+        frame = _FRAME.pack(len(data)) + data
+        self._stats["sent_bytes"] += len(frame)
+        if not self.running or not self.on_own_thread():
+            limit = self._send_limit()
+            if self._pre_start_size + len(frame) > limit:  # bounded until the node starts
+                self._count("send_dropped")
+                return
+            self._pre_start.append((addr, frame))
+            self._pre_start_size += len(frame)
+            return
+        self._peer(addr).push(frame)
+
+    def _send_limit(self) -> int:
+        return 2 * self.max_message if self.send_buffer is None else self.send_buffer
+
+    def _peer(self, addr: str) -> _Peer:
+        peer = self._peers.get(addr)
+        if peer is None:
+            peer = self._peers[addr] = _Peer(self, addr, self._send_limit())
+        return peer
+
+    def _udp_out(self, addr: str, data: bytes) -> None:
+        """One datagram on its way: fault injection (loss, delay), then the socket."""
+        if self.drop_rate and self._rng.random() < self.drop_rate:
+            self._stats["injected_drops"] += 1  # fault injection: lost on the way
+            return
+        delayed = self.max_delay and self._loop is not None
         if delayed and self.on_own_thread():  # fault injection: delayed (and so reordered)
             assert self._loop is not None
             self._loop.call_later(self._rng.uniform(0.0, self.max_delay), self._sendto, addr, data)
             return
-        if self.transport == "udp":
-            self._sendto(addr, data)
-            return
-        frame = _FRAME.pack(len(data)) + data
-        if not self.running or not self.on_own_thread():
-            if len(self._pre_start) >= self.inbox_limit:  # bounded until the node starts
-                self._count("send_dropped")
-                return
-            self._pre_start.append((addr, frame))
-            return
-        peer = self._peers.get(addr)
-        if peer is None:
-            peer = self._peers[addr] = _Peer(self, addr, self.inbox_limit)
-        peer.push(frame)
+        self._sendto(addr, data)
 
     def _sendto(self, addr: str, data: bytes) -> None:
         try:
-            dest = self._resolve(addr)
+            dest = self._resolve(addr, data)
         except Exception as exc:  # e.g. socket.gaierror: the name does not resolve
             self._send_failed(addr, exc)
             return
+        if dest is None:
+            return  # waits for its name to resolve
+        self._stats["sent_bytes"] += len(data)
         try:
             if self._udp is not None and self.on_own_thread():
                 self._udp.sendto(data, dest)
@@ -415,22 +512,110 @@ class Node:
         except OSError:
             self._count("send_errors")
 
-    def _resolve(self, addr: str) -> tuple[str, int]:
-        dest = self._resolved.get(addr)
+    def _resolve(self, addr: str, data: bytes) -> tuple[str, int] | None:
+        """The socket address of ``addr``. A numeric address is used as it is; a host name
+        is resolved off the node's thread (``loop.getaddrinfo``) and again every
+        ``RESOLVE_TTL`` seconds in the background; until its first answer, datagrams to it
+        wait (a bounded number; they are sent once it resolves, dropped if it does not)."""
+        now = time.monotonic()
+        hit = self._resolved.get(addr)
+        if hit is not None:
+            if now >= hit[1] and addr not in self._resolving:
+                self._resolved[addr] = (hit[0], now + RESOLVE_TTL)
+                self._start_resolve(addr, refresh=True)
+            return hit[0]
+        host, port = parse_addr(addr)
+        with contextlib.suppress(ValueError):
+            ipaddress.ip_address(host.split("%")[0])
+            dest = (host, port)
+            self._resolved[addr] = (dest, float("inf"))
+            return dest
+        if self._loop is None or not self.on_own_thread():
+            # not running (or another thread): nothing to block but the caller
+            try:
+                info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+            except (OSError, UnicodeError) as exc:
+                self._count("resolve_failures")
+                self._count("send_errors")
+                self._send_failed(addr, exc)  # counted per destination, logged once
+                return None
+            dest = (str(info[0][4][0]), int(info[0][4][1]))
+            self._resolved[addr] = (dest, now + RESOLVE_TTL)
+            return dest
+        waiting = self._resolving.get(addr)
+        if waiting is None:
+            waiting = self._resolving[addr] = []
+            self._start_resolve(addr, refresh=False)
+        if len(waiting) < self.inbox_limit:
+            waiting.append(data)
+        else:
+            self._count("send_dropped")
+        return None
+
+    def _start_resolve(self, addr: str, *, refresh: bool) -> None:
+        assert self._loop is not None
+        self._resolving.setdefault(addr, [])
+        self._loop.create_task(self._resolve_async(addr, refresh))
+
+    async def _resolve_async(self, addr: str, refresh: bool) -> None:
+        host, port = parse_addr(addr)
+        assert self._loop is not None
+        try:
+            info = await self._loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+            dest: tuple[str, int] | None = (str(info[0][4][0]), int(info[0][4][1]))
+        except (OSError, UnicodeError) as exc:
+            dest = None
+            failure: BaseException = exc
+            self._count("resolve_failures")
+            if addr not in self._logged_resolve:
+                self._logged_resolve.add(addr)
+                log.warning("%s: cannot resolve %r: %s", self.rt.addr, addr, exc)
+        waiting = self._resolving.pop(addr, [])
         if dest is None:
-            host, port = parse_addr(addr)
-            info = socket.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
-            sockaddr = info[0][4]
-            dest = self._resolved[addr] = (str(sockaddr[0]), int(sockaddr[1]))
-        return dest
+            if not refresh:
+                self._count("send_errors", len(waiting))
+                # the messages waiting for this name are lost: a failure after commit,
+                # counted per destination (stats()["send_failures"])
+                self._send_failed(addr, failure)
+            return  # a failed refresh keeps the last good address
+        self._resolved[addr] = (dest, time.monotonic() + RESOLVE_TTL)
+        for data in waiting:
+            self._sendto(addr, data)
 
     # -- receiving ----------------------------------------------------------------------------
 
+    def _datagram(self, data: bytes, source: Any) -> None:
+        """A UDP datagram arrived (on the loop): an envelope, or a fragment of one."""
+        self._stats["received_bytes"] += len(data)
+        if len(data) > self.max_datagram:
+            self._drop("too_large", f"a datagram of {len(data)} bytes from {source!r}")
+            return
+        if not is_fragment(data):
+            self._inbox_put(data)
+            return
+        self._stats["fragments_received"] += 1
+        if self._reassembly is None:
+            self._reassembly = Reassembler(
+                max_message=self.max_message,
+                max_bytes=2 * self.max_message,
+                key=self.key,
+                window=self.window,
+            )
+        try:
+            whole = self._reassembly.add(source, data, time.monotonic(), time.time())
+        except CodecError as exc:
+            self._drop(exc.reason, f"a fragment from {source!r}: {exc}")
+            return
+        if whole is not None:
+            self._inbox_put(whole)
+
     def _inbox_put(self, data: bytes) -> None:
-        if len(self._inbox) >= self.inbox_limit:
+        limit = 4 * self.max_message if self.inbox_bytes is None else self.inbox_bytes
+        if len(self._inbox) >= self.inbox_limit or self._inbox_size + len(data) > limit:
             self._drop("inbox_full", "the inbox is full (a flood?)")
             return
         self._inbox.append(data)
+        self._inbox_size += len(data)
         if self._wake is not None:
             self._wake.set()
 
@@ -502,10 +687,12 @@ class Node:
             while True:
                 head = await reader.readexactly(4)
                 (n,) = _FRAME.unpack(head)
-                if n > MAX_FRAME:
-                    self._drop("too_large", f"a TCP frame of {n} bytes")
+                if n > self.max_message:  # refused before a byte of it is read
+                    self._drop("too_large", f"a TCP frame of {n} bytes (max_message)")
                     break
-                self._inbox_put(await reader.readexactly(n))
+                data = await reader.readexactly(n)
+                self._stats["received_bytes"] += n + 4
+                self._inbox_put(data)
         except (asyncio.IncompleteReadError, OSError, asyncio.CancelledError):
             pass  # the peer went away, or this node is stopping
         finally:
@@ -570,11 +757,9 @@ class Node:
             return
         ready.set()
         for addr, frame in self._pre_start:
-            peer = self._peers.get(addr)
-            if peer is None:
-                peer = self._peers[addr] = _Peer(self, addr, self.inbox_limit)
-            peer.push(frame)
+            self._peer(addr).push(frame)
         self._pre_start = []
+        self._pre_start_size = 0
         wake = self._wake
         while True:
             if not self._work_ready():
@@ -584,14 +769,26 @@ class Node:
                         await asyncio.wait_for(wake.wait(), delay)
             wake.clear()
             self._step()
-            if self._closing and not self._inbox and not self._calls:
+            if self._closing and (
+                not (self._inbox or self._calls) or time.monotonic() >= self._stop_deadline
+            ):
                 break
             await asyncio.sleep(0)
         self._step()
         for u in self._units:  # held by a failing rule until the end
             u.settle(ProgramError(f"{self.rt.addr}: the node stopped before applying it"))
-        for peer in list(self._peers.values()):
-            await peer.close()
+        for _ in range(len(self._inbox)):  # arrived too late for stop()'s budget
+            self._drop("stopping", "the node stopped before applying it")
+        self._inbox.clear()
+        self._inbox_size = 0
+        while self._calls:  # queued sync_do/async_do calls that stop()'s budget left unrun
+            _fn, fut, _what = self._calls.popleft()
+            if fut is not None and not fut.done():
+                fut.set_exception(ProgramError(f"{self.rt.addr}: the node stopped first"))
+        # every peer flushes at once, within the budget stop() gave: a peer that never reads
+        # loses what is queued for it (counted in send_dropped), it does not hold the stop
+        budget = max(0.05, self._stop_deadline - time.monotonic())
+        await asyncio.gather(*(peer.close(budget) for peer in list(self._peers.values())))
         if self._server is not None:
             self._server.close()
         for w in list(self._conns):
@@ -626,8 +823,16 @@ class Node:
         if not self._closing and rt.clock() < self._fail_backoff_until:
             return
         inbox = self._inbox
+        taken = 0
         for _ in range(min(len(inbox), self.batch_limit)):
-            self.accept(inbox.popleft())
+            if self._closing and time.monotonic() >= self._stop_deadline:
+                break
+            if taken and taken + len(inbox[0]) > self.batch_bytes:
+                break
+            data = inbox.popleft()
+            self._inbox_size -= len(data)
+            taken += len(data)
+            self.accept(data)
         # one queued call per tick (as Bud's sync_do/async_do): what it inserts is applied
         # by a tick of its own
         if self._calls:
@@ -854,7 +1059,13 @@ class Node:
     # -- the user's handles ---------------------------------------------------------------------
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the loop: apply what arrived, send what is queued, close (see ``Program.stop``)."""
+        """Stop the loop: apply what arrived, send what is queued, close (see ``Program.stop``).
+
+        Bounded: queued TCP frames get half of ``timeout`` to leave; what a peer has not taken
+        by then is dropped (counted in ``send_dropped``) and its connection aborted. If the
+        node's thread still runs after ``timeout`` (a callback that blocks), a warning is
+        logged and ``stop`` returns.
+        """
         if not self.running or self._loop is None:
             self._closing = True
             if self.sock is not None:
@@ -863,6 +1074,8 @@ class Node:
         if self.on_own_thread():
             raise ProgramError("stop() from the node's own thread (a callback) would deadlock")
         loop = self._loop
+
+        self._stop_deadline = time.monotonic() + timeout / 2
 
         def close() -> None:
             self._closing = True
@@ -873,7 +1086,12 @@ class Node:
         assert self._thread is not None
         self._thread.join(timeout)
         if self._thread.is_alive():
-            raise ProgramError(f"{self.rt.addr}: the node did not stop within {timeout} s")
+            log.warning(
+                "%s: the node's thread did not end within %s s (a callback that blocks?); "
+                "it is a daemon thread and ends with the process",
+                self.rt.addr,
+                timeout,
+            )
 
     def run(
         self,
@@ -965,8 +1183,17 @@ class Node:
         out["dropped"] = dict(out["dropped"])
         out["send_failures"] = dict(out["send_failures"])
         out["quarantined"] = len(self.quarantined)
+        kernel = self._kernel_drops()
+        if kernel:
+            out["dropped"]["kernel"] = kernel
         out["dropped_total"] = sum(out["dropped"].values())
         out["inbox"] = len(self._inbox)
+        out["send_queue_bytes"] = self._pre_start_size + sum(
+            p.queued for p in list(self._peers.values())
+        )
+        if self._reassembly is not None:
+            out["reassembling"] = len(self._reassembly)
+            out["fragments_lost"] = dict(self._reassembly.lost)
         out["addr"] = str(self.rt.addr)
         out["transport"] = self.transport
         lat = sorted(self._latency)
@@ -974,6 +1201,25 @@ class Node:
             out["tick_ms_p50"] = lat[len(lat) // 2] * 1000
             out["tick_ms_p99"] = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
         return out
+
+    def _kernel_drops(self) -> int:
+        """Datagrams the kernel dropped because this socket's receive buffer was full (the
+        ``drops`` column of ``/proc/net/udp``/``udp6`` for the socket's inode; 0 where there
+        is no such file)."""
+        if self._udp_inode is None:
+            return 0
+        inode = str(self._udp_inode)
+        for name in ("/proc/net/udp", "/proc/net/udp6"):
+            try:
+                with open(name) as f:
+                    next(f, None)
+                    for line in f:
+                        cols = line.split()
+                        if len(cols) >= 13 and cols[9] == inode:
+                            return int(cols[12])
+            except (OSError, ValueError):
+                continue
+        return 0
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped" if self._closing else "not started"

@@ -207,7 +207,12 @@ def merge_entries(inner: ColumnFormat | None, entries: Any, combine: Any = None)
         order = F.sort_array(
             F.transform(es, lambda e, i: F.struct(e["key"].alias("k"), i.alias("i")))
         )
-        merge = combine if combine is not None else (lambda vs: merge_cells(inner, vs))
+        if combine is not None:
+            merge = combine
+        else:
+            assert inner is not None, "merge_entries needs the values' format or a combine"
+            fmt = inner
+            merge = lambda vs: merge_cells(fmt, vs)  # noqa: E731
         return _let(order, lambda s: _let(_run_starts(s), lambda st: _runs(merge, es, s, st)))
 
     return _let(entries, by_key)

@@ -1,0 +1,167 @@
+"""Gossip that fits (issue 20): whole-state gossip of stores larger than a datagram converges on
+sockets, and delta anti-entropy (``blooml.net.antientropy``) converges, catches a restarted
+replica up, and keeps its buffer bounded, in the simulator."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _net import wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from _examples import load_benchmark
+
+from blooml import bloom, channel, lbag, lmap, lmax, lset
+from blooml.net import Simulation
+from blooml.net.antientropy import DeltaGossip, novel
+
+Whole = load_benchmark("bench_net_gossip").Whole  # whole-state gossip, the old net_kvs idiom
+
+
+class Replica(DeltaGossip):
+    put = channel(["@addr", "key", "version"], ["value"])
+
+    @bloom
+    def writes(self):
+        self.update <= self.put.map(lambda p: (p.key, lmap({p.key: lmax((p.version, p.value))})))
+
+
+def _keys(n: int, tag: str = "") -> lmap:
+    return lmap({f"key{i}": lmax((1, f"value{i}{tag}")) for i in range(n)})
+
+
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+def test_whole_state_gossip_larger_than_a_datagram_converges(
+    transport: str, nodes: list[Any]
+) -> None:
+    ps = [Whole(addr="127.0.0.1:0", transport=transport) for _ in range(3)]
+    nodes += ps
+    addrs = [p.addr for p in ps]
+    for i, p in enumerate(ps):
+        p.peer.insert([(a,) for a in addrs if a != p.addr])
+        p.store.insert(lmap({f"{i}-{k}": lmax(k) for k in range(2_000)}))  # 71 kB: 2 datagrams
+        p.start()
+    wait_until(
+        lambda: all(p.sync_do(lambda q: len(q.store.value.reveal())) == 6_000 for p in ps), 30
+    )
+    values = [p.sync_do(lambda q: q.store.value) for p in ps]
+    assert values[0] == values[1] == values[2]
+    assert all(p.stats()["dropped"] == {} and p.stats()["errors"] == 0 for p in ps)
+    if transport == "udp":
+        assert all(p.stats()["fragments_received"] > 0 for p in ps)
+
+
+def test_novel_is_the_part_not_held_yet() -> None:
+    cur = lmap({"a": lmax(3), "b": lset([1])})
+    assert novel(lmap({"a": lmax(2), "b": lset([1, 2]), "c": lmax(0)}), cur) == lmap(
+        {"b": lset([1, 2]), "c": lmax(0)}
+    )
+    assert novel(lmap({"a": lmax(3)}), cur) == lmap()
+    assert novel(lset([1, 2, 3]), lset([2])) == lset([1, 3])
+    assert novel(lbag({"x": 2, "y": 1}), lbag({"x": 2})) == lbag({"y": 1})
+    assert novel(lmax(4), lmax(5)) == lmax() and novel(lmax(6), lmax(5)) == lmax(6)
+    for d, c in ((lmap({"a": lmax(9), "z": lmax(1)}), cur), (lset([7]), lset([1]))):
+        assert novel(d, c).merge(c) == d.merge(c)
+
+
+def _mesh(sim: Simulation, names: list[str], links: dict[str, list[str]]) -> dict[str, Replica]:
+    ps = {n: Replica(addr=n, network=sim) for n in names}
+    for n, peers in links.items():
+        ps[n].peer.insert([(m,) for m in peers])
+    return ps
+
+
+def _put(p: Replica, key: str, version: int, value: Any) -> None:
+    p.put.insert([(p.addr, key, version, value)])
+
+
+def test_delta_gossip_converges_under_loss_and_duplication() -> None:
+    sim = Simulation(seed=3, delay=(0.001, 0.05), loss=0.2, dup=0.1)
+    names = ["a", "b", "c"]
+    ps = _mesh(sim, names, {n: [m for m in names if m != n] for n in names})
+    for i in range(60):
+        sim.at(i * 0.02, lambda s, i=i: _put(ps[names[i % 3]], f"k{i % 20}", i, i))
+    sim.run(15.0)  # a lost whole state is sent again after ae_full_every (5 s)
+    values = [ps[n].store.value for n in names]
+    assert values[0] == values[1] == values[2]
+    assert values[0] == lmap({f"k{j}": lmax((i, i)) for i in range(40, 60) for j in [i % 20]})
+    # once everything is acked the buffers empty out (what remains is at most a period's worth)
+    assert all(len(ps[n].ae_buffer) <= 3 for n in names)
+
+
+def test_a_replica_restarted_empty_gets_the_whole_state_once() -> None:
+    sim = Simulation(seed=1, delay=(0.001, 0.01), transport="tcp")
+    names = ["a", "b", "c"]
+    ps = _mesh(sim, names, {n: [m for m in names if m != n] for n in names})
+    for n in names:
+        ps[n].store.insert(_keys(500))
+    sim.run(1.0)
+    steady = sim.stats()["bytes"]
+    sim.run(1.0)
+    per_second = sim.stats()["bytes"] - steady
+    whole = len(_encoded(_keys(500)))
+    assert per_second < whole  # in steady state only (empty) deltas and acks travel
+    sim.crash("c")
+    ps["c"] = Replica(addr="c", network=sim)
+    ps["c"].peer.insert([("a",), ("b",)])
+    before = sim.stats()["bytes"]
+    sim.run(2.0)
+    assert ps["c"].store.value == _keys(500)
+    # each peer sends the whole state once (not every period), plus c's forwarding of the
+    # first one to the other peer
+    assert sim.stats()["bytes"] - before < 5 * whole
+
+
+def _encoded(v: Any) -> bytes:
+    from blooml.net import encode
+
+    return encode(v)
+
+
+def test_changes_are_forwarded_along_a_line_of_replicas() -> None:
+    sim = Simulation(seed=2)
+    ps = _mesh(sim, ["a", "b", "c"], {"a": ["b"], "b": ["a", "c"], "c": ["b"]})
+    _put(ps["a"], "x", 1, "from a")
+    _put(ps["c"], "y", 1, "from c")
+    sim.run(1.0)
+    want = lmap({"x": lmax((1, "from a")), "y": lmax((1, "from c"))})
+    assert all(p.store.value == want for p in ps.values())
+
+
+def test_a_peer_back_after_its_changes_were_dropped_gets_the_whole_state() -> None:
+    sim = Simulation(seed=4)
+    ps = _mesh(sim, ["a", "b", "c"], {"a": ["b", "c"], "b": ["a"], "c": ["a"]})
+    _put(ps["a"], "k0", 1, 0)
+    sim.run(0.5)
+    assert ps["c"].store.value.reveal()["k0"] == lmax((1, 0))
+    ps["a"].peer.delete([("c",)])  # a and c stop gossiping; b keeps acking a's changes
+    ps["c"].peer.delete([("a",)])
+    for i in range(1, 30):
+        sim.at(0.6 + i * 0.01, lambda s, i=i: _put(ps["a"], f"k{i}", 1, i))
+    sim.run(1.0)
+    assert ps["a"].ae_floor.value.reveal() > 0  # acked by every current peer: dropped
+    assert len(ps["c"].store.value.reveal()) == 1
+    ps["a"].peer.insert([("c",)])
+    ps["c"].peer.insert([("a",)])
+    sim.run(1.5)
+    assert ps["c"].store.value == ps["a"].store.value
+    assert len(ps["c"].store.value.reveal()) == 30
+
+
+def test_a_restarted_sender_ignores_acks_meant_for_its_previous_incarnation() -> None:
+    sim = Simulation(seed=5, delay=0.01)
+    sim.link("a", "c", delay=0.4)  # a's acks are still on their way when c restarts
+    ps = _mesh(sim, ["a", "c"], {"a": ["c"], "c": ["a"]})
+    for i in range(40):
+        sim.at(i * 0.05, lambda s, i=i: _put(ps["c"], f"old{i}", 1, i))
+    sim.run(2.2)
+    sim.crash("c")
+    ps["c"] = Replica(addr="c", network=sim)
+    ps["c"].peer.insert([("a",)])
+    _put(ps["c"], "new", 1, "after the restart")
+    sim.run(3.0)
+    assert ps["a"].store.value.reveal().get("new") == lmax((1, "after the restart"))
+    assert ps["c"].store.value == ps["a"].store.value
