@@ -351,3 +351,36 @@ def test_a_crashed_node_restarts_from_its_durable_state(tmp_path: Path) -> None:
     assert sorted(b2.store.value.reveal()) == ["x", "y"]
     with pytest.raises(SimulationError, match="no node there"):
         sim.crash("zz")
+
+
+class Divides(Program):
+    num = channel(["@addr", "src", "n"])
+    out = table(["src", "q"])
+
+    @bloom
+    def rules(self):
+        self.out <= self.num.map(lambda m: (m.src, 100 // m.n))
+
+
+class Sends(Program):
+    go = interface(["to", "n"])
+    num = channel(["@addr", "src", "n"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.num <~ self.go.map(lambda g: (g.to, self.addr, g.n))
+    # fmt: on
+
+
+def test_errors_log_sets_aside_only_the_blamed_input() -> None:
+    """A poison message (a zero divisor) fails the receiver's tick; only it is set aside, and
+    the innocent message that arrived for the same tick is applied."""
+    sim = Simulation(seed=0, delay=0.01, errors="log")
+    sink = Divides(addr="sink", network=sim)
+    bad, good = Sends(addr="bad", network=sim), Sends(addr="good", network=sim)
+    bad.go.insert([("sink", 0)])
+    good.go.insert([("sink", 5)])
+    assert sim.settle()
+    assert sim.stats()["errors"] == 1
+    assert sorted(map(tuple, sink.out)) == [("good", 20)]
