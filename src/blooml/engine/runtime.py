@@ -38,7 +38,7 @@ from blooml.engine._rel_eval import Eval, MapEval, ScanEval
 from blooml.engine._state import LatVarState, Pending, PendingInput
 from blooml.engine._zops import ZFused, ZOp, ZScan, sizeof_rows
 from blooml.engine.compile import compile_node, flatten_rows
-from blooml.engine.relation import MISSING, Relation
+from blooml.engine.relation import MISSING, CheckedRows, Relation
 from blooml.engine.trace import TickRecorder, Tracer, message_key
 from blooml.engine.views import CollectionView, LatticeView
 from blooml.errors import ProgramError
@@ -63,6 +63,19 @@ def _note(exc: BaseException, text: str) -> None:
     notes = getattr(exc, "__notes__", ())
     if not any(n.startswith(_NOTE_MARK) for n in notes):
         exc.add_note(_NOTE_MARK + text)
+
+
+def _gather(into: dict[str, list[Any]], name: str, rows: list[Any]) -> None:
+    """Add queued input ``rows`` to ``into[name]``: the queued list itself when it is the
+    first (checked input keeps its mark, and stores without a second check), else a copy
+    (the queue is kept unchanged for a rollback)."""
+    have = into[name]
+    if not have:
+        into[name] = rows
+    elif type(have) is CheckedRows and type(rows) is CheckedRows:
+        into[name] = CheckedRows([*have, *rows])
+    else:
+        into[name] = [*have, *rows]
 
 
 def _to_rows(rel: Relation, out: Any, where: str) -> list[Any]:
@@ -705,7 +718,7 @@ class Runtime:
         for name, rows in pend.replaces.items():
             rel = self.rels[name]
             if name in tick_in:  # maintained: this tick's input rows (below)
-                tick_in[name].extend(rows)
+                _gather(tick_in, name, rows)
                 continue
             for row in rows:
                 rel.remove_key(row)
@@ -725,7 +738,7 @@ class Runtime:
                 rel.remove(row)
         for name, rows in pend.inserts.items():
             if name in tick_in:
-                tick_in[name].extend(rows)
+                _gather(tick_in, name, rows)
                 continue
             try:
                 self.rels[name].add_many(rows, now, f"input to {name}")
@@ -745,7 +758,7 @@ class Runtime:
                 rel = self.rels[name]
                 row = rel.make_row((state[1], now), name)
                 if name in tick_in:
-                    tick_in[name].append(row)
+                    _gather(tick_in, name, [row])
                 else:
                     rel.add(row, now)
                 if self._rec is not None:
@@ -795,10 +808,11 @@ class Runtime:
                 continue
             rel = self.rels[name]
             where = f"input to {name}"
-            make = rel.make_row
             try:
-                rows = [make(r, where) for r in rows]
-                self.tick_in[name] = rows
+                if type(rows) is not CheckedRows:  # checked at insert already: stored as is
+                    make = rel.make_row
+                    rows = [make(r, where) for r in rows]
+                    self.tick_in[name] = rows
                 sup = self.support.get(name)
                 if sup is not None:
                     sup.apply([(r, 1) for r in rows], where)
