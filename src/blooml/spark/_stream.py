@@ -2,14 +2,31 @@
 
 :func:`tick_stream` starts ``stream.writeStream.foreachBatch(...)``: the batch's rows are the
 tick's input to one collection, :meth:`SparkEngine.tick` runs the tick as DataFrame plans, and
-the program's state after the tick (tables, lattice variables, the facts queued for the next
-tick) is written as Parquet under ``<checkpoint_location>/blooml-state/tick-<batch id>``
-before the tick is marked committed (then the state of older ticks is deleted). After a
-restart (a new driver, a new engine) the state is read back from the last committed tick. A
-batch whose tick is already committed — Spark re-runs the last batch when the query stopped
-between blooml's commit and its own — is skipped, so no tick is lost or applied twice. Output
-collections are written per tick to ``<path>/tick=<batch id>`` (overwritten when a tick is
-re-run), so readers see each tick once.
+the program's state after the tick is saved under ``<checkpoint_location>/blooml-state`` before
+the tick is committed. After a restart (a new driver, a new engine) the state is read back from
+the last committed tick. A batch whose tick is already committed — Spark re-runs the last batch
+when the query stopped between blooml's commit and its own — is skipped, so no tick is lost or
+applied twice. Output collections are written per tick to ``<path>/tick=<batch id>``
+(overwritten when a tick is re-run), so readers see each tick once.
+
+Storage: everything is written and read by Spark (Parquet and text data sources), so the
+checkpoint location is any URI Spark's Hadoop file systems know (``file://``, ``hdfs://``,
+``s3a://``, ``abfss://``, ``dbfs:/``, a plain path) and nothing is read with Python's file
+functions — the same on classic and Connect sessions. The layout::
+
+    blooml-state/commits/tick=<t>/part-*.txt   one JSON line {"batch": b, "tick": t}
+    blooml-state/slot=<t % 2>/meta/            tick t: its tables, pending facts, lattices
+    blooml-state/slot=<t % 2>/tables/<name>/   Parquet
+    blooml-state/slot=<t % 2>/pending/<op>/<name>/
+
+Tick ``t`` writes its state into slot ``t % 2`` (overwriting tick ``t - 2``'s: tick ``t - 1``,
+committed, is in the other slot), then commits by writing its commit-log entry — one small
+file, which Spark's output committer moves into place only when the write job succeeds (a
+rename on HDFS and local disks, a single object on object stores), as Structured Streaming's
+own commit log does. A reader takes the highest committed tick, so a tick killed at any point
+before its entry exists is not committed and is run again. On classic sessions the entries of
+older ticks are deleted through the Hadoop ``FileSystem`` of the location; on Connect (no JVM
+in the client) they stay (a few dozen bytes per tick).
 
 One code path for classic and Connect sessions. The ``foreachBatch`` function is a
 :class:`_Ticks` holding plain data only (the program's IR, the input collection, the state
@@ -19,18 +36,13 @@ client. There it builds a :class:`SparkEngine` on the batch's session and keeps 
 :data:`_ENGINES` (by state directory) from batch to batch. On a classic session the function
 runs in the driver and holds the user's engine itself (nothing module-level keeps it once the
 query is gone), so that engine holds the ticks' state as it would after ``engine.tick(...)``.
-
-The state directory is read and written with Spark (Parquet) and a small marker file written
-with Python's file functions by the process that runs the function (the driver; on Connect the
-server's Python): ``checkpoint_location`` must be a path that process can write as a local (or
-mounted) file system path.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,8 +54,6 @@ from blooml.spark._formats import column_format
 from blooml.spark._lazy import is_connect, require_pyspark
 
 __all__ = ["tick_stream"]
-
-_LATEST = "LATEST"
 
 #: state directory → the engine running its ticks in this process: on Spark Connect, one built
 #: on the batch's session by the server's Python (on a classic session, _Ticks.engine)
@@ -106,9 +116,10 @@ def tick_stream(
             known = ", ".join(sorted(ir.collections))
             raise KeyError(f"{name!r} is not a collection of {ir.name} (known: {known})")
     connect = is_connect(engine.spark)
-    if not connect:  # the driver runs the function: a path relative to its directory
+    if not connect and not _has_scheme(checkpoint_location):
+        # the driver runs the function: a plain path relative to its directory
         checkpoint_location = os.path.abspath(checkpoint_location)
-    state_dir = os.path.join(checkpoint_location, "blooml-state")
+    state_dir = _join(checkpoint_location, "blooml-state")
     ticks = _Ticks(
         ir,
         into,
@@ -181,35 +192,40 @@ class _Ticks:
         self.max_rounds = max_rounds
         #: the user's engine, on a classic session (never pickled: Connect gets None)
         self.engine: Any = None
+        #: (batch id, tick) last committed, once read from the commit log by this query
+        self.committed: tuple[int, int] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "engine": None}
+        return {**self.__dict__, "engine": None, "committed": None}
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         state_dir, ir = self.state_dir, self.ir
-        latest, committed = _latest(state_dir)
+        session = batch.sparkSession
+        if self.committed is None:  # the first batch of this query: read the commit log
+            self.committed = _latest(session, state_dir)
+        latest, committed = self.committed
         if batch_id <= latest:
             return  # this tick is committed already: a re-delivered batch
-        os.makedirs(state_dir, exist_ok=True)
+        tick = committed + 1
         try:
-            engine = self._engine(batch.sparkSession)
+            engine = self._engine(session)
             if engine.state(program=ir)[0] != committed:  # a new engine, or a failed tick
-                _load(engine, ir, state_dir, latest)
+                _load(engine, ir, state_dir, committed)
             result = engine.tick({self.into: batch.toDF(*self.columns)}, program=ir)
-            tick_dir = os.path.join(state_dir, f"tick-{batch_id}")
-            _save(engine, ir, tick_dir)
+            _save(engine, ir, _slot(state_dir, tick), batch_id)
             for name, path in self.outputs.items():
                 result.dataframe(name).write.mode("overwrite").parquet(
-                    os.path.join(path, f"tick={batch_id}")
+                    _join(path, f"tick={batch_id}")
                 )
+            _commit(session, state_dir, batch_id, tick)
         except Exception as exc:
             exc.add_note(
-                f"in blooml.spark.tick_stream: tick {committed + 1} of {ir.name} (micro-batch "
+                f"in blooml.spark.tick_stream: tick {tick} of {ir.name} (micro-batch "
                 f"{batch_id}, input {self.into!r}); not committed, a restarted query runs it again"
             )
             raise
-        _commit(state_dir, batch_id, committed + 1)
-        _prune(state_dir, batch_id)
+        self.committed = (batch_id, tick)
+        _prune(session, state_dir, tick)
 
     def _engine(self, session: Any) -> Any:
         """This state directory's engine in this process; a new one (its state loaded from the
@@ -238,93 +254,159 @@ def _session_id(session: Any) -> Any:
     return getattr(session, "session_id", None)
 
 
-def _latest(state_dir: str) -> tuple[int, int]:
-    """(batch id, tick) of the last committed tick; (-1, -1) before the first."""
+def _has_scheme(location: str) -> bool:
+    """Whether ``location`` is a URI (``file:///x``, ``hdfs://nn/x``, ``dbfs:/x``), not a plain
+    path (a one-letter scheme is a Windows drive)."""
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", location) is not None
+
+
+def _join(location: str, *names: str) -> str:
+    """``location``/``names``: a path or URI joined with ``/`` (``os.path.join`` would turn
+    ``file:///x`` into a relative path on some systems and ``\\`` on Windows)."""
+    return "/".join([location.rstrip("/"), *names])
+
+
+def _slot(state_dir: str, tick: int) -> str:
+    return _join(state_dir, f"slot={tick % 2}")
+
+
+def _missing(exc: BaseException) -> bool:
+    """Whether a Spark read failed because its path does not exist."""
+    cond = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
     try:
-        with open(os.path.join(state_dir, _LATEST)) as f:
-            latest = json.load(f)
-    except FileNotFoundError:
-        return -1, -1
-    return int(latest["batch"]), int(latest["tick"])
+        return bool(cond and cond() == "PATH_NOT_FOUND") or "PATH_NOT_FOUND" in str(exc)
+    except Exception:  # pragma: no cover - an error class the client cannot read
+        return "PATH_NOT_FOUND" in str(exc)
 
 
-def _commit(state_dir: str, batch_id: int, tick: int) -> None:
-    tmp = os.path.join(state_dir, f".{_LATEST}.tmp")
-    with open(tmp, "w") as f:
-        json.dump({"batch": batch_id, "tick": tick}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(state_dir, _LATEST))  # atomic: the tick is committed
+def _read_text(spark: Any, path: str) -> list[Any] | None:
+    """The rows of a text dataset written by :func:`_write_text`, or None when absent."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return list(spark.read.text(path).collect())
+    except AnalysisException as exc:
+        if _missing(exc):
+            return None
+        raise
 
 
-def _prune(state_dir: str, batch_id: int) -> None:
-    """Delete the state of ticks before the committed one (a restart reads only that one)."""
-    for name in os.listdir(state_dir):
-        if name.startswith("tick-") and name[5:].isdigit() and int(name[5:]) < batch_id:
-            shutil.rmtree(os.path.join(state_dir, name), ignore_errors=True)
+def _write_text(spark: Any, path: str, line: str) -> None:
+    """One line as a one-file text dataset at ``path`` (replacing what was there)."""
+    df = spark.createDataFrame([(line,)], "value string").coalesce(1)
+    df.write.mode("overwrite").text(path)
 
 
-def _save(engine: Any, ir: ProgramIR, tick_dir: str) -> None:
+def _latest(spark: Any, state_dir: str) -> tuple[int, int]:
+    """(batch id, tick) of the last committed tick; (-1, -1) before the first."""
+    rows = _read_text(spark, _join(state_dir, "commits"))
+    best = (-1, -1)
+    for row in rows or ():
+        entry = json.loads(row.value)
+        best = max(best, (int(entry["batch"]), int(entry["tick"])), key=lambda bt: bt[1])
+    return best
+
+
+def _commit(spark: Any, state_dir: str, batch_id: int, tick: int) -> None:
+    """Commit ``tick``: its commit-log entry, one file moved into place by Spark's committer
+    when the write succeeds."""
+    entry = json.dumps({"batch": batch_id, "tick": tick})
+    _write_text(spark, _join(state_dir, "commits", f"tick={tick}"), entry)
+
+
+def _hadoop_fs(spark: Any, path: str) -> Any:
+    """(Hadoop FileSystem, Path) of ``path`` on a classic session; None on Spark Connect."""
+    if is_connect(spark):
+        return None
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hpath
+
+
+def _prune(spark: Any, state_dir: str, tick: int) -> None:
+    """Delete the commit-log entries before ``tick - 1`` (classic sessions: through the
+    location's Hadoop FileSystem; Connect has no file system API)."""
+    if tick < 2:
+        return
+    try:
+        found = _hadoop_fs(spark, _join(state_dir, "commits", f"tick={tick - 2}"))
+        if found is not None:
+            fs, path = found
+            fs.delete(path, True)
+    except Exception:  # pragma: no cover - a store that refuses deletes: entries stay
+        return
+
+
+def _save(engine: Any, ir: ProgramIR, slot: str, batch_id: int) -> None:
+    """The program's state after a tick, into ``slot`` (the tick is not committed yet)."""
     tick, frames, lattices, pending = engine.state(program=ir)
     spark = engine.spark
     for name, df in frames.items():
-        df.write.mode("overwrite").parquet(os.path.join(tick_dir, "tables", name))
+        df.write.mode("overwrite").parquet(_join(slot, "tables", name))
     for op, by in pending.items():
         for name, df in by.items():
-            df.write.mode("overwrite").parquet(os.path.join(tick_dir, "pending", _op(op), name))
-    cells = []
-    for name, value in lattices.items():
-        cells.append((name, json.dumps(_cell_json(value))))
-    spark.createDataFrame(cells, "name string, cell string").write.mode("overwrite").parquet(
-        os.path.join(tick_dir, "lattices")
-    )
+            df.write.mode("overwrite").parquet(_join(slot, "pending", _op(op), name))
     # lattice classes of columns found when Python rule bodies ran (only the SQL-merged
     # builtins can be such columns): a restarted engine merges those cells as lattices
     found = {
         name: {str(i): cls.__name__ for i, cls in known.items()}
         for name, known in engine.lattice_columns(program=ir).items()
     }
-    with open(os.path.join(tick_dir, "_LATTICE_COLUMNS"), "w") as f:
-        json.dump(found, f)
-    with open(os.path.join(tick_dir, "_TICK"), "w") as f:
-        f.write(str(tick))
+    meta = {
+        "tick": tick,
+        "batch": batch_id,
+        "tables": sorted(frames),
+        "pending": {_op(op): sorted(by) for op, by in pending.items()},
+        "lattices": {name: _cell_json(value) for name, value in lattices.items()},
+        "lattice_columns": found,
+    }
+    _write_text(spark, _join(slot, "meta"), json.dumps(meta))
 
 
-def _load(engine: Any, ir: ProgramIR, state_dir: str, batch: int) -> None:
-    if batch < 0:
+def _load(engine: Any, ir: ProgramIR, state_dir: str, tick: int) -> None:
+    if tick < 0:
         engine.reset(ir)
         return
     spark = engine.spark
-    tick_dir = os.path.join(state_dir, f"tick-{batch}")
-    with open(os.path.join(tick_dir, "_TICK")) as f:
-        tick = int(f.read())
+    slot = _slot(state_dir, tick)
+    rows = _read_text(spark, _join(slot, "meta"))
+    meta = json.loads(rows[0].value) if rows else None
+    if meta is None or int(meta["tick"]) != tick:
+        raise ProgramError(
+            f"{slot}: tick {tick} is committed but its state is "
+            + ("missing" if meta is None else f"that of tick {meta['tick']}")
+            + " (was the checkpoint location changed by hand?)"
+        )
     frames = {}
-    tables = os.path.join(tick_dir, "tables")
-    for name in sorted(os.listdir(tables)) if os.path.isdir(tables) else []:
-        frames[name] = spark.read.parquet(os.path.join(tables, name)).localCheckpoint()
+    for name in meta["tables"]:
+        frames[name] = _keep(spark.read.parquet(_join(slot, "tables", name)))
     pending: dict[str, dict[str, Any]] = {}
-    pend_dir = os.path.join(tick_dir, "pending")
-    for op_name in sorted(os.listdir(pend_dir)) if os.path.isdir(pend_dir) else []:
-        for name in sorted(os.listdir(os.path.join(pend_dir, op_name))):
-            df = spark.read.parquet(os.path.join(pend_dir, op_name, name)).localCheckpoint()
+    for op_name, names in meta["pending"].items():
+        for name in names:
+            df = _keep(spark.read.parquet(_join(slot, "pending", op_name, name)))
             pending.setdefault(_OPS_BACK[op_name], {})[name] = df
     lattices: dict[str, Lattice] = {}
-    for row in spark.read.parquet(os.path.join(tick_dir, "lattices")).collect():
-        cls = ir.lattices[row.name].cls
-        lattices[row.name] = column_format(cls).from_cell(_cell_back(json.loads(row.cell)))
+    for name, cell in meta["lattices"].items():
+        cls = ir.lattices[name].cls
+        lattices[name] = column_format(cls).from_cell(_cell_back(cell))
     columns: dict[str, dict[int, type]] = {}
-    path = os.path.join(tick_dir, "_LATTICE_COLUMNS")
-    if os.path.exists(path):  # absent in a state written before it was recorded
-        with open(path) as f:
-            for name, known in json.load(f).items():
-                for i, cls_name in known.items():
-                    if cls_name not in _COLUMN_CLASSES:
-                        raise ProgramError(
-                            f"{path}: column {i} of {name!r} has lattice class {cls_name!r}; "
-                            f"a saved state knows only {sorted(_COLUMN_CLASSES)}"
-                        )
-                    columns.setdefault(name, {})[int(i)] = _COLUMN_CLASSES[cls_name]
+    for name, known in meta["lattice_columns"].items():
+        for i, cls_name in known.items():
+            if cls_name not in _COLUMN_CLASSES:
+                raise ProgramError(
+                    f"{slot}: column {i} of {name!r} has lattice class {cls_name!r}; "
+                    f"a saved state knows only {sorted(_COLUMN_CLASSES)}"
+                )
+            columns.setdefault(name, {})[int(i)] = _COLUMN_CLASSES[cls_name]
     engine.restore(tick, frames, lattices, pending, program=ir, lattice_columns=columns)
+
+
+def _keep(df: Any) -> Any:
+    """A state frame read from a slot, materialized: the slot is overwritten two ticks later
+    (a reliable checkpoint when the session has a checkpoint directory)."""
+    from blooml.spark._dfengine import keep_state
+
+    return keep_state(df)
 
 
 #: lattice classes a DataFrame-path collection column can hold (merged in Spark SQL)
