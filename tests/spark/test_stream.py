@@ -74,10 +74,17 @@ def test_micro_batches_are_ticks_and_survive_a_restart(spark: Any, tmp_path: Pat
     engine = _run(spark, folder, ckpt, out)  # restarted: batch 1 again, then 2 and 3
     _same(local(BATCHES), engine)
     assert _stream._latest(spark, str(ckpt / "blooml-state")) == (3, 3)
-    # two state slots (ticks 2 and 3); the commit log keeps the last two entries
+    # the commit log keeps the last two entries; a table is its first version and the rows
+    # each tick added (``edge`` every tick), one that lost rows (``gone``) a new version
     state = ckpt / "blooml-state"
-    assert sorted(p.name for p in state.iterdir()) == ["commits", "slot=0", "slot=1"]
+    assert sorted(p.name for p in state.iterdir()) == ["commits", "meta", "pending", "tables"]
     assert sorted(p.name for p in (state / "commits").iterdir()) == ["tick=2", "tick=3"]
+    parts = {t.name: sorted(p.name for p in t.iterdir()) for t in (state / "tables").iterdir()}
+    assert parts["edge"] == ["t=0", "t=1", "t=2", "t=3"]
+    rows = {
+        t: spark.read.parquet(str(state / "tables" / "edge" / t)).count() for t in parts["edge"]
+    }
+    assert rows == {f"t={i}": len(b) for i, b in enumerate(BATCHES)}  # each tick: its rows
     ticks = sorted(p.name for p in out.iterdir() if p.name.startswith("tick="))
     assert ticks == ["tick=0", "tick=1", "tick=2", "tick=3"]
     last = {tuple(r) for r in spark.read.parquet(str(out / "tick=3")).collect()}

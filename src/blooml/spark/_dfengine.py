@@ -715,6 +715,24 @@ def delete_files(spark: Any, paths: list[str]) -> None:
             continue
 
 
+def merge_saved(df: Any, n_keys: int, lattice_cols: Mapping[int, type]) -> Any:
+    """The rows of a collection saved as several parts (a full version, then the rows each
+    tick changed) merged into its state: set semantics, or per key the lattice columns merged
+    by their SQL aggregate and the other values (equal in every part) kept. Columns ``c0..``."""
+    from pyspark.sql import functions as F
+
+    cols = [f"c{i}" for i in range(len(df.columns))]
+    df = df.toDF(*cols)
+    if n_keys >= len(cols):
+        return df.distinct()
+    aggs = []
+    for i, c in enumerate(cols[n_keys:], start=n_keys):
+        cls = lattice_cols.get(i)
+        sql = _cell_merge_sql(cls, c) if cls in _CELL else f"first({c}, true)"
+        aggs.append(F.expr(sql).alias(c))
+    return df.groupBy(*cols[:n_keys]).agg(*aggs).select(*cols)
+
+
 def _broadcast_bytes(spark: Any) -> int:
     """The session's broadcast threshold in bytes (``spark.sql.autoBroadcastJoinThreshold``;
     -1 turns broadcasting off, as it does for Spark's own choices)."""
@@ -747,13 +765,18 @@ class Carry:
     """What one tick hands the next besides the state itself: the exact row count of every
     stored collection (no job counts them again) and the scratches that inputs or pending
     facts fed (those start the next tick empty; the others keep their rows until a rule that
-    derives them has a changed input)."""
+    derives them has a changed input); and, for whoever saves the state, what the tick
+    changed (``delta``, ``shrunk``)."""
 
-    __slots__ = ("counts", "fed")
+    __slots__ = ("counts", "delta", "fed", "shrunk")
 
     def __init__(self, counts: dict[str, int] | None = None, fed: set[str] | None = None) -> None:
         self.counts = dict(counts or {})
         self.fed = set(fed or ())
+        #: after a tick: collection -> the rows it gained or that grew (keyed: the merged rows)
+        self.delta: dict[str, Any] = {}
+        #: after a tick: the collections that lost rows (deleted, replaced, recomputed scratches)
+        self.shrunk: set[str] = set()
 
 
 def run_plan(
@@ -866,6 +889,13 @@ def run_plan(
             by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
     carry.counts = {n: c for n, c in run.n_state.items() if n in run.state}
     carry.fed = set(run.fed)
+    carry.shrunk = set(run.shrunk) | (set(run.state) if run.fresh else set())
+    carry.delta = {}
+    for name, parts in run.tick_delta.items():
+        df = parts[0][0]
+        for p, _ in parts[1:]:
+            df = df.unionByName(p)
+        carry.delta[name] = df
     return run.state, run.lattices, tuple(rounds), run.touched, nxt
 
 

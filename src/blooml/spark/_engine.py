@@ -310,6 +310,16 @@ class SparkEngine:
         }
         return carried.tick, frames, dict(carried.lattices), pend
 
+    def _changes(self, program: Any = None) -> tuple[dict[str, Any], set[str]]:
+        """What the program's last tick changed: collection -> the rows it gained or that grew
+        (with the collection's columns), and the collections that lost rows."""
+        ir = self._bound(program)
+        carried = self._ticks.get(ir.name)
+        if carried is None or carried.carry is None:
+            return {}, set(ir.collections)
+        delta = {n: df.toDF(*ir.collections[n].columns) for n, df in carried.carry.delta.items()}
+        return delta, set(carried.carry.shrunk)
+
     def restore(
         self,
         tick: int,

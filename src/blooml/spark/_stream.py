@@ -14,19 +14,25 @@ checkpoint location is any URI Spark's Hadoop file systems know (``file://``, ``
 ``s3a://``, ``abfss://``, ``dbfs:/``, a plain path) and nothing is read with Python's file
 functions — the same on classic and Connect sessions. The layout::
 
-    blooml-state/commits/tick=<t>/part-*.txt   one JSON line {"batch": b, "tick": t}
-    blooml-state/slot=<t % 2>/meta/            tick t: its tables, pending facts, lattices
-    blooml-state/slot=<t % 2>/tables/<name>/   Parquet
-    blooml-state/slot=<t % 2>/pending/<op>/<name>/
+    blooml-state/commits/tick=<t>/part-*.txt     one JSON line {"batch": b, "tick": t}
+    blooml-state/meta/slot=<t % 2>/              tick t: where its tables are, its lattices
+    blooml-state/tables/<name>/t=<t>/            Parquet: a full version, or the rows tick t
+                                                 changed
+    blooml-state/pending/slot=<t % 2>/<op>/<name>/  Parquet: facts for tick t + 1
 
-Tick ``t`` writes its state into slot ``t % 2`` (overwriting tick ``t - 2``'s: tick ``t - 1``,
-committed, is in the other slot), then commits by writing its commit-log entry — one small
-file, which Spark's output committer moves into place only when the write job succeeds (a
-rename on HDFS and local disks, a single object on object stores), as Structured Streaming's
-own commit log does. A reader takes the highest committed tick, so a tick killed at any point
-before its entry exists is not committed and is run again. On classic sessions the entries of
-older ticks are deleted through the Hadoop ``FileSystem`` of the location; on Connect (no JVM
-in the client) they stay (a few dozen bytes per tick).
+A tick writes only what it changed: a table's rows that are new or grew that tick are appended
+as a part (``t=<tick>``) to the parts of its last version, and a reader merges the parts (set
+semantics, lattice columns by their SQL aggregate, see :func:`~blooml.spark._dfengine.
+merge_saved`). A table that lost rows (``<-``, ``<+-``, a recomputed scratch), and one with
+:data:`_MAX_PARTS` parts, is written in full as a new version. Tick ``t``'s meta and pending
+facts go to slot ``t % 2`` (overwriting tick ``t - 2``'s; tick ``t - 1``, committed, is in the
+other slot). Then the tick commits by writing its commit-log entry — one small file, which
+Spark's output committer moves into place only when the write job succeeds (a rename on HDFS
+and local disks, a single object on object stores), as Structured Streaming's own commit log
+does. A reader takes the highest committed tick, so a tick killed at any point before its entry
+exists is not committed and is run again (its parts are overwritten then). On classic sessions
+commit-log entries and table parts that no committed tick refers to any more are deleted
+through the Hadoop ``FileSystem`` of the location; on Connect (no JVM in the client) they stay.
 
 One code path for classic and Connect sessions. The ``foreachBatch`` function is a
 :class:`_Ticks` holding plain data only (the program's IR, the input collection, the state
@@ -194,9 +200,11 @@ class _Ticks:
         self.engine: Any = None
         #: (batch id, tick) last committed, once read from the commit log by this query
         self.committed: tuple[int, int] | None = None
+        #: the meta of the last committed tick (where its tables' parts are)
+        self.meta: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "engine": None, "committed": None}
+        return {**self.__dict__, "engine": None, "committed": None, "meta": None}
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         state_dir, ir = self.state_dir, self.ir
@@ -210,9 +218,11 @@ class _Ticks:
         try:
             engine = self._engine(session)
             if engine.state(program=ir)[0] != committed:  # a new engine, or a failed tick
-                _load(engine, ir, state_dir, committed)
+                self.meta = _load(engine, ir, state_dir, committed)
             result = engine.tick({self.into: batch.toDF(*self.columns)}, program=ir)
-            _save(engine, ir, _slot(state_dir, tick), batch_id)
+            if self.meta is None and committed >= 0:
+                self.meta = _read_meta(session, state_dir, committed)
+            meta = _save(engine, ir, state_dir, batch_id, self.meta)
             for name, path in self.outputs.items():
                 result.dataframe(name).write.mode("overwrite").parquet(
                     _join(path, f"tick={batch_id}")
@@ -224,8 +234,8 @@ class _Ticks:
                 f"{batch_id}, input {self.into!r}); not committed, a restarted query runs it again"
             )
             raise
-        self.committed = (batch_id, tick)
-        _prune(session, state_dir, tick)
+        self.committed, old, self.meta = (batch_id, tick), self.meta, meta
+        _prune(session, state_dir, tick, old, meta)
 
     def _engine(self, session: Any) -> Any:
         """This state directory's engine in this process; a new one (its state loaded from the
@@ -266,8 +276,12 @@ def _join(location: str, *names: str) -> str:
     return "/".join([location.rstrip("/"), *names])
 
 
-def _slot(state_dir: str, tick: int) -> str:
-    return _join(state_dir, f"slot={tick % 2}")
+#: a table saved as more parts than this is written in full as a new version
+_MAX_PARTS = 16
+
+
+def _slot(state_dir: str, kind: str, tick: int) -> str:
+    return _join(state_dir, kind, f"slot={tick % 2}")
 
 
 def _missing(exc: BaseException) -> bool:
@@ -323,29 +337,53 @@ def _hadoop_fs(spark: Any, path: str) -> Any:
     return hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hpath
 
 
-def _prune(spark: Any, state_dir: str, tick: int) -> None:
-    """Delete the commit-log entries before ``tick - 1`` (classic sessions: through the
+def _prune(
+    spark: Any, state_dir: str, tick: int, old: dict[str, Any] | None, new: dict[str, Any]
+) -> None:
+    """After ``tick`` committed: delete the commit-log entries before ``tick - 1`` and the
+    table parts that only ticks before it referred to (classic sessions, through the
     location's Hadoop FileSystem; Connect has no file system API)."""
-    if tick < 2:
-        return
-    try:
-        found = _hadoop_fs(spark, _join(state_dir, "commits", f"tick={tick - 2}"))
-        if found is not None:
-            fs, path = found
-            fs.delete(path, True)
-    except Exception:  # pragma: no cover - a store that refuses deletes: entries stay
-        return
+    paths = [f"commits/tick={tick - 2}"] if tick >= 2 else []  # relative to state_dir
+    if old is not None:
+        keep = {p for parts in new["tables"].values() for p in parts}
+        paths += sorted({p for parts in old["tables"].values() for p in parts} - keep)
+    for path in paths:
+        try:
+            found = _hadoop_fs(spark, _join(state_dir, path))
+            if found is None:
+                return
+            fs, hpath = found
+            fs.delete(hpath, True)
+        except Exception:  # pragma: no cover - a store that refuses deletes: the files stay
+            continue
 
 
-def _save(engine: Any, ir: ProgramIR, slot: str, batch_id: int) -> None:
-    """The program's state after a tick, into ``slot`` (the tick is not committed yet)."""
+def _save(
+    engine: Any, ir: ProgramIR, state_dir: str, batch_id: int, prev: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The program's state after a tick (not committed yet); returns the tick's meta. A table
+    is written as the rows the tick changed, appended to the parts of its last version, or
+    in full (see the module's docstring)."""
     tick, frames, lattices, pending = engine.state(program=ir)
+    delta, shrunk = engine._changes(program=ir)
     spark = engine.spark
+    before: dict[str, list[str]] = prev["tables"] if prev is not None else {}
+    tables: dict[str, list[str]] = {}
     for name, df in frames.items():
-        df.write.mode("overwrite").parquet(_join(slot, "tables", name))
+        parts = before.get(name)
+        part = f"tables/{name}/t={tick}"  # relative to the state directory
+        if parts is None or name in shrunk or len(parts) >= _MAX_PARTS:
+            df.write.mode("overwrite").parquet(_join(state_dir, part))
+            tables[name] = [part]
+        elif name in delta:
+            delta[name].write.mode("overwrite").parquet(_join(state_dir, part))
+            tables[name] = [*parts, part]
+        else:
+            tables[name] = parts  # unchanged this tick
+    pend_dir = _slot(state_dir, "pending", tick)
     for op, by in pending.items():
         for name, df in by.items():
-            df.write.mode("overwrite").parquet(_join(slot, "pending", _op(op), name))
+            df.write.mode("overwrite").parquet(_join(pend_dir, _op(op), name))
     # lattice classes of columns found when Python rule bodies ran (only the SQL-merged
     # builtins can be such columns): a restarted engine merges those cells as lattices
     found = {
@@ -355,50 +393,69 @@ def _save(engine: Any, ir: ProgramIR, slot: str, batch_id: int) -> None:
     meta = {
         "tick": tick,
         "batch": batch_id,
-        "tables": sorted(frames),
+        "tables": tables,
         "pending": {_op(op): sorted(by) for op, by in pending.items()},
         "lattices": {name: _cell_json(value) for name, value in lattices.items()},
         "lattice_columns": found,
     }
-    _write_text(spark, _join(slot, "meta"), json.dumps(meta))
+    _write_text(spark, _slot(state_dir, "meta", tick), json.dumps(meta))
+    return meta
 
 
-def _load(engine: Any, ir: ProgramIR, state_dir: str, tick: int) -> None:
-    if tick < 0:
-        engine.reset(ir)
-        return
-    spark = engine.spark
-    slot = _slot(state_dir, tick)
-    rows = _read_text(spark, _join(slot, "meta"))
-    meta = json.loads(rows[0].value) if rows else None
+def _read_meta(spark: Any, state_dir: str, tick: int) -> dict[str, Any]:
+    """The meta of committed tick ``tick``."""
+    slot = _slot(state_dir, "meta", tick)
+    rows = _read_text(spark, slot)
+    meta: dict[str, Any] | None = json.loads(rows[0].value) if rows else None
     if meta is None or int(meta["tick"]) != tick:
         raise ProgramError(
             f"{slot}: tick {tick} is committed but its state is "
             + ("missing" if meta is None else f"that of tick {meta['tick']}")
             + " (was the checkpoint location changed by hand?)"
         )
-    frames = {}
-    for name in meta["tables"]:
-        frames[name] = _keep(spark.read.parquet(_join(slot, "tables", name)))
-    pending: dict[str, dict[str, Any]] = {}
-    for op_name, names in meta["pending"].items():
-        for name in names:
-            df = _keep(spark.read.parquet(_join(slot, "pending", op_name, name)))
-            pending.setdefault(_OPS_BACK[op_name], {})[name] = df
-    lattices: dict[str, Lattice] = {}
-    for name, cell in meta["lattices"].items():
-        cls = ir.lattices[name].cls
-        lattices[name] = column_format(cls).from_cell(_cell_back(cell))
+    return meta
+
+
+def _load(engine: Any, ir: ProgramIR, state_dir: str, tick: int) -> dict[str, Any] | None:
+    """Restore ``engine`` to committed tick ``tick`` (-1: the start); returns its meta."""
+    if tick < 0:
+        engine.reset(ir)
+        return None
+    from blooml.spark._dfengine import DataFramePlan, merge_saved
+
+    spark = engine.spark
+    meta = _read_meta(spark, state_dir, tick)
     columns: dict[str, dict[int, type]] = {}
     for name, known in meta["lattice_columns"].items():
         for i, cls_name in known.items():
             if cls_name not in _COLUMN_CLASSES:
                 raise ProgramError(
-                    f"{slot}: column {i} of {name!r} has lattice class {cls_name!r}; "
-                    f"a saved state knows only {sorted(_COLUMN_CLASSES)}"
+                    f"{_slot(state_dir, 'meta', tick)}: column {i} of {name!r} has lattice "
+                    f"class {cls_name!r}; a saved state knows only {sorted(_COLUMN_CLASSES)}"
                 )
             columns.setdefault(name, {})[int(i)] = _COLUMN_CLASSES[cls_name]
+    plan, _ = DataFramePlan.try_build(ir)
+    frames = {}
+    for name, parts in meta["tables"].items():
+        df = spark.read.parquet(*[_join(state_dir, p) for p in parts])
+        if len(parts) > 1:
+            info = ir.collections[name]
+            lat = {**(plan.lattice_cols[name] if plan else {}), **columns.get(name, {})}
+            nk = len(info.keys) if info.values else len(info.columns)
+            df = merge_saved(df, nk, lat)
+        frames[name] = _keep(df)
+    pending: dict[str, dict[str, Any]] = {}
+    pend_dir = _slot(state_dir, "pending", tick)
+    for op_name, names in meta["pending"].items():
+        for name in names:
+            df = _keep(spark.read.parquet(_join(pend_dir, op_name, name)))
+            pending.setdefault(_OPS_BACK[op_name], {})[name] = df
+    lattices: dict[str, Lattice] = {}
+    for name, cell in meta["lattices"].items():
+        cls = ir.lattices[name].cls
+        lattices[name] = column_format(cls).from_cell(_cell_back(cell))
     engine.restore(tick, frames, lattices, pending, program=ir, lattice_columns=columns)
+    return meta
 
 
 def _keep(df: Any) -> Any:
