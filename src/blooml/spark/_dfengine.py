@@ -389,7 +389,7 @@ class _Run:
         n = self.n_state.get(name)
         if n is None:
             old = self.state.get(name)
-            n = 0 if old is None else old.count()
+            n = 0 if old is None else _count(old)
             self.n_state[name] = n
         return n
 
@@ -538,7 +538,7 @@ class _Run:
             if old is not None:
                 delta = delta.join(self.small(old, n_old, len(cols)), cols, "left_anti")
             delta = _checkpoint(delta)
-            n = delta.count()
+            n = _count(delta)
             if n == 0:
                 return None, 0
             self._store(name, delta if old is None else old.unionByName(delta), n_old + n)
@@ -731,6 +731,16 @@ def merge_saved(df: Any, n_keys: int, lattice_cols: Mapping[int, type]) -> Any:
         sql = _cell_merge_sql(cls, c) if cls in _CELL else f"first({c}, true)"
         aggs.append(F.expr(sql).alias(c))
     return df.groupBy(*cols[:n_keys]).agg(*aggs).select(*cols)
+
+
+def _count(df: Any) -> int:
+    """``df``'s row count in one job: on classic sessions its rows counted in the JVM (no
+    shuffle: ``DataFrame.count()`` aggregates through one, a job of its own under adaptive
+    execution), on Spark Connect ``count()``."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return int(df.count())
+    return int(jdf.queryExecution().toRdd().count())
 
 
 def _broadcast_bytes(spark: Any) -> int:
