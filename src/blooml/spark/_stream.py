@@ -85,7 +85,8 @@ def tick_stream(
     it builds its own engine there (``path="dataframe"``, ``engine``'s ``checkpoint_every`` and
     ``max_rounds``) and ``engine`` does not see the ticks (read ``outputs``). That Python must
     import blooml, the program's module and its lattice classes, and
-    ``checkpoint_location`` must be a path the *server* can write (give an absolute path).
+    ``checkpoint_location`` must be one the *server's* Spark can write (a URI or an absolute
+    path).
 
     A tick that fails stops the query: ``query.awaitTermination()`` raises a
     ``StreamingQueryException`` and ``query.exception()`` returns it, its message carrying the
@@ -97,9 +98,12 @@ def tick_stream(
         stream: a streaming DataFrame (``spark.readStream...``) whose columns are those of
             collection ``into``, in order.
         into: the collection each batch's rows are inserted into.
-        checkpoint_location: Spark's checkpoint location for the query; blooml keeps the
-            program's state under ``<checkpoint_location>/blooml-state``.
-        outputs: collection name → Parquet path written after every tick
+        checkpoint_location: Spark's checkpoint location for the query, any URI Spark's
+            Hadoop file systems reach (``hdfs://``, ``s3a://``, ``dbfs:/``, ``file://``) or a
+            plain path; blooml keeps the program's state under
+            ``<checkpoint_location>/blooml-state``, written and read by Spark only, each tick
+            committed by one commit-log file (see ``docs/spark.md``).
+        outputs: collection name → Parquet path or URI written after every tick
             (``<path>/tick=<n>``).
         program: the program (default: the engine's).
         available_now: process what is available, then stop (``trigger(availableNow=True)``).
