@@ -173,10 +173,10 @@ _SCRIPT = textwrap.dedent(
             for p in out.iterdir() if p.name.startswith("tick=")
         }
         state = ckpt / "blooml-state"
-        res["back"] = sorted(map(list, session.read.parquet(str(state / "pending" / "slot=1" / "insert" /
-                                                                    "back")).collect()))
-        res["top"] = json.loads(session.read.text(str(state / "meta" / "slot=1")).collect()[0].value)[
-            "lattices"]["top"]
+        back = state / "pending" / "slot=1" / "insert" / "back"  # tick 3's, for tick 4
+        res["back"] = sorted(map(list, session.read.parquet(str(back)).collect()))
+        meta = session.read.text(str(state / "meta" / "slot=1")).collect()[0].value
+        res["top"] = json.loads(meta)["lattices"]["top"]
         # a tick that fails: the error reaches this client
         bad = root / "bad"
         bad.mkdir()
