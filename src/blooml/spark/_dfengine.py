@@ -537,8 +537,7 @@ class _Run:
             delta = rows.distinct()
             if old is not None:
                 delta = delta.join(self.small(old, n_old, len(cols)), cols, "left_anti")
-            delta = _checkpoint(delta)
-            n = _count(delta)
+            delta, (n,) = _checkpoint_observed(delta, "count(1)")
             if n == 0:
                 return None, 0
             self._store(name, delta if old is None else old.unionByName(delta), n_old + n)
@@ -574,26 +573,23 @@ class _Run:
                 ]
                 sel.append(f"CASE WHEN _present THEN o{c} ELSE d{c} END AS {c}")
                 conflict.append(f"(x{c} OR (_present AND _new AND NOT (d{c} <=> o{c})))")
-        full = _checkpoint(
+        full, (n_rows, n, bad) = _checkpoint_observed(
             both.groupBy(*keys)
             .agg(*[F.expr(a) for a in aggs])
             .selectExpr(
                 *sel,
                 f"(_new AND (NOT _present OR {_any_sql(grew)})) AS _changed",
                 f"{_any_sql(conflict)} AS _conflict",
-            )
+            ),
+            "count(1)",
+            "count_if(_changed OR _conflict)",
+            "coalesce(max(CAST(_conflict AS int)), 0)",
         )
-        stats = full.selectExpr(
-            "count(1) AS rows",
-            "count_if(_changed OR _conflict) AS n",
-            "max(CAST(_conflict AS int)) AS bad",
-        ).collect()[0]  # one job (first() may run one per partition it tries)
-        n = int(stats["n"])
-        if stats["bad"]:
+        if bad:
             self._conflict(name, keys, cols, rows, old, full.where("_conflict").first())
         if n == 0:
             return None, 0
-        self._store(name, full.select(*cols), int(stats["rows"]), checkpointed=True)
+        self._store(name, full.select(*cols), n_rows, checkpointed=True)
         delta = full.where("_changed").select(*cols)
         self.tick_delta.setdefault(name, []).append((delta, n))
         return delta, n
@@ -731,6 +727,27 @@ def merge_saved(df: Any, n_keys: int, lattice_cols: Mapping[int, type]) -> Any:
         sql = _cell_merge_sql(cls, c) if cls in _CELL else f"first({c}, true)"
         aggs.append(F.expr(sql).alias(c))
     return df.groupBy(*cols[:n_keys]).agg(*aggs).select(*cols)
+
+
+def _checkpoint_observed(df: Any, *metrics: str) -> tuple[Any, tuple[int, ...]]:
+    """``_checkpoint(df)`` and the integer SQL aggregates ``metrics`` over its rows.
+
+    On classic sessions the aggregates are observed (``DataFrame.observe``) by the checkpoint's
+    own job: the checkpoint runs as a Dataset action, whose observed metrics Spark reports
+    when it ends, so counting the rows costs no job of its own (a separate aggregate is two
+    under adaptive execution). On Spark Connect: one aggregate query over the checkpoint."""
+    from pyspark.sql import functions as F
+
+    if getattr(df, "_jdf", None) is None:  # Spark Connect
+        out = _checkpoint(df)
+        row = out.select(*[F.expr(m).alias(f"m{i}") for i, m in enumerate(metrics)]).collect()[0]
+        return out, tuple(int(row[i] or 0) for i in range(len(metrics)))
+    from pyspark.sql import Observation
+
+    obs = Observation()
+    out = _checkpoint(df.observe(obs, *[F.expr(m).alias(f"m{i}") for i, m in enumerate(metrics)]))
+    got = obs.get
+    return out, tuple(int(got[f"m{i}"] or 0) for i in range(len(metrics)))
 
 
 def _count(df: Any) -> int:
