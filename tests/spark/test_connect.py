@@ -42,6 +42,7 @@ _SCRIPT = textwrap.dedent(
         to_spark, worker_errors,
     )
     from blooml.spark.functions import lfold, lmerge
+    from blooml.spark import _stream
     from _reach import BATCHES, Best, Reach, write_batch
     from _user_lattice import lsum
 
@@ -249,17 +250,19 @@ _SCRIPT = textwrap.dedent(
         query = start(session, Reach, folder, ckpt, {"path": str(out)})
         query.awaitTermination(300)
         res["restarted"] = repr(query.exception())
-        res["latest"] = json.loads((ckpt / "blooml-state" / "LATEST").read_text())
+        res["latest"] = list(_stream._latest(session, str(ckpt / "blooml-state")))
         res["kept"] = sorted(p.name for p in (ckpt / "blooml-state").iterdir())
+        res["commits"] = sorted(p.name for p in (ckpt / "blooml-state" / "commits").iterdir())
         res["ticks"] = sorted(p.name for p in out.iterdir() if p.name.startswith("tick="))
         res["path"] = {
             p.name: sorted(map(list, session.read.parquet(str(p)).collect()))
             for p in out.iterdir() if p.name.startswith("tick=")
         }
-        state = ckpt / "blooml-state" / "tick-3"
-        res["back"] = sorted(map(list, session.read.parquet(str(state / "pending" / "insert" /
-                                                                    "back")).collect()))
-        res["top"] = session.read.parquet(str(state / "lattices")).collect()[0].cell
+        state = ckpt / "blooml-state"
+        back = state / "pending" / "slot=1" / "insert" / "back"  # tick 3's, for tick 4
+        res["back"] = sorted(map(list, session.read.parquet(str(back)).collect()))
+        meta = session.read.text(str(state / "meta" / "slot=1")).collect()[0].value
+        res["top"] = json.loads(meta)["lattices"]["top"]
         # a tick that fails: the error reaches this client
         bad = root / "bad"
         bad.mkdir()
@@ -272,8 +275,8 @@ _SCRIPT = textwrap.dedent(
         except Exception as exc:
             res["failed"] = [type(exc).__name__, str(exc)]
         res["failed_exception"] = str(query.exception())
-        latest = root / "bad-ckpt" / "blooml-state" / "LATEST"
-        res["failed_latest"] = json.loads(latest.read_text())
+        res["failed_latest"] = list(
+            _stream._latest(session, str(root / "bad-ckpt" / "blooml-state")))
         return res, session
 
 
@@ -378,15 +381,17 @@ def test_tick_stream_on_a_local_connect_server(connect_job: dict[str, Any]) -> N
     out = connect_job["stream"]
     assert "error" not in out, out.get("error")
     assert out["first"] == "None" and out["restarted"] == "None"
-    assert out["latest"] == {"batch": 3, "tick": 3}
-    assert out["kept"] == ["LATEST", "tick-3"]  # the state of the last committed tick only
+    assert out["latest"] == [3, 3]
+    assert out["kept"] == ["commits", "meta", "pending", "tables"]
+    # Connect has no file system API: the commit log keeps every entry (a file per tick)
+    assert out["commits"] == ["tick=0", "tick=1", "tick=2", "tick=3"]
     assert out["ticks"] == ["tick=0", "tick=1", "tick=2", "tick=3"]
     for i in range(4):
         expected = sorted(map(list, local(BATCHES[: i + 1]).path))
         assert out["path"][f"tick={i}"] == expected, i
     # queued by tick 3 for the next tick: every edge reversed (back <+ edge.map(...))
     assert out["back"] == sorted([b, a] for rows in BATCHES for a, b in rows)
-    assert json.loads(out["top"]) == {"cell": max(b for rows in BATCHES for _, b in rows)}
+    assert out["top"] == {"cell": max(b for rows in BATCHES for _, b in rows)}
 
 
 def test_a_failed_tick_on_connect_reaches_the_client(connect_job: dict[str, Any]) -> None:
@@ -398,4 +403,4 @@ def test_a_failed_tick_on_connect_reaches_the_client(connect_job: dict[str, Any]
     for text in (msg, out["failed_exception"]):
         assert "blooml.errors.KeyConstraintError: key conflict in 'best' for key 0" in text
         assert "tick 1 of Best (micro-batch 1, input 'edge'); not committed" in text
-    assert out["failed_latest"] == {"batch": 0, "tick": 0}
+    assert out["failed_latest"] == [0, 0]

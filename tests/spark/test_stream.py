@@ -3,7 +3,6 @@ restart: no lost and no doubled tick."""
 
 from __future__ import annotations
 
-import json
 import pickle
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ def test_engine_tick_keeps_state_across_ticks(spark: Any) -> None:
 
 
 def _start(
-    spark: Any, program: Any, folder: Path, ckpt: Path, outputs: dict[str, str]
+    spark: Any, program: Any, folder: Path, ckpt: Path | str, outputs: dict[str, str]
 ) -> tuple[Any, Any]:
     engine = SparkEngine(spark, program=program)  # a new engine: a restarted driver
     stream = (
@@ -53,7 +52,7 @@ def _start(
     return engine, query
 
 
-def _run(spark: Any, folder: Path, ckpt: Path, out: Path) -> SparkEngine:
+def _run(spark: Any, folder: Path, ckpt: Path | str, out: Path | str) -> SparkEngine:
     engine, query = _start(spark, Reach, folder, ckpt, {"path": str(out)})
     query.awaitTermination(300)
     assert query.exception() is None
@@ -74,10 +73,18 @@ def test_micro_batches_are_ticks_and_survive_a_restart(spark: Any, tmp_path: Pat
     (ckpt / "commits" / ".1.crc").unlink(missing_ok=True)
     engine = _run(spark, folder, ckpt, out)  # restarted: batch 1 again, then 2 and 3
     _same(local(BATCHES), engine)
-    latest = json.loads((ckpt / "blooml-state" / "LATEST").read_text())
-    assert latest == {"batch": 3, "tick": 3}
-    # only the last committed tick's state is kept
-    assert sorted(p.name for p in (ckpt / "blooml-state").iterdir()) == ["LATEST", "tick-3"]
+    assert _stream._latest(spark, str(ckpt / "blooml-state")) == (3, 3)
+    # the commit log keeps the last two entries; a table is its first version and the rows
+    # each tick added (``edge`` every tick), one that lost rows (``gone``) a new version
+    state = ckpt / "blooml-state"
+    assert sorted(p.name for p in state.iterdir()) == ["commits", "meta", "pending", "tables"]
+    assert sorted(p.name for p in (state / "commits").iterdir()) == ["tick=2", "tick=3"]
+    parts = {t.name: sorted(p.name for p in t.iterdir()) for t in (state / "tables").iterdir()}
+    assert parts["edge"] == ["t=0", "t=1", "t=2", "t=3"]
+    rows = {
+        t: spark.read.parquet(str(state / "tables" / "edge" / t)).count() for t in parts["edge"]
+    }
+    assert rows == {f"t={i}": len(b) for i, b in enumerate(BATCHES)}  # each tick: its rows
     ticks = sorted(p.name for p in out.iterdir() if p.name.startswith("tick="))
     assert ticks == ["tick=0", "tick=1", "tick=2", "tick=3"]
     last = {tuple(r) for r in spark.read.parquet(str(out / "tick=3")).collect()}
@@ -92,6 +99,24 @@ def test_micro_batches_are_ticks_and_survive_a_restart(spark: Any, tmp_path: Pat
     assert pickle.loads(cloudpickle.dumps(ticks)).engine is None  # as Spark Connect ships it
 
 
+def test_checkpoint_location_as_a_file_uri(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a URI is Spark's to resolve: nothing lands under <cwd>/file:/..., and the state is read
+    # back through Spark alone (no local file functions) after a restart
+    monkeypatch.chdir(tmp_path)
+    folder, ckpt, out = tmp_path / "in", tmp_path / "ckpt", tmp_path / "out"
+    folder.mkdir()
+    write_batch(folder, 0, BATCHES[0])
+    _run(spark, folder, ckpt.as_uri(), out.as_uri())
+    write_batch(folder, 1, BATCHES[1])
+    engine = _run(spark, folder, ckpt.as_uri(), out.as_uri())  # a new engine reads tick 0
+    _same(local(BATCHES[:2]), engine)
+    assert not (tmp_path / "file:").exists()
+    assert _stream._latest(spark, ckpt.as_uri() + "/blooml-state") == (1, 1)
+    assert sorted(p.name for p in out.iterdir()) == ["tick=0", "tick=1"]
+
+
 def test_a_failed_tick_stops_the_query_with_the_blooml_error(spark: Any, tmp_path: Path) -> None:
     folder, ckpt, out = tmp_path / "in", tmp_path / "ckpt", tmp_path / "out"
     folder.mkdir()
@@ -104,8 +129,8 @@ def test_a_failed_tick_stops_the_query_with_the_blooml_error(spark: Any, tmp_pat
     for msg in (str(caught.value), str(query.exception())):
         assert "blooml.errors.KeyConstraintError: key conflict in 'best' for key 0" in msg
         assert "tick 1 of Best (micro-batch 1, input 'edge'); not committed" in msg
-    latest = json.loads((ckpt / "blooml-state" / "LATEST").read_text())
-    assert latest == {"batch": 0, "tick": 0}  # the failed tick is not committed
+    # the failed tick is not committed
+    assert _stream._latest(spark, str(ckpt / "blooml-state")) == (0, 0)
     assert engine.state()[0] == 0
 
 

@@ -56,7 +56,7 @@ from blooml.lattices import lbool, lmax, lmin
 from blooml.lattices._base import Lattice
 from blooml.spark._formats import column_format
 
-__all__ = ["DataFramePlan", "run_plan"]
+__all__ = ["Carry", "DataFramePlan", "run_plan"]
 
 #: lattice classes whose cells are plain Spark values merged by one SQL aggregate
 _CELL: dict[type, str] = {lmax: "max", lmin: "min", lbool: "bool_or"}
@@ -368,6 +368,18 @@ class _Run:
         # id(a scanned frame) -> (the frame, its rows, its columns); the frame is kept so that
         # its id cannot be reused by another frame while the entry exists
         self.sizes: dict[int, tuple[Any, int, int]] = {}
+        # cross-tick semi-naive: what changed this tick so far. The rows each collection gained
+        # or grew (deltas with their sizes), the collections that lost rows (deletes, replaces,
+        # scratches recomputed from nothing) and the lattice variables that grew. ``fresh``: no
+        # earlier tick, so every rule runs over the whole state in its stratum's first round.
+        self.fresh = True
+        self.tick_delta: dict[str, list[tuple[Any, int]]] = {}
+        self.shrunk: set[str] = set()
+        self.tick_lats: set[str] = set()
+        #: scratches whose rows this tick came (also) from inputs or pending facts
+        self.fed: set[str] = set()
+        #: scratches derived by rules that start this tick empty and are derived in full
+        self.reset: set[str] = set()
 
     def small(self, df: Any, rows: int | None, width: int) -> Any:
         """``df`` with a broadcast hint when its exact row count makes it cheap to ship."""
@@ -380,7 +392,7 @@ class _Run:
         n = self.n_state.get(name)
         if n is None:
             old = self.state.get(name)
-            n = 0 if old is None else old.count()
+            n = 0 if old is None else _count(old)
             self.n_state[name] = n
         return n
 
@@ -525,11 +537,11 @@ class _Run:
             delta = rows.distinct()
             if old is not None:
                 delta = delta.join(self.small(old, n_old, len(cols)), cols, "left_anti")
-            delta = _checkpoint(delta)
-            n = delta.count()
+            delta, (n,) = _checkpoint_observed(delta, "count(1)")
             if n == 0:
                 return None, 0
             self._store(name, delta if old is None else old.unionByName(delta), n_old + n)
+            self.tick_delta.setdefault(name, []).append((delta, n))
             return delta, n
         # One aggregation over the derived rows and the stored ones (if any) gives the new state:
         # per key, lattice columns merged by their SQL aggregate, other values kept from the
@@ -561,27 +573,26 @@ class _Run:
                 ]
                 sel.append(f"CASE WHEN _present THEN o{c} ELSE d{c} END AS {c}")
                 conflict.append(f"(x{c} OR (_present AND _new AND NOT (d{c} <=> o{c})))")
-        full = _checkpoint(
+        full, (n_rows, n, bad) = _checkpoint_observed(
             both.groupBy(*keys)
             .agg(*[F.expr(a) for a in aggs])
             .selectExpr(
                 *sel,
                 f"(_new AND (NOT _present OR {_any_sql(grew)})) AS _changed",
                 f"{_any_sql(conflict)} AS _conflict",
-            )
+            ),
+            "count(1)",
+            "count_if(_changed OR _conflict)",
+            "coalesce(max(CAST(_conflict AS int)), 0)",
         )
-        stats = full.selectExpr(
-            "count(1) AS rows",
-            "count_if(_changed OR _conflict) AS n",
-            "max(CAST(_conflict AS int)) AS bad",
-        ).first()
-        n = int(stats["n"])
-        if stats["bad"]:
+        if bad:
             self._conflict(name, keys, cols, rows, old, full.where("_conflict").first())
         if n == 0:
             return None, 0
-        self._store(name, full.select(*cols), int(stats["rows"]), checkpointed=True)
-        return full.where("_changed").select(*cols), n
+        self._store(name, full.select(*cols), n_rows, checkpointed=True)
+        delta = full.where("_changed").select(*cols)
+        self.tick_delta.setdefault(name, []).append((delta, n))
+        return delta, n
 
     def _conflict(
         self, name: str, keys: list[str], cols: list[str], rows: Any, old: Any, bad: Any
@@ -642,6 +653,113 @@ def _checkpoint(df: Any) -> Any:
         return out
 
 
+def checkpoint_dir(spark: Any) -> str | None:
+    """The session's reliable checkpoint directory: ``sc.setCheckpointDir(...)`` on classic
+    sessions, ``spark.checkpoint.dir`` on Spark Connect; None when unset."""
+    if getattr(spark, "sparkContext", None) is not None and not _is_connect(spark):
+        found = spark.sparkContext._jsc.sc().getCheckpointDir()
+        return str(found.get()) if found.isDefined() else None
+    try:
+        return spark.conf.get("spark.checkpoint.dir", None) or None
+    except Exception:  # pragma: no cover - a conf service that refuses
+        return None
+
+
+def _is_connect(spark: Any) -> bool:
+    from blooml.spark._lazy import is_connect
+
+    return is_connect(spark)
+
+
+def keep_state(df: Any, files: list[str] | None = None) -> Any:
+    """``df`` materialized for use after this tick.
+
+    With a reliable checkpoint directory (:func:`checkpoint_dir`) the rows are written there as
+    Parquet and read back: they survive the loss of an executor, and Spark estimates the
+    frame's size from its files, so a join of a user's frame with it plans as it would with a
+    table. The path is appended to ``files`` (the caller deletes it when it is not needed any
+    more). Without one (or for a column Parquet cannot hold, such as ``void``): a
+    ``localCheckpoint`` (:func:`_checkpoint`)."""
+    from pyspark.sql.types import NullType
+
+    spark = df.sparkSession
+    root = checkpoint_dir(spark)
+    if root is None or any(isinstance(f.dataType, NullType) for f in df.schema.fields):
+        return _checkpoint(df)
+    import uuid
+
+    path = f"{root.rstrip('/')}/blooml-state-{uuid.uuid4().hex}"
+    df.write.parquet(path)
+    if files is not None:
+        files.append(path)
+    return spark.read.parquet(path)
+
+
+def delete_files(spark: Any, paths: list[str]) -> None:
+    """Delete state files written by :func:`keep_state` (classic sessions, through the Hadoop
+    FileSystem of each path; Spark Connect has no file system API: they stay, as Spark's own
+    reliable checkpoints stay unless ``spark.cleaner.referenceTracking.cleanCheckpoints``)."""
+    if _is_connect(spark):
+        return
+    jvm = spark.sparkContext._jvm
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    for p in paths:
+        try:
+            path = jvm.org.apache.hadoop.fs.Path(p)
+            path.getFileSystem(conf).delete(path, True)
+        except Exception:  # pragma: no cover - a store that refuses deletes: the files stay
+            continue
+
+
+def merge_saved(df: Any, n_keys: int, lattice_cols: Mapping[int, type]) -> Any:
+    """The rows of a collection saved as several parts (a full version, then the rows each
+    tick changed) merged into its state: set semantics, or per key the lattice columns merged
+    by their SQL aggregate and the other values (equal in every part) kept. Columns ``c0..``."""
+    from pyspark.sql import functions as F
+
+    cols = [f"c{i}" for i in range(len(df.columns))]
+    df = df.toDF(*cols)
+    if n_keys >= len(cols):
+        return df.distinct()
+    aggs = []
+    for i, c in enumerate(cols[n_keys:], start=n_keys):
+        cls = lattice_cols.get(i)
+        sql = _cell_merge_sql(cls, c) if cls in _CELL else f"first({c}, true)"
+        aggs.append(F.expr(sql).alias(c))
+    return df.groupBy(*cols[:n_keys]).agg(*aggs).select(*cols)
+
+
+def _checkpoint_observed(df: Any, *metrics: str) -> tuple[Any, tuple[int, ...]]:
+    """``_checkpoint(df)`` and the integer SQL aggregates ``metrics`` over its rows.
+
+    On classic sessions the aggregates are observed (``DataFrame.observe``) by the checkpoint's
+    own job: the checkpoint runs as a Dataset action, whose observed metrics Spark reports
+    when it ends, so counting the rows costs no job of its own (a separate aggregate is two
+    under adaptive execution). On Spark Connect: one aggregate query over the checkpoint."""
+    from pyspark.sql import functions as F
+
+    if getattr(df, "_jdf", None) is None:  # Spark Connect
+        out = _checkpoint(df)
+        row = out.select(*[F.expr(m).alias(f"m{i}") for i, m in enumerate(metrics)]).collect()[0]
+        return out, tuple(int(row[i] or 0) for i in range(len(metrics)))
+    from pyspark.sql import Observation
+
+    obs = Observation()
+    out = _checkpoint(df.observe(obs, *[F.expr(m).alias(f"m{i}") for i, m in enumerate(metrics)]))
+    got = obs.get
+    return out, tuple(int(got[f"m{i}"] or 0) for i in range(len(metrics)))
+
+
+def _count(df: Any) -> int:
+    """``df``'s row count in one job: on classic sessions its rows counted in the JVM (no
+    shuffle: ``DataFrame.count()`` aggregates through one, a job of its own under adaptive
+    execution), on Spark Connect ``count()``."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return int(df.count())
+    return int(jdf.queryExecution().toRdd().count())
+
+
 def _broadcast_bytes(spark: Any) -> int:
     """The session's broadcast threshold in bytes (``spark.sql.autoBroadcastJoinThreshold``;
     -1 turns broadcasting off, as it does for Spark's own choices)."""
@@ -689,6 +807,24 @@ def _cell_merge_sql(cls: type, c: str) -> str:
     return f"{_CELL[cls]}({c})"
 
 
+class Carry:
+    """What one tick hands the next besides the state itself: the exact row count of every
+    stored collection (no job counts them again) and the scratches that inputs or pending
+    facts fed (those start the next tick empty; the others keep their rows until a rule that
+    derives them has a changed input); and, for whoever saves the state, what the tick
+    changed (``delta``, ``shrunk``)."""
+
+    __slots__ = ("counts", "delta", "fed", "shrunk")
+
+    def __init__(self, counts: dict[str, int] | None = None, fed: set[str] | None = None) -> None:
+        self.counts = dict(counts or {})
+        self.fed = set(fed or ())
+        #: after a tick: collection -> the rows it gained or that grew (keyed: the merged rows)
+        self.delta: dict[str, Any] = {}
+        #: after a tick: the collections that lost rows (deleted, replaced, recomputed scratches)
+        self.shrunk: set[str] = set()
+
+
 def run_plan(
     spark: Any,
     plan: DataFramePlan,
@@ -699,6 +835,7 @@ def run_plan(
     state: Mapping[str, Any] | None = None,
     lattices: Mapping[str, Lattice] | None = None,
     pending: Mapping[str, Mapping[str, Any]] | None = None,
+    carry: Carry | None = None,
 ) -> tuple[
     dict[str, Any],
     dict[str, Lattice],
@@ -709,15 +846,42 @@ def run_plan(
     """Evaluate one tick; returns (state DataFrames, lattice values, rounds per stratum, rows
     touched per round per stratum, the facts for the next tick by op and collection).
 
-    ``state``, ``lattices`` and ``pending`` carry a previous tick's results: tables persist,
-    scratches start empty, and the previous tick's ``<+-`` (replace by key), ``<-`` (delete,
-    matched on the non-lattice columns) and ``<+`` (insert) facts apply first."""
+    ``state``, ``lattices``, ``pending`` and ``carry`` carry a previous tick's results (``carry``
+    is updated in place for the next tick): tables persist, scratches start empty, and the
+    previous tick's ``<+-`` (replace by key), ``<-`` (delete, matched on the non-lattice
+    columns) and ``<+`` (insert) facts apply first.
+
+    With a previous tick the evaluation is semi-naive across ticks, as in the local engine: a
+    rule none of whose inputs changed this tick is not evaluated (a scratch it derives keeps the
+    rows it had), and the first round of a stratum joins only the rows the tick changed with
+    the state; a rule that reads a changed input non-monotonically (``notin``'s right side, a
+    ``group``, ``argmin``, ...) or that derives a scratch that must be recomputed runs over the
+    whole state. A tick that changes nothing runs no Spark job."""
     ir = plan.ir
     run = _Run(spark, plan, checkpoint_every)
-    run.state.update({n: df for n, df in (state or {}).items() if ir.collections[n].persistent})
-    run.lattices.update(lattices or {})
+    if carry is None:
+        carry = Carry()
     pend = pending or {}
     _jobs.label(what="inputs")
+    fed = {n for n, df in inputs.items() if df is not None} | {
+        n for by in pend.values() for n in by
+    }
+    scratch_fed = {n for n in fed | carry.fed if not ir.collections[n].persistent}
+    derived = {r.head for r in ir.rules}
+    for n, df in (state or {}).items():
+        info = ir.collections[n]
+        # a scratch keeps its rows only while rules alone derive it: rows an input or a
+        # pending fact gave it (now or last tick) belong to that tick
+        if info.persistent or (n in derived and n not in scratch_fed):
+            run.state[n] = df
+            if n in carry.counts:
+                run.n_state[n] = carry.counts[n]
+        else:
+            run.shrunk.add(n)
+            if n in derived:
+                run.reset.add(n)
+    run.fresh = state is None
+    run.lattices.update(lattices or {})
     for name, rows in pend.get("<+-", {}).items():
         old = run.state.get(name)
         info = ir.collections[name]
@@ -726,6 +890,7 @@ def run_plan(
         if old is not None:
             run.state[name] = old.join(rows.select(*keys).distinct(), keys, "left_anti")
             run.n_state.pop(name, None)
+            run.shrunk.add(name)
         run.merge(name, rows)
     for name, rows in pend.get("<-", {}).items():
         old = run.state.get(name)
@@ -733,6 +898,7 @@ def run_plan(
             match = [c for i, c in enumerate(run.cols(name)) if i not in plan.lattice_cols[name]]
             run.state[name] = old.join(rows.select(*match).distinct(), match, "left_anti")
             run.n_state.pop(name, None)
+            run.shrunk.add(name)
     for name, rows in pend.get("<+", {}).items():
         run.merge(name, rows)
     for name, df in inputs.items():
@@ -748,6 +914,7 @@ def run_plan(
                 f"{list(ir.collections[name].columns)}; the DataFrame has {df.columns}"
             )
         run.merge(name, df.toDF(*cols))
+    run.fed = {n for n in fed if not ir.collections[n].persistent}
     rounds: list[int] = []
     for s_index, stratum in enumerate(ir.strata):
         rules = [ir.rules[i] for i in stratum]
@@ -777,6 +944,15 @@ def run_plan(
             idx = [i for i in ir.temporal if ir.rules[i].head == name and ir.rules[i].op == op]
             _jobs.label(end=True, what=f"{op} facts for the next tick into {name} {_rules(idx)}")
             by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
+    carry.counts = {n: c for n, c in run.n_state.items() if n in run.state}
+    carry.fed = set(run.fed)
+    carry.shrunk = set(run.shrunk) | (set(run.state) if run.fresh else set())
+    carry.delta = {}
+    for name, parts in run.tick_delta.items():
+        df = parts[0][0]
+        for p, _ in parts[1:]:
+            df = df.unionByName(p)
+        carry.delta[name] = df
     return run.state, run.lattices, tuple(rounds), run.touched, nxt
 
 
@@ -815,6 +991,7 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
     run.delta = {}
     touched_log: list[int] = []
     changed_lats: set[str] = set()
+    first_rules = _first_round(run, rules)
     rounds = 0
     while True:
         rounds += 1
@@ -827,12 +1004,17 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
         derived: dict[str, list[Any]] = {}
         lat_news: dict[str, list[Lattice]] = {}
         for rule in rules:
+            if first and first_rules[rule.index] == "skip":
+                continue
             _jobs.label(round=rounds, rule=rule)
             if isinstance(rule.body, Lat):
                 if first or {n for n, _ in sources(rule.body)} & changed_lats:
                     lat_news.setdefault(rule.head, []).append(_eval_lat(run, rule, rule.body))
                 continue
-            parts = _rule_rows(run, rule, first)
+            if first and first_rules[rule.index] == "delta":
+                parts = _tick_delta_rows(run, rule)
+            else:
+                parts = _rule_rows(run, rule, first)
             if ir.is_lattice(rule.head):
                 cls = ir.lattices[rule.head].cls
                 for df in parts:
@@ -850,6 +1032,7 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
             if new != old:
                 run.lattices[name] = new
                 changed_lats.add(name)
+        run.tick_lats |= changed_lats
         new_delta: dict[str, Any] = {}
         run.n_delta = {}
         run.sizes = {}
@@ -873,6 +1056,67 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
         if not (set(new_delta) | changed_lats) & reads:
             run.touched.append(touched_log)
             return rounds
+
+
+def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
+    """How each rule of a stratum runs in its first round: ``"full"`` (over the whole state),
+    ``"delta"`` (over the rows this tick changed, joined with the state) or ``"skip"`` (no
+    input changed). A scratch derived by a rule that must run is recomputed from nothing, so
+    every rule deriving it runs in full."""
+    ir = run.ir
+    if run.fresh:
+        return {r.index: "full" for r in rules}
+    changed = set(run.tick_delta) | run.tick_lats
+    how: dict[int, str] = {}
+    for rule in rules:
+        srcs = list(sources(rule.body))
+        if isinstance(rule.body, Lat):
+            how[rule.index] = "full" if {n for n, _ in srcs} & run.tick_lats else "skip"
+            continue
+        if any(nm and (n in changed or n in run.shrunk) for n, nm in srcs) or any(
+            n in run.tick_lats for n, _ in srcs
+        ):
+            how[rule.index] = "full"
+        elif any(n in changed for n, _ in srcs):
+            how[rule.index] = "delta"
+        else:
+            how[rule.index] = "skip"
+    redo = {
+        r.head
+        for r in rules
+        if r.head in ir.collections
+        and not ir.collections[r.head].persistent
+        and (how[r.index] != "skip" or r.head in run.fed or r.head in run.reset)
+    }
+    for name in redo - run.fed:  # recomputed from nothing (a fed scratch holds this tick's rows)
+        if run.state.pop(name, None) is not None:
+            run.shrunk.add(name)
+        run.n_state.pop(name, None)
+    for rule in rules:
+        if rule.head in redo:
+            how[rule.index] = "full"
+    return how
+
+
+def _tick_delta_rows(run: _Run, rule: Rule) -> list[Any]:
+    """The rows of ``rule`` that this tick's changes make derivable: one evaluation per
+    occurrence of a changed collection, that occurrence reading the tick's delta of it and the
+    others the whole state (which includes the delta)."""
+    saved = run.recursive, run.delta, run.n_delta
+    names = {n for n, _ in sources(rule.body) if n in run.tick_delta}
+    run.recursive = names
+    run.delta, run.n_delta = {}, {}
+    for n in names:
+        parts = run.tick_delta[n]
+        df = parts[0][0]
+        for p, _ in parts[1:]:
+            df = df.unionByName(p)
+        run.delta[n] = df
+        run.n_delta[n] = sum(c for _, c in parts)
+    try:
+        return _rule_rows(run, rule, False)
+    finally:
+        run.recursive, run.delta, run.n_delta = saved
 
 
 def _union(name: str, parts: list[Any], rules: list[Rule]) -> Any:

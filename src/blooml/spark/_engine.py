@@ -25,7 +25,14 @@ from blooml.ir import (
 )
 from blooml.lattices._base import Lattice
 from blooml.spark import _dfpython, _jobs
-from blooml.spark._dfengine import DataFramePlan, run_plan
+from blooml.spark._dfengine import (
+    Carry,
+    DataFramePlan,
+    checkpoint_dir,
+    delete_files,
+    keep_state,
+    run_plan,
+)
 from blooml.spark._errors import worker_errors
 from blooml.spark._formats import Pickled, column_format, spec_of
 from blooml.spark._lazy import check_worker_python, is_connect, require_pyspark
@@ -122,6 +129,8 @@ class SparkEngine:
         self.path = path
         self.schemas = dict(schemas or {})
         self._ticks: dict[str, _Carried] = {}
+        #: program name -> collection -> its state files (keep_state), the last two versions
+        self._files: dict[str, dict[str, list[str]]] = {}
         self.program = program
         self.checkpoint_every = checkpoint_every
         self.num_partitions = num_partitions or (
@@ -218,6 +227,8 @@ class SparkEngine:
             for name, types in carried.plan.column_types.items():
                 for i, t in types.items():
                     plan.column_types[name].setdefault(i, t)
+        # what the previous tick hands this one (row counts, fed scratches); updated in place
+        carry = (carried.carry if carried else None) or Carry()
         _dfpython.declare(plan, self.spark, self.schemas)
         if any(plan.python_nodes.values()):
             check_worker_python("SparkEngine", self.spark)
@@ -235,13 +246,39 @@ class SparkEngine:
                 state=carried.state if carried else None,
                 lattices=carried.lattices if carried else None,
                 pending=carried.pending if carried else None,
+                carry=carry,
             )
+        state = self._keep(plan.ir.name, state, carried.state if carried else {}, keep)
         result = DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
         if keep:
             assert isinstance(tick, int)
-            self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending, plan)
+            self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending, plan, carry)
             result.tick = tick
         return result
+
+    def _keep(
+        self, program: str, state: dict[str, Any], before: Mapping[str, Any], keep: bool
+    ) -> dict[str, Any]:
+        """The tick's state frames that changed, materialized for after the tick: reliable
+        Parquet files in the checkpoint directory when the session has one (see
+        :func:`keep_state`), else left as the tick's local checkpoints. A collection's files
+        from before its previous version are deleted (a result stays readable until the
+        collection changes twice more)."""
+        if checkpoint_dir(self.spark) is None:
+            return state
+        out = {}
+        kept = self._files.setdefault(program, {}) if keep else {}
+        for name, df in state.items():
+            if before.get(name) is df:  # unchanged this tick: its files are current
+                out[name] = df
+                continue
+            files: list[str] = []
+            out[name] = keep_state(df, files)
+            if keep and files:
+                old = kept.get(name, [])
+                kept[name] = [*old[-1:], *files]  # this tick's and the previous one's
+                delete_files(self.spark, old[:-1])
+        return out
 
     def tick(self, inputs: Mapping[str, Any] | None = None, *, program: Any = None) -> SparkResult:
         """Run the next tick of the program, keeping its state for the one after.
@@ -291,6 +328,16 @@ class SparkEngine:
         }
         return carried.tick, frames, dict(carried.lattices), pend
 
+    def _changes(self, program: Any = None) -> tuple[dict[str, Any], set[str]]:
+        """What the program's last tick changed: collection -> the rows it gained or that grew
+        (with the collection's columns), and the collections that lost rows."""
+        ir = self._bound(program)
+        carried = self._ticks.get(ir.name)
+        if carried is None or carried.carry is None:
+            return {}, set(ir.collections)
+        delta = {n: df.toDF(*ir.collections[n].columns) for n, df in carried.carry.delta.items()}
+        return delta, set(carried.carry.shrunk)
+
     def restore(
         self,
         tick: int,
@@ -322,7 +369,9 @@ class SparkEngine:
             op: {n: df.toDF(*[f"c{i}" for i in range(len(df.columns))]) for n, df in by.items()}
             for op, by in (pending or {}).items()
         }
-        self._ticks[ir.name] = _Carried(tick, frames, dict(lattices), pend, plan)
+        # a restored scratch may hold rows an input gave it: the next tick derives it anew
+        fed = {n for n, info in ir.collections.items() if not info.persistent}
+        self._ticks[ir.name] = _Carried(tick, frames, dict(lattices), pend, plan, Carry(fed=fed))
 
     def lattice_columns(self, program: Any = None) -> dict[str, dict[int, type]]:
         """Collection -> {column index: lattice class} of the lattice-valued columns the
@@ -424,7 +473,7 @@ def _cells(row: Iterable[Any]) -> tuple[Any, ...]:
 class _Carried:
     """What :meth:`SparkEngine.tick` keeps of a program between ticks."""
 
-    __slots__ = ("lattices", "pending", "plan", "state", "tick")
+    __slots__ = ("carry", "lattices", "pending", "plan", "state", "tick")
 
     def __init__(
         self,
@@ -433,12 +482,14 @@ class _Carried:
         lattices: dict[str, Lattice],
         pending: dict[str, dict[str, Any]],
         plan: DataFramePlan | None = None,
+        carry: Carry | None = None,
     ) -> None:
         self.tick = tick
         self.state = state
         self.lattices = lattices
         self.pending = pending
         self.plan = plan
+        self.carry = carry
 
 
 class DataFrameResult(SparkResult):

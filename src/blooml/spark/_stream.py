@@ -2,14 +2,37 @@
 
 :func:`tick_stream` starts ``stream.writeStream.foreachBatch(...)``: the batch's rows are the
 tick's input to one collection, :meth:`SparkEngine.tick` runs the tick as DataFrame plans, and
-the program's state after the tick (tables, lattice variables, the facts queued for the next
-tick) is written as Parquet under ``<checkpoint_location>/blooml-state/tick-<batch id>``
-before the tick is marked committed (then the state of older ticks is deleted). After a
-restart (a new driver, a new engine) the state is read back from the last committed tick. A
-batch whose tick is already committed — Spark re-runs the last batch when the query stopped
-between blooml's commit and its own — is skipped, so no tick is lost or applied twice. Output
-collections are written per tick to ``<path>/tick=<batch id>`` (overwritten when a tick is
-re-run), so readers see each tick once.
+the program's state after the tick is saved under ``<checkpoint_location>/blooml-state`` before
+the tick is committed. After a restart (a new driver, a new engine) the state is read back from
+the last committed tick. A batch whose tick is already committed — Spark re-runs the last batch
+when the query stopped between blooml's commit and its own — is skipped, so no tick is lost or
+applied twice. Output collections are written per tick to ``<path>/tick=<batch id>``
+(overwritten when a tick is re-run), so readers see each tick once.
+
+Storage: everything is written and read by Spark (Parquet and text data sources), so the
+checkpoint location is any URI Spark's Hadoop file systems know (``file://``, ``hdfs://``,
+``s3a://``, ``abfss://``, ``dbfs:/``, a plain path) and nothing is read with Python's file
+functions — the same on classic and Connect sessions. The layout::
+
+    blooml-state/commits/tick=<t>/part-*.txt     one JSON line {"batch": b, "tick": t}
+    blooml-state/meta/slot=<t % 2>/              tick t: where its tables are, its lattices
+    blooml-state/tables/<name>/t=<t>/            Parquet: a full version, or the rows tick t
+                                                 changed
+    blooml-state/pending/slot=<t % 2>/<op>/<name>/  Parquet: facts for tick t + 1
+
+A tick writes only what it changed: a table's rows that are new or grew that tick are appended
+as a part (``t=<tick>``) to the parts of its last version, and a reader merges the parts (set
+semantics, lattice columns by their SQL aggregate, see :func:`~blooml.spark._dfengine.
+merge_saved`). A table that lost rows (``<-``, ``<+-``, a recomputed scratch), and one with
+:data:`_MAX_PARTS` parts, is written in full as a new version. Tick ``t``'s meta and pending
+facts go to slot ``t % 2`` (overwriting tick ``t - 2``'s; tick ``t - 1``, committed, is in the
+other slot). Then the tick commits by writing its commit-log entry — one small file, which
+Spark's output committer moves into place only when the write job succeeds (a rename on HDFS
+and local disks, a single object on object stores), as Structured Streaming's own commit log
+does. A reader takes the highest committed tick, so a tick killed at any point before its entry
+exists is not committed and is run again (its parts are overwritten then). On classic sessions
+commit-log entries and table parts that no committed tick refers to any more are deleted
+through the Hadoop ``FileSystem`` of the location; on Connect (no JVM in the client) they stay.
 
 One code path for classic and Connect sessions. The ``foreachBatch`` function is a
 :class:`_Ticks` holding plain data only (the program's IR, the input collection, the state
@@ -19,18 +42,13 @@ client. There it builds a :class:`SparkEngine` on the batch's session and keeps 
 :data:`_ENGINES` (by state directory) from batch to batch. On a classic session the function
 runs in the driver and holds the user's engine itself (nothing module-level keeps it once the
 query is gone), so that engine holds the ticks' state as it would after ``engine.tick(...)``.
-
-The state directory is read and written with Spark (Parquet) and a small marker file written
-with Python's file functions by the process that runs the function (the driver; on Connect the
-server's Python): ``checkpoint_location`` must be a path that process can write as a local (or
-mounted) file system path.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,8 +60,6 @@ from blooml.spark._formats import column_format
 from blooml.spark._lazy import is_connect, require_pyspark
 
 __all__ = ["tick_stream"]
-
-_LATEST = "LATEST"
 
 #: state directory → the engine running its ticks in this process: on Spark Connect, one built
 #: on the batch's session by the server's Python (on a classic session, _Ticks.engine)
@@ -69,7 +85,8 @@ def tick_stream(
     it builds its own engine there (``path="dataframe"``, ``engine``'s ``checkpoint_every`` and
     ``max_rounds``) and ``engine`` does not see the ticks (read ``outputs``). That Python must
     import blooml, the program's module and its lattice classes, and
-    ``checkpoint_location`` must be a path the *server* can write (give an absolute path).
+    ``checkpoint_location`` must be one the *server's* Spark can write (a URI or an absolute
+    path).
 
     A tick that fails stops the query: ``query.awaitTermination()`` raises a
     ``StreamingQueryException`` and ``query.exception()`` returns it, its message carrying the
@@ -81,9 +98,12 @@ def tick_stream(
         stream: a streaming DataFrame (``spark.readStream...``) whose columns are those of
             collection ``into``, in order.
         into: the collection each batch's rows are inserted into.
-        checkpoint_location: Spark's checkpoint location for the query; blooml keeps the
-            program's state under ``<checkpoint_location>/blooml-state``.
-        outputs: collection name → Parquet path written after every tick
+        checkpoint_location: Spark's checkpoint location for the query, any URI Spark's
+            Hadoop file systems reach (``hdfs://``, ``s3a://``, ``dbfs:/``, ``file://``) or a
+            plain path; blooml keeps the program's state under
+            ``<checkpoint_location>/blooml-state``, written and read by Spark only, each tick
+            committed by one commit-log file (see ``docs/spark.md``).
+        outputs: collection name → Parquet path or URI written after every tick
             (``<path>/tick=<n>``).
         program: the program (default: the engine's).
         available_now: process what is available, then stop (``trigger(availableNow=True)``).
@@ -106,9 +126,10 @@ def tick_stream(
             known = ", ".join(sorted(ir.collections))
             raise KeyError(f"{name!r} is not a collection of {ir.name} (known: {known})")
     connect = is_connect(engine.spark)
-    if not connect:  # the driver runs the function: a path relative to its directory
+    if not connect and not _has_scheme(checkpoint_location):
+        # the driver runs the function: a plain path relative to its directory
         checkpoint_location = os.path.abspath(checkpoint_location)
-    state_dir = os.path.join(checkpoint_location, "blooml-state")
+    state_dir = _join(checkpoint_location, "blooml-state")
     ticks = _Ticks(
         ir,
         into,
@@ -181,36 +202,45 @@ class _Ticks:
         self.max_rounds = max_rounds
         #: the user's engine, on a classic session (never pickled: Connect gets None)
         self.engine: Any = None
+        #: (batch id, tick) last committed, once read from the commit log by this query
+        self.committed: tuple[int, int] | None = None
+        #: the meta of the last committed tick (where its tables' parts are)
+        self.meta: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "engine": None}
+        return {**self.__dict__, "engine": None, "committed": None, "meta": None}
 
     def __call__(self, batch: Any, batch_id: int) -> None:
         state_dir, ir = self.state_dir, self.ir
-        latest, committed = _latest(state_dir)
+        session = batch.sparkSession
+        if self.committed is None:  # the first batch of this query: read the commit log
+            self.committed = _latest(session, state_dir)
+        latest, committed = self.committed
         if batch_id <= latest:
             return  # this tick is committed already: a re-delivered batch
-        os.makedirs(state_dir, exist_ok=True)
+        tick = committed + 1
         try:
-            engine = self._engine(batch.sparkSession)
+            engine = self._engine(session)
             if engine.state(program=ir)[0] != committed:  # a new engine, or a failed tick
-                _load(engine, ir, state_dir, latest)
+                self.meta = _load(engine, ir, state_dir, committed)
             result = engine.tick({self.into: batch.toDF(*self.columns)}, program=ir)
-            tick_dir = os.path.join(state_dir, f"tick-{batch_id}")
-            _save(engine, ir, tick_dir)
+            if self.meta is None and committed >= 0:
+                self.meta = _read_meta(session, state_dir, committed)
+            meta = _save(engine, ir, state_dir, batch_id, self.meta)
             for name, path in self.outputs.items():
                 df = result.dataframe(name)
                 if result.is_empty(name) and _void(df):
                     continue  # no rows, and no type known for a column yet: nothing to write
-                df.write.mode("overwrite").parquet(os.path.join(path, f"tick={batch_id}"))
+                df.write.mode("overwrite").parquet(_join(path, f"tick={batch_id}"))
+            _commit(session, state_dir, batch_id, tick)
         except Exception as exc:
             exc.add_note(
-                f"in blooml.spark.tick_stream: tick {committed + 1} of {ir.name} (micro-batch "
+                f"in blooml.spark.tick_stream: tick {tick} of {ir.name} (micro-batch "
                 f"{batch_id}, input {self.into!r}); not committed, a restarted query runs it again"
             )
             raise
-        _commit(state_dir, batch_id, committed + 1)
-        _prune(state_dir, batch_id)
+        self.committed, old, self.meta = (batch_id, tick), self.meta, meta
+        _prune(session, state_dir, tick, old, meta)
 
     def _engine(self, session: Any) -> Any:
         """This state directory's engine in this process; a new one (its state loaded from the
@@ -247,93 +277,206 @@ def _session_id(session: Any) -> Any:
     return getattr(session, "session_id", None)
 
 
-def _latest(state_dir: str) -> tuple[int, int]:
-    """(batch id, tick) of the last committed tick; (-1, -1) before the first."""
+def _has_scheme(location: str) -> bool:
+    """Whether ``location`` is a URI (``file:///x``, ``hdfs://nn/x``, ``dbfs:/x``), not a plain
+    path (a one-letter scheme is a Windows drive)."""
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", location) is not None
+
+
+def _join(location: str, *names: str) -> str:
+    """``location``/``names``: a path or URI joined with ``/`` (``os.path.join`` would turn
+    ``file:///x`` into a relative path on some systems and ``\\`` on Windows)."""
+    return "/".join([location.rstrip("/"), *names])
+
+
+#: a table saved as more parts than this is written in full as a new version
+_MAX_PARTS = 16
+
+
+def _slot(state_dir: str, kind: str, tick: int) -> str:
+    return _join(state_dir, kind, f"slot={tick % 2}")
+
+
+def _missing(exc: BaseException) -> bool:
+    """Whether a Spark read failed because its path does not exist."""
+    cond = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
     try:
-        with open(os.path.join(state_dir, _LATEST)) as f:
-            latest = json.load(f)
-    except FileNotFoundError:
-        return -1, -1
-    return int(latest["batch"]), int(latest["tick"])
+        return bool(cond and cond() == "PATH_NOT_FOUND") or "PATH_NOT_FOUND" in str(exc)
+    except Exception:  # pragma: no cover - an error class the client cannot read
+        return "PATH_NOT_FOUND" in str(exc)
 
 
-def _commit(state_dir: str, batch_id: int, tick: int) -> None:
-    tmp = os.path.join(state_dir, f".{_LATEST}.tmp")
-    with open(tmp, "w") as f:
-        json.dump({"batch": batch_id, "tick": tick}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, os.path.join(state_dir, _LATEST))  # atomic: the tick is committed
+def _read_text(spark: Any, path: str) -> list[Any] | None:
+    """The rows of a text dataset written by :func:`_write_text`, or None when absent."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return list(spark.read.text(path).collect())
+    except AnalysisException as exc:
+        if _missing(exc):
+            return None
+        raise
 
 
-def _prune(state_dir: str, batch_id: int) -> None:
-    """Delete the state of ticks before the committed one (a restart reads only that one)."""
-    for name in os.listdir(state_dir):
-        if name.startswith("tick-") and name[5:].isdigit() and int(name[5:]) < batch_id:
-            shutil.rmtree(os.path.join(state_dir, name), ignore_errors=True)
+def _write_text(spark: Any, path: str, line: str) -> None:
+    """One line as a one-file text dataset at ``path`` (replacing what was there)."""
+    df = spark.createDataFrame([(line,)], "value string").coalesce(1)
+    df.write.mode("overwrite").text(path)
 
 
-def _save(engine: Any, ir: ProgramIR, tick_dir: str) -> None:
+def _latest(spark: Any, state_dir: str) -> tuple[int, int]:
+    """(batch id, tick) of the last committed tick; (-1, -1) before the first."""
+    rows = _read_text(spark, _join(state_dir, "commits"))
+    best = (-1, -1)
+    for row in rows or ():
+        entry = json.loads(row.value)
+        best = max(best, (int(entry["batch"]), int(entry["tick"])), key=lambda bt: bt[1])
+    return best
+
+
+def _commit(spark: Any, state_dir: str, batch_id: int, tick: int) -> None:
+    """Commit ``tick``: its commit-log entry, one file moved into place by Spark's committer
+    when the write succeeds."""
+    entry = json.dumps({"batch": batch_id, "tick": tick})
+    _write_text(spark, _join(state_dir, "commits", f"tick={tick}"), entry)
+
+
+def _hadoop_fs(spark: Any, path: str) -> Any:
+    """(Hadoop FileSystem, Path) of ``path`` on a classic session; None on Spark Connect."""
+    if is_connect(spark):
+        return None
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    return hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()), hpath
+
+
+def _prune(
+    spark: Any, state_dir: str, tick: int, old: dict[str, Any] | None, new: dict[str, Any]
+) -> None:
+    """After ``tick`` committed: delete the commit-log entries before ``tick - 1`` and the
+    table parts that only ticks before it referred to (classic sessions, through the
+    location's Hadoop FileSystem; Connect has no file system API)."""
+    paths = [f"commits/tick={tick - 2}"] if tick >= 2 else []  # relative to state_dir
+    if old is not None:
+        keep = {p for parts in new["tables"].values() for p in parts}
+        paths += sorted({p for parts in old["tables"].values() for p in parts} - keep)
+    for path in paths:
+        try:
+            found = _hadoop_fs(spark, _join(state_dir, path))
+            if found is None:
+                return
+            fs, hpath = found
+            fs.delete(hpath, True)
+        except Exception:  # pragma: no cover - a store that refuses deletes: the files stay
+            continue
+
+
+def _save(
+    engine: Any, ir: ProgramIR, state_dir: str, batch_id: int, prev: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The program's state after a tick (not committed yet); returns the tick's meta. A table
+    is written as the rows the tick changed, appended to the parts of its last version, or
+    in full (see the module's docstring)."""
     tick, frames, lattices, pending = engine.state(program=ir)
+    delta, shrunk = engine._changes(program=ir)
     spark = engine.spark
+    before: dict[str, list[str]] = prev["tables"] if prev is not None else {}
+    tables: dict[str, list[str]] = {}
     for name, df in frames.items():
-        df.write.mode("overwrite").parquet(os.path.join(tick_dir, "tables", name))
+        parts = before.get(name)
+        part = f"tables/{name}/t={tick}"  # relative to the state directory
+        if parts is None or name in shrunk or len(parts) >= _MAX_PARTS:
+            df.write.mode("overwrite").parquet(_join(state_dir, part))
+            tables[name] = [part]
+        elif name in delta:
+            delta[name].write.mode("overwrite").parquet(_join(state_dir, part))
+            tables[name] = [*parts, part]
+        else:
+            tables[name] = parts  # unchanged this tick
+    pend_dir = _slot(state_dir, "pending", tick)
     for op, by in pending.items():
         for name, df in by.items():
-            df.write.mode("overwrite").parquet(os.path.join(tick_dir, "pending", _op(op), name))
-    cells = []
-    for name, value in lattices.items():
-        cells.append((name, json.dumps(_cell_json(value))))
-    spark.createDataFrame(cells, "name string, cell string").write.mode("overwrite").parquet(
-        os.path.join(tick_dir, "lattices")
-    )
+            df.write.mode("overwrite").parquet(_join(pend_dir, _op(op), name))
     # lattice classes of columns found when Python rule bodies ran (only the SQL-merged
     # builtins can be such columns): a restarted engine merges those cells as lattices
     found = {
         name: {str(i): cls.__name__ for i, cls in known.items()}
         for name, known in engine.lattice_columns(program=ir).items()
     }
-    with open(os.path.join(tick_dir, "_LATTICE_COLUMNS"), "w") as f:
-        json.dump(found, f)
-    with open(os.path.join(tick_dir, "_TICK"), "w") as f:
-        f.write(str(tick))
+    meta = {
+        "tick": tick,
+        "batch": batch_id,
+        "tables": tables,
+        "pending": {_op(op): sorted(by) for op, by in pending.items()},
+        "lattices": {name: _cell_json(value) for name, value in lattices.items()},
+        "lattice_columns": found,
+    }
+    _write_text(spark, _slot(state_dir, "meta", tick), json.dumps(meta))
+    return meta
 
 
-def _load(engine: Any, ir: ProgramIR, state_dir: str, batch: int) -> None:
-    if batch < 0:
+def _read_meta(spark: Any, state_dir: str, tick: int) -> dict[str, Any]:
+    """The meta of committed tick ``tick``."""
+    slot = _slot(state_dir, "meta", tick)
+    rows = _read_text(spark, slot)
+    meta: dict[str, Any] | None = json.loads(rows[0].value) if rows else None
+    if meta is None or int(meta["tick"]) != tick:
+        raise ProgramError(
+            f"{slot}: tick {tick} is committed but its state is "
+            + ("missing" if meta is None else f"that of tick {meta['tick']}")
+            + " (was the checkpoint location changed by hand?)"
+        )
+    return meta
+
+
+def _load(engine: Any, ir: ProgramIR, state_dir: str, tick: int) -> dict[str, Any] | None:
+    """Restore ``engine`` to committed tick ``tick`` (-1: the start); returns its meta."""
+    if tick < 0:
         engine.reset(ir)
-        return
+        return None
+    from blooml.spark._dfengine import DataFramePlan, merge_saved
+
     spark = engine.spark
-    tick_dir = os.path.join(state_dir, f"tick-{batch}")
-    with open(os.path.join(tick_dir, "_TICK")) as f:
-        tick = int(f.read())
+    meta = _read_meta(spark, state_dir, tick)
+    columns: dict[str, dict[int, type]] = {}
+    for name, known in meta["lattice_columns"].items():
+        for i, cls_name in known.items():
+            if cls_name not in _COLUMN_CLASSES:
+                raise ProgramError(
+                    f"{_slot(state_dir, 'meta', tick)}: column {i} of {name!r} has lattice "
+                    f"class {cls_name!r}; a saved state knows only {sorted(_COLUMN_CLASSES)}"
+                )
+            columns.setdefault(name, {})[int(i)] = _COLUMN_CLASSES[cls_name]
+    plan, _ = DataFramePlan.try_build(ir)
     frames = {}
-    tables = os.path.join(tick_dir, "tables")
-    for name in sorted(os.listdir(tables)) if os.path.isdir(tables) else []:
-        frames[name] = spark.read.parquet(os.path.join(tables, name)).localCheckpoint()
+    for name, parts in meta["tables"].items():
+        df = spark.read.parquet(*[_join(state_dir, p) for p in parts])
+        if len(parts) > 1:
+            info = ir.collections[name]
+            lat = {**(plan.lattice_cols[name] if plan else {}), **columns.get(name, {})}
+            nk = len(info.keys) if info.values else len(info.columns)
+            df = merge_saved(df, nk, lat)
+        frames[name] = _keep(df)
     pending: dict[str, dict[str, Any]] = {}
-    pend_dir = os.path.join(tick_dir, "pending")
-    for op_name in sorted(os.listdir(pend_dir)) if os.path.isdir(pend_dir) else []:
-        for name in sorted(os.listdir(os.path.join(pend_dir, op_name))):
-            df = spark.read.parquet(os.path.join(pend_dir, op_name, name)).localCheckpoint()
+    pend_dir = _slot(state_dir, "pending", tick)
+    for op_name, names in meta["pending"].items():
+        for name in names:
+            df = _keep(spark.read.parquet(_join(pend_dir, op_name, name)))
             pending.setdefault(_OPS_BACK[op_name], {})[name] = df
     lattices: dict[str, Lattice] = {}
-    for row in spark.read.parquet(os.path.join(tick_dir, "lattices")).collect():
-        cls = ir.lattices[row.name].cls
-        lattices[row.name] = column_format(cls).from_cell(_cell_back(json.loads(row.cell)))
-    columns: dict[str, dict[int, type]] = {}
-    path = os.path.join(tick_dir, "_LATTICE_COLUMNS")
-    if os.path.exists(path):  # absent in a state written before it was recorded
-        with open(path) as f:
-            for name, known in json.load(f).items():
-                for i, cls_name in known.items():
-                    if cls_name not in _COLUMN_CLASSES:
-                        raise ProgramError(
-                            f"{path}: column {i} of {name!r} has lattice class {cls_name!r}; "
-                            f"a saved state knows only {sorted(_COLUMN_CLASSES)}"
-                        )
-                    columns.setdefault(name, {})[int(i)] = _COLUMN_CLASSES[cls_name]
+    for name, cell in meta["lattices"].items():
+        cls = ir.lattices[name].cls
+        lattices[name] = column_format(cls).from_cell(_cell_back(cell))
     engine.restore(tick, frames, lattices, pending, program=ir, lattice_columns=columns)
+    return meta
+
+
+def _keep(df: Any) -> Any:
+    """A state frame read from a slot, materialized: the slot is overwritten two ticks later
+    (a reliable checkpoint when the session has a checkpoint directory)."""
+    from blooml.spark._dfengine import keep_state
+
+    return keep_state(df)
 
 
 #: lattice classes a DataFrame-path collection column can hold (merged in Spark SQL)
