@@ -92,6 +92,11 @@ class ZOp:
         return type(self).__name__[1:].lower()
 
 
+def _flat(t: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The rows of a join (a missing side adds nothing) as one row, for a grouping."""
+    return tuple(c for r in t for c in (r if r is not None else ()))
+
+
 def _split(delta: Delta) -> tuple[list[Any], list[Any]]:
     plus = [r for r, w in delta if w > 0 for _ in range(w)]
     minus = [r for r, w in delta if w < 0 for _ in range(-w)]
@@ -565,7 +570,7 @@ class ZGroup(ZOp):
         self.groups = {}
         rows = self.inp.init()
         if self.inp.width > 1:
-            rows = [tuple(c for r in t for c in (r if r is not None else ())) for t in rows]
+            rows = [_flat(t) for t in rows]
         for r in rows:
             k = self._gkey(r)
             g = self.groups.get(k)
@@ -583,7 +588,7 @@ class ZGroup(ZOp):
         if not d:
             return []
         if self.inp.width > 1:
-            d = [(tuple(c for r in t for c in (r if r is not None else ())), w) for t, w in d]
+            d = [(_flat(t), w) for t, w in d]
         touched: dict[Any, _Group] = {}
         groups = self.groups
         journal = self.journal
@@ -657,7 +662,7 @@ class _Keyed(ZOp):
 
     def _rows(self, rows: list[Any]) -> list[Any]:
         if self.inp.width > 1:
-            return [tuple(c for r in t for c in (r if r is not None else ())) for t in rows]
+            return [_flat(t) for t in rows]
         return rows
 
     def _gkey(self, r: Any) -> Any:
@@ -698,7 +703,7 @@ class _Keyed(ZOp):
         if not d:
             return []
         if self.inp.width > 1:
-            d = [(tuple(c for r in t for c in (r if r is not None else ())), w) for t, w in d]
+            d = [(_flat(t), w) for t, w in d]
         touched = set()
         changes: dict[Any, list[tuple[Any, int]]] = {}
         journal = self.journal
