@@ -86,6 +86,11 @@ def _group_all(s: Any) -> None:
     s.sga <= s.b.group(None, count(), max_("z"))
 
 
+def _group_join(s: Any) -> None:
+    s.sgj <= s.a.join(s.b, s.a.y == s.b.y).group([0], count(), sum_(3))
+    s.sajm <= s.a.join(s.b, s.a.y == s.b.y).argmax([0], 3)
+
+
 def _argmin(s: Any) -> None:
     s.sam <= s.a.argmin(["x"], "y")
 
@@ -188,6 +193,7 @@ CATALOGUE = {
         _group,
         _group2,
         _group_all,
+        _group_join,
         _argmin,
         _argmax,
         _choose,
@@ -240,6 +246,8 @@ def make_program(names: list[str]) -> type[Program]:
         sg = scratch(["x"], ["n", "s", "lo", "hi", "d"])
         sg2 = scratch(["x"], ["av", "acc", "any"])
         sga = scratch([], ["n", "hi"])
+        sgj = scratch(["x"], ["n", "s"])
+        sajm = scratch(["x", "y", "y2", "z"])
         sam = scratch(["x", "y"])
         sax = scratch(["y", "z"])
         sch = scratch(["x", "y"])
