@@ -35,6 +35,7 @@ from typing import Any
 
 from blooml.engine._agg_eval import _stable
 from blooml.engine._rel_eval import JoinEval, ScanEval, norm_rows
+from blooml.engine.compile import flatten_rows
 from blooml.engine.relation import Relation
 from blooml.errors import ProgramError
 from blooml.ir.aggregates import apply_aggregate
@@ -92,9 +93,16 @@ class ZOp:
         return type(self).__name__[1:].lower()
 
 
-def _flat(t: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The rows of a join (a missing side adds nothing) as one row, for a grouping."""
-    return tuple(c for r in t for c in (r if r is not None else ()))
+def _input_rows(inp: ZOp) -> list[Any]:
+    """``inp``'s whole output as rows a grouping reads (a join's rows concatenated)."""
+    rows = inp.init()
+    return [flatten_rows(*t) for t in rows] if inp.width > 1 else rows
+
+
+def _input_delta(inp: ZOp) -> Delta:
+    """``inp``'s change as rows a grouping reads (a join's rows concatenated)."""
+    d = inp.step()
+    return [(flatten_rows(*t), w) for t, w in d] if d and inp.width > 1 else d
 
 
 def _split(delta: Delta) -> tuple[list[Any], list[Any]]:
@@ -568,10 +576,7 @@ class ZGroup(ZOp):
     def init(self) -> list[Any]:
         self.journal.append(("init", self.groups))
         self.groups = {}
-        rows = self.inp.init()
-        if self.inp.width > 1:
-            rows = [_flat(t) for t in rows]
-        for r in rows:
+        for r in _input_rows(self.inp):
             k = self._gkey(r)
             g = self.groups.get(k)
             if g is None:
@@ -584,11 +589,9 @@ class ZGroup(ZOp):
         return out
 
     def step(self) -> Delta:
-        d = self.inp.step()
+        d = _input_delta(self.inp)
         if not d:
             return []
-        if self.inp.width > 1:
-            d = [(_flat(t), w) for t, w in d]
         touched: dict[Any, _Group] = {}
         groups = self.groups
         journal = self.journal
@@ -660,11 +663,6 @@ class _Keyed(ZOp):
         #: this tick's changes to the state, undone in reverse by ``rollback``
         self.journal: list[tuple[Any, ...]] = []
 
-    def _rows(self, rows: list[Any]) -> list[Any]:
-        if self.inp.width > 1:
-            return [_flat(t) for t in rows]
-        return rows
-
     def _gkey(self, r: Any) -> Any:
         return tuple(r[i] for i in self.keys)
 
@@ -692,18 +690,16 @@ class _Keyed(ZOp):
     def init(self) -> list[Any]:
         self.journal.append(("init", self.groups, self.outs))
         self.groups = {}
-        for r in self._rows(self.inp.init()):
+        for r in _input_rows(self.inp):
             g = self.groups.setdefault(self._gkey(r), {})
             g[r] = g.get(r, 0) + 1
         self.outs = {k: self._best(g) for k, g in self.groups.items()}
         return [r for rows in self.outs.values() for r in rows]
 
     def step(self) -> Delta:
-        d = self.inp.step()
+        d = _input_delta(self.inp)
         if not d:
             return []
-        if self.inp.width > 1:
-            d = [(_flat(t), w) for t, w in d]
         touched = set()
         changes: dict[Any, list[tuple[Any, int]]] = {}
         journal = self.journal
