@@ -17,6 +17,7 @@ import heapq
 from collections import defaultdict, namedtuple
 from collections.abc import Iterable
 from itertools import chain, repeat
+from keyword import iskeyword
 from operator import itemgetter
 from typing import Any
 
@@ -139,6 +140,7 @@ class Relation:
 
     __slots__ = (
         "_dcache",
+        "_empty_at_begin",
         "_log",
         "_row_types",
         "_saved",
@@ -171,7 +173,9 @@ class Relation:
         self.info = info
         self.name = info.name
         self.columns = info.columns
-        self.named: Any = namedtuple(info.name, info.columns)  # type: ignore[misc]
+        # the DSL's names are identifiers; front ends such as Datalog may use any string
+        typename = info.name if info.name.isidentifier() and not iskeyword(info.name) else "Row"
+        self.named: Any = namedtuple(typename, info.columns)  # type: ignore[misc]
         # the type of stored rows: the named tuple, or ``tuple`` after ``set_plain``
         self.row_type: Any = self.named
         self._row_types = {self.row_type}
@@ -199,6 +203,8 @@ class Relation:
         self._ttl_log: list[tuple[str, Any, Any]] = []
         self._saved: Any = None
         self._dcache: Any = None
+        # whether the store was empty when the tick began: its change is then its rows
+        self._empty_at_begin = False
 
     # -- rows ----------------------------------------------------------------------------------
 
@@ -631,6 +637,12 @@ class Relation:
         if old is not MISSING:
             self._delete(k, old)
 
+    @property
+    def was_empty(self) -> bool:
+        """Whether the store was empty when the current (or last committed) tick began: its
+        change is then every stored row, new."""
+        return self._empty_at_begin
+
     def tick_delta(self) -> list[tuple[Any, int]]:
         """This tick's change so far as signed rows: ``(row, -1)`` for a row gone (or replaced),
         ``(row, 1)`` for a row new (or replacing); rows stored before and after are left out.
@@ -640,6 +652,12 @@ class Relation:
         if c is not None and c[0] == len(undo) and c[1] is undo:
             return c[2]  # type: ignore[no-any-return]
         out: list[tuple[Any, int]]
+        if self._empty_at_begin and not undo:
+            return []
+        if self._empty_at_begin:  # everything stored is new (a bulk load): no log to read
+            out = [(r, 1) for r in self.store.values()]
+            self._dcache = (len(undo), undo, out)
+            return out
         saved = self._saved
         if saved is not None:  # emptied whole this tick (``clear``): compare the two
             cur = self.store
@@ -786,6 +804,7 @@ class Relation:
         """Start a tick; return what ``rollback`` needs."""
         self.undo = []
         self._saved = None
+        self._empty_at_begin = not self.store
         self.tick_new = []
         self.lo = self.hi = 0
         # soft state is journaled (``_ttl_log``), not copied: a tick costs what it changed
@@ -840,6 +859,7 @@ class Relation:
             self._undo_ttl()
         self.undo = []
         self._saved = None
+        self._empty_at_begin = not self.store
         self.tick_new = []
         self.lo = self.hi = 0
 

@@ -356,6 +356,11 @@ class Runtime:
         #: Collections whose new rows each committed tick keeps in ``tick_rows`` (``watch``).
         self.watched: set[str] = set()
         self.tick_rows: dict[str, list[Any]] = {}
+        #: Collections whose signed change each committed tick keeps in ``tick_changes``
+        #: (``(row, +1)`` new, ``(row, -1)`` gone; read from the undo logs, so it costs what
+        #: changed): how ``blooml.dataflow.DatalogView`` returns each update's change.
+        self.changes_of: set[str] = set()
+        self.tick_changes: dict[str, list[tuple[Any, int]]] = {}
         self.firing: CompiledRule | None = None  # the rule being evaluated, during a tick
 
     def _plan_units(self) -> None:
@@ -565,6 +570,8 @@ class Runtime:
         self._reset = False
         if self.watched:
             self.tick_rows = {n: self.rels[n].tick_new for n in self.watched}
+        if self.changes_of:
+            self.tick_changes = {n: self.rels[n].tick_delta() for n in self.changes_of}
         for r in self.rels.values():
             r.commit()
         self.tick_count += 1

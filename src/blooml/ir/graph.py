@@ -184,6 +184,19 @@ def _nearest(s: int, used: list[int]) -> int:
     return below[-1] if below else 0
 
 
+def components(names: list[str], succ: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of the graph ``succ`` (name -> successors) over
+    ``names``, in topological order (a component before those it reaches): the stratifier's
+    own decomposition, for front ends that order relations as the engine does."""
+    edges = [Edge(a, b, "monotone", 0) for a in names for b in sorted(succ.get(a, ()))]
+    comp = _scc(names, edges)
+    order = _topo(set(comp.values()), {(comp[e.src], comp[e.dst]) for e in edges})
+    members: dict[int, list[str]] = {}
+    for n in names:
+        members.setdefault(comp[n], []).append(n)
+    return [members[c] for c in order]
+
+
 def _scc(names: list[str], edges: list[Edge]) -> dict[str, int]:
     """Tarjan's algorithm, iterative; returns the component id of every name."""
     succ: dict[str, list[str]] = {n: [] for n in names}
