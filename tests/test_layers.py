@@ -20,9 +20,10 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 LAYERS: list[tuple[str, ...]] = [
     ("blooml.errors",),
     ("blooml.lattices",),
-    ("blooml.ir", "blooml.testing", "blooml.dataflow"),
+    ("blooml.ir", "blooml.testing"),
     ("blooml.engine", "blooml.spark"),
-    ("blooml.net",),
+    # PomoFlow: its Datalog runs on the engine's core, beside the network layer
+    ("blooml.net", "blooml.dataflow"),
     ("blooml._factory",),
     ("blooml.bloom",),
     # libraries of rules written in the DSL (membership, delta anti-entropy): above the network

@@ -228,9 +228,11 @@ def test_strata_and_circuit_shape() -> None:
     assert strata.index(["reach"]) < strata.index(["unreach"])  # negation reads a lower stratum
     assert strata.index(["has_out"]) < strata.index(["sink"])
     view = p.compile()
-    dot = view.circuit.dot()
+    dot = p.to_circuit().dot()
     assert "cluster" in dot and "reach" in dot
     assert "stratum" in dot
+    with pytest.warns(DeprecationWarning, match="to_circuit"):
+        assert "stratum" in view.circuit.dot()
     assert repr(view).startswith("<DatalogView")
     assert view.memory().total_bytes == 0
 

@@ -4,8 +4,9 @@ The values are :class:`ZSet` (element -> integer weight), :class:`IndexedZSet`
 (key -> value -> weight) and :class:`Trace` (timestamped history). Operators (one class per
 row of the spec's operator table) are wired into a :class:`Circuit` and run one epoch at a
 time; child circuits iterate to a fixed point at every epoch. :class:`Datalog` compiles
-recursive rules with stratified negation into such a circuit and maintains their results
-under insertions and deletions. See ``docs/dataflow.md``.
+recursive rules with stratified negation to the rule IR and maintains their results under
+insertions and deletions on the engine's incremental core (``Datalog.to_circuit()`` compiles
+them as a circuit instead). See ``docs/dataflow.md``.
 """
 
 from blooml.dataflow.aggregates import (

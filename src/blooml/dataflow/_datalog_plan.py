@@ -1,15 +1,14 @@
-"""Rule planning for Datalog: left-deep join orders, shared by the circuit compiler and the
-from-scratch (semi-naive, plain Python sets) evaluator."""
+"""Rule planning for Datalog circuits: left-deep join orders for ``Datalog.to_circuit``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from blooml.dataflow.datalog import Atom, Condition, Rule, Var
 
 if TYPE_CHECKING:
-    from blooml.dataflow.datalog import Datalog
+    pass
 
 
 class _Pattern:
@@ -124,63 +123,3 @@ class _Plan:
             return tuple(b[p] if k == "var" else p for k, p in spec)
 
         return head
-
-
-def eval_rule(plan: _Plan, db: Mapping[str, Any], first: Iterable[tuple[Any, ...]]) -> set[Any]:
-    match = plan.first_pattern.matcher()
-    proj = plan.first_proj
-    bindings = [tuple(t[p] for p in proj) for t in first if match(t)]
-    for step in plan.steps:
-        if not bindings:
-            return set()
-        kind = step[0]
-        if kind == "cond":
-            _k, cond, ps = step
-            bindings = [b for b in bindings if cond.fn(*(b[p] for p in ps))]
-        elif kind == "join":
-            _k, atom, pat, left, right, new = step
-            index: dict[Any, list[tuple[Any, ...]]] = {}
-            m = pat.matcher()
-            for t in db[atom.relation.name]:
-                if m(t):
-                    index.setdefault(tuple(t[p] for p in right), []).append(
-                        tuple(t[p] for p in new)
-                    )
-            bindings = [
-                b + extra for b in bindings for extra in index.get(tuple(b[p] for p in left), ())
-            ]
-        else:  # neg
-            _k, atom, pat, left, right = step
-            m = pat.matcher()
-            present = {tuple(t[p] for p in right) for t in db[atom.relation.name] if m(t)}
-            bindings = [b for b in bindings if tuple(b[p] for p in left) not in present]
-    head = plan.head_fn()
-    return {head(b) for b in bindings}
-
-
-def semi_naive(program: Datalog, stratum: list[str], db: dict[str, set[Any]]) -> None:
-    names = set(stratum)
-    rules = [r for r in program.rules if r.head.relation.name in names]
-    # Every rule is evaluated once in full; then only with a recursive atom bound to the delta.
-    delta: dict[str, set[Any]] = {n: set() for n in stratum}
-    for r in rules:
-        plan = _Plan(r)
-        new = eval_rule(plan, db, db[plan.first.relation.name]) - db[r.head.relation.name]
-        delta[r.head.relation.name] |= new
-    for n in stratum:
-        db[n] |= delta[n]
-    variants = []
-    for r in rules:
-        for i, a in enumerate(r.positives()):
-            if a.relation.name in names:
-                # Put the recursive atom first so that it can be fed the delta alone.
-                body = [a] + [b for b in r.body if b is not a]
-                variants.append((_Plan(Rule(r.head, tuple(body))), r.head.relation.name, i))
-    while any(delta.values()):
-        new_delta: dict[str, set[Any]] = {n: set() for n in stratum}
-        for plan, head, _i in variants:
-            got = eval_rule(plan, db, delta[plan.first.relation.name])
-            new_delta[head] |= got - db[head]
-        for n in stratum:
-            db[n] |= new_delta[n]
-        delta = new_delta

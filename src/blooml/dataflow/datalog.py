@@ -1,4 +1,4 @@
-"""Datalog on circuits: recursive rules compiled to an incremental PomoFlow circuit.
+"""Datalog: recursive rules with stratified negation, maintained under inserts and deletes.
 
 Build a program with :class:`Datalog` (relations, variables, rules), then
 :meth:`Datalog.compile` it to a :class:`DatalogView` and feed it insertions and deletions of
@@ -15,9 +15,9 @@ input facts; every derived relation is kept up to date incrementally::
 
 Supported: positive atoms (joins on shared variables, constants, repeated variables),
 negated atoms (``~rel(X, Y)``, stratified), filters (``where(fn, X, Y)``) and projections (a
-head uses any subset of the body's variables, and constants). Each stratum that is recursive
-becomes a child circuit iterated to its fixed point at every update; the others are
-incremental operators of the root circuit.
+head uses any subset of the body's variables, and constants). A program compiles to the rule
+IR (:meth:`Datalog.to_ir`) and runs on the engine's stratifier and incremental core;
+:meth:`Datalog.to_circuit` compiles it as a PomoFlow circuit instead, to draw or step by hand.
 """
 
 from __future__ import annotations
@@ -31,9 +31,13 @@ from blooml.dataflow.errors import (
     UnhashableElementError,
     _DatalogStratificationError,
 )
+from blooml.ir.graph import components
+from blooml.lattices._base import Lattice
 
 if TYPE_CHECKING:
+    from blooml.dataflow.circuit import Circuit
     from blooml.dataflow.datalog_view import DatalogView
+    from blooml.ir.program import ProgramIR
 
 __all__ = ["Atom", "Condition", "Datalog", "Relation", "Rule", "Var", "where"]
 
@@ -283,17 +287,17 @@ class Datalog:
         Raises:
             StratificationError: a negated atom refers to its own recursive stratum.
         """
-        derived = set(self.derived())
+        derived = self.derived()
         edges: dict[str, set[str]] = {n: set() for n in derived}
         negative: set[tuple[str, str]] = set()
         for r in self._rules:
             h = r.head.relation.name
             for b in r.body:
-                if isinstance(b, Atom) and b.relation.name in derived:
+                if isinstance(b, Atom) and b.relation.name in edges:
                     edges[b.relation.name].add(h)
                     if b.negated:
                         negative.add((b.relation.name, h))
-        sccs = _tarjan(sorted(derived), edges)
+        sccs = components(sorted(derived), edges)  # the engine stratifier's decomposition
         comp = {n: i for i, scc in enumerate(sccs) for n in scc}
         for src, dst in sorted(negative):
             if comp[src] == comp[dst]:
@@ -312,28 +316,72 @@ class Datalog:
     # -- running --
 
     def compile(self) -> DatalogView:
-        """Compile the program into an incremental circuit; returns its :class:`DatalogView`."""
+        """Compile the program for the engine's incremental core; returns its
+        :class:`DatalogView`, empty, to be fed with ``update``.
+
+        Raises:
+            StratificationError: a negated atom refers to its own recursive stratum.
+        """
         from blooml.dataflow.datalog_view import DatalogView
 
         return DatalogView(self)
 
-    def evaluate(self, facts: Mapping[str, Iterable[tuple[Any, ...]]]) -> dict[str, set[Any]]:
-        """Evaluate from scratch (semi-naive, plain Python sets), without a circuit.
+    def to_ir(self) -> ProgramIR:
+        """The rule IR this program compiles to (what :meth:`compile` and :meth:`evaluate`
+        run): input relations as tables, derived ones as scratch views, each rule as a scan
+        or join of its positive atoms with filters and a head ``map``, negations as
+        anti-joins. ``print(p.to_ir())`` shows it with its strata.
 
-        Returns every relation's set of tuples. Useful as a reference and as the baseline of
-        the incremental view.
+        Raises:
+            StratificationError: a negated atom refers to its own recursive stratum.
         """
-        db: dict[str, set[tuple[Any, ...]]] = {n: set() for n in self._relations}
-        for name, rows in facts.items():
-            rel = self._relations.get(name)
-            if rel is None or name not in self.inputs():
-                raise DatalogError(f"{name!r} is not an input relation of this program")
-            db[name] = {_fact(rel, r) for r in rows}
-        from blooml.dataflow._datalog_plan import semi_naive
+        from blooml.dataflow._datalog_ir import compile_program
 
-        for stratum in self.strata():
-            semi_naive(self, stratum, db)
-        return db
+        self.strata()
+        return compile_program(self)
+
+    def to_circuit(self) -> Circuit:
+        """The program compiled as a PomoFlow :class:`~blooml.dataflow.Circuit` of this
+        package's operators (incremental joins and distincts, a child circuit per recursive
+        stratum), as the DBSP paper compiles Datalog: to draw (``.dot()``) or to step by hand
+        (``circuit.step({"edge": ZSet(...)})`` returns the derived relations' changes). The
+        view :meth:`compile` returns runs on the engine instead.
+
+        Raises:
+            StratificationError: a negated atom refers to its own recursive stratum.
+        """
+        from blooml.dataflow._datalog_circuit import compile_circuit
+
+        return compile_circuit(self)
+
+    def evaluate(self, facts: Mapping[str, Iterable[tuple[Any, ...]]]) -> dict[str, set[Any]]:
+        """Evaluate from scratch: one tick of the engine's bulk (semi-naive) evaluation over
+        ``facts``, with no incremental state kept. Returns every relation's set of tuples.
+        Useful as a reference and as the baseline of the incremental view.
+
+        Raises:
+            DatalogError: a name that is not an input relation, or a malformed fact.
+            StratificationError: a negated atom refers to its own recursive stratum.
+        """
+        inputs = self.inputs()
+        rows: dict[str, list[tuple[Any, ...]]] = {}
+        for name, got in facts.items():
+            rel = self._relations.get(name)
+            if rel is None or name not in inputs:
+                raise DatalogError(f"{name!r} is not an input relation of this program")
+            rows[name] = [_fact(rel, r) for r in got]
+        self.strata()
+        from blooml.dataflow.datalog_view import new_runtime
+
+        rt = new_runtime(self, incremental=False)
+        for name, rs in rows.items():
+            if rs:
+                rt.pending.add("inserts", name, rs)
+        rt.tick()
+        return {
+            n: {r if type(r) is tuple else tuple(r) for r in rt.rels[n].rows()}
+            for n in self._relations
+        }
 
 
 def _fact(rel: Relation, row: Any) -> tuple[Any, ...]:
@@ -348,42 +396,14 @@ def _fact(rel: Relation, row: Any) -> tuple[Any, ...]:
         hash(row)
     except TypeError:
         raise UnhashableElementError(row, f"fact of {rel.name!r}") from None
+    for i, v in enumerate(row):
+        if isinstance(v, Lattice):
+            raise DatalogError(
+                f"a fact of {rel.name!r} holds the lattice value {v!r} at position {i}: "
+                f"{row!r}; Datalog facts are plain values (a relation is a set of facts, "
+                "every column a key; merge lattice values in a Bloom^L program instead)"
+            )
     return row
-
-
-def _tarjan(nodes: list[str], edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components in topological order (sources first)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on: set[str] = set()
-    out: list[list[str]] = []
-    counter = itertools.count()
-
-    def visit(v: str) -> None:
-        index[v] = low[v] = next(counter)
-        stack.append(v)
-        on.add(v)
-        for w in sorted(edges[v]):
-            if w not in index:
-                visit(w)
-                low[v] = min(low[v], low[w])
-            elif w in on:
-                low[v] = min(low[v], index[w])
-        if low[v] == index[v]:
-            scc = []
-            while True:
-                w = stack.pop()
-                on.discard(w)
-                scc.append(w)
-                if w == v:
-                    break
-            out.append(scc)
-
-    for n in nodes:
-        if n not in index:
-            visit(n)
-    return out[::-1]
 
 
 def _path(edges: dict[str, set[str]], src: str, dst: str, allowed: list[str]) -> list[str]:

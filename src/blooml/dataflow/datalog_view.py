@@ -1,100 +1,52 @@
-"""The incremental Datalog view: a :class:`~blooml.dataflow.datalog.Datalog` program compiled
-to a :class:`~blooml.dataflow.circuit.Circuit` and kept up to date under inserts and deletes.
+"""The incremental Datalog view: a :class:`~blooml.dataflow.datalog.Datalog` program run by the
+engine's incremental core and kept up to date under inserts and deletes.
 
-Each rule body becomes a left-deep plan of incremental joins; the rules of a relation are
-added and made a set with an incremental distinct. A non-recursive stratum lives in the root
-circuit; a recursive one becomes a child circuit with one feedback node per relation.
+The program is compiled to the rule IR (:mod:`blooml.dataflow._datalog_ir`): input relations
+become tables, derived ones scratch views, and the engine's stratifier orders them. Each
+:meth:`DatalogView.update` is one engine tick: the inserted and deleted facts are the tick's
+signed changes, every rule runs as an incremental operator over them (joins, anti-joins,
+derivation counts; delete-and-re-derive for recursive views), and the change of each derived
+relation is read back from the engine's undo logs. So an update costs what it changes, and
+the bulk load of a large input runs the engine's semi-naive evaluation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from blooml.dataflow._datalog_plan import _getter, _Pattern, _Plan
-from blooml.dataflow.circuit import Circuit, MemoryReport, Node
-from blooml.dataflow.datalog import Atom, Datalog, Rule, _fact
+from blooml.dataflow._datalog_ir import compile_program
+from blooml.dataflow.circuit import MemoryReport
+from blooml.dataflow.datalog import Datalog, _fact
 from blooml.dataflow.errors import DatalogError
-from blooml.dataflow.operators import Z1
 from blooml.dataflow.zset import ZSet
+from blooml.engine.runtime import Runtime
+
+if TYPE_CHECKING:
+    from blooml.dataflow.circuit import Circuit
+    from blooml.ir.program import ProgramIR
 
 __all__ = ["DatalogView"]
 
 
-class _Compiler:
-    """Turns rules into nodes of one circuit scope, sharing indexes between rules."""
+class _Host:
+    """What the engine's rule functions would see as ``self``: nothing (the generated rules
+    of a Datalog program read only their rows)."""
 
-    def __init__(self, circuit: Circuit, streams: Callable[[str], Node]) -> None:
-        self.c = circuit
-        self.streams = streams
-        self.memo: dict[Any, Node] = {}
-
-    def matched(self, atom: Atom, pat: _Pattern) -> Node:
-        key = ("match", pat.signature)
-        got = self.memo.get(key)
-        if got is None:
-            got = self.streams(atom.relation.name)
-            if not pat.trivial:
-                got = self.c.filter(got, pat.matcher())
-            self.memo[key] = got
-        return got
-
-    def indexed(self, atom: Atom, pat: _Pattern, positions: tuple[int, ...]) -> Node:
-        key = ("index", pat.signature, positions)
-        got = self.memo.get(key)
-        if got is None:
-            got = self.c.index_with(self.matched(atom, pat), _getter(positions))
-            self.memo[key] = got
-        return got
-
-    def rule(self, rule: Rule) -> Node:
-        plan = _Plan(rule)
-        c = self.c
-        pat = plan.first_pattern
-        cur = self.matched(plan.first, pat)
-        if plan.first_proj != tuple(range(plan.first.relation.arity)):
-            cur = c.map(cur, _getter(plan.first_proj))
-        for step in plan.steps:
-            kind = step[0]
-            if kind == "cond":
-                _k, cond, ps = step
-                fn = cond.fn
-
-                def check(b: tuple[Any, ...], fn: Any = fn, ps: Any = ps) -> bool:
-                    return bool(fn(*(b[p] for p in ps)))
-
-                cur = c.filter(cur, check)
-            elif kind == "join":
-                _k, atom, apat, left, right, new = step
-                lidx = c.index_with(cur, _getter(left))
-                ridx = self.indexed(atom, apat, right)
-                pick = _getter(new) if new else None
-
-                def extend(k: Any, b: tuple[Any, ...], t: tuple[Any, ...], pick: Any = pick) -> Any:
-                    return b + pick(t) if pick is not None else b
-
-                cur = c.incremental_join(lidx, ridx, extend)
-            else:  # neg: bindings - bindings semijoin (projection of the negated relation)
-                _k, atom, apat, left, right = step
-                key = ("neg", apat.signature, right)
-                keys = self.memo.get(key)
-                if keys is None:
-                    proj = c.map(self.matched(atom, apat), _getter(right))
-                    if len(right) != atom.relation.arity:  # projection may merge tuples
-                        proj = c.incremental_distinct(proj)
-                    keys = self.memo[key] = c.index_with(proj, _identity)
-                lidx = c.index_with(cur, _getter(left))
-                semi = c.incremental_join(lidx, keys, _keep_left)
-                cur = c.minus(cur, semi)
-        return c.map(cur, plan.head_fn())
+    _rt: Any = None
 
 
-def _identity(t: Any) -> Any:
-    return t
+def new_runtime(program: Datalog, incremental: bool) -> Runtime:
+    """An engine runtime for ``program`` (see :mod:`blooml.dataflow._datalog_ir`)."""
+    ir = compile_program(program)
+    host = _Host()
+    return Runtime(ir, host, host, addr="datalog", clock=time.monotonic, incremental=incremental)
 
 
-def _keep_left(_k: Any, b: Any, _t: Any) -> Any:
-    return b
+def _plain(row: Any) -> tuple[Any, ...]:
+    return row if type(row) is tuple else tuple(row)
 
 
 class DatalogView:
@@ -102,48 +54,41 @@ class DatalogView:
 
     Attributes:
         program: the program.
-        circuit: the compiled :class:`Circuit` (draw it with ``view.circuit.dot()``).
     """
 
     def __init__(self, program: Datalog) -> None:
+        program.strata()  # a program that cannot be stratified fails here, in Datalog terms
         self.program = program
-        strata = program.strata()
         self._inputs = program.inputs()
         self._derived = program.derived()
-        c = self.circuit = Circuit("datalog")
-        streams: dict[str, Node] = {n: c.source(n) for n in self._inputs}
-        by_head: dict[str, list[Rule]] = {}
-        for r in program.rules:
-            by_head.setdefault(r.head.relation.name, []).append(r)
-        root = _Compiler(c, streams.__getitem__)
-        for k, stratum in enumerate(strata):
-            if not program._recursive(stratum):
-                (name,) = stratum
-                streams[name] = root.c.incremental_distinct(_union(c, root, by_head[name]))
-                continue
-            child = c.child(f"stratum {k}: {', '.join(stratum)}")
-            local: dict[str, Node] = {}
-            for name in stratum:
-                local[name] = child.feedback(Z1(), label=f"{name} (previous iteration)")
+        self._rt = new_runtime(program, incremental=True)
+        self._rt.changes_of = set(self._derived)
+        self._circuit: Circuit | None = None
 
-            def stream(name: str, child: Circuit = child, local: dict[str, Node] = local) -> Node:
-                got = local.get(name)
-                if got is None:
-                    got = local[name] = child.import_(streams[name])
-                return got
+    @property
+    def ir(self) -> ProgramIR:
+        """The rule IR the program compiled to (``print(view.ir)`` shows its tables, scratch
+        views, strata and rules): what the engine runs."""
+        return self._rt.ir
 
-            comp = _Compiler(child, stream)
-            exports = {}
-            for name in stratum:
-                new = child.incremental_distinct(_union(child, comp, by_head[name]))
-                child.connect(local[name], new)
-                exports[name] = child.export(new, name)
-            streams.update(exports)
-        for name in self._derived:
-            c.sink(name, streams[name])
-        self._state: dict[str, set[tuple[Any, ...]]] = {
-            n: set() for n in (*self._inputs, *self._derived)
-        }
+    @property
+    def circuit(self) -> Circuit:
+        """Deprecated: the program compiled as a PomoFlow circuit, for drawing
+        (``view.circuit.dot()``); use :meth:`Datalog.to_circuit`.
+
+        The view no longer runs on that circuit (it runs on the engine's incremental core), so
+        the circuit is compiled on first access and is not fed by :meth:`update`.
+        """
+        warnings.warn(
+            "DatalogView.circuit is deprecated: the view runs on the engine's incremental core; "
+            "Datalog.to_circuit() compiles the program as a PomoFlow circuit (not fed by "
+            "update())",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if self._circuit is None:
+            self._circuit = self.program.to_circuit()
+        return self._circuit
 
     def update(
         self,
@@ -154,14 +99,16 @@ class DatalogView:
 
         Inserting a present fact or deleting an absent one does nothing. The returned Z-sets
         hold ``+1`` for each derived fact that appeared and ``-1`` for each that disappeared
-        (relations that did not change are omitted).
+        (relations that did not change are omitted). The update is atomic: when it raises
+        (say a ``where`` function fails), the view is as it was before.
 
         Raises:
             DatalogError: an unknown or derived relation name, a fact of the wrong arity, or a
                 fact both inserted and deleted in one update.
         """
-        deltas: dict[str, dict[tuple[Any, ...], int]] = {}
+        rt = self._rt
         rels = self.program.relations
+        deltas: dict[str, dict[tuple[Any, ...], int]] = {}
         for sign, batch in ((1, insert or {}), (-1, delete or {})):
             for name, rows in batch.items():
                 if name not in self._inputs:
@@ -170,7 +117,7 @@ class DatalogView:
                         f"cannot {'insert into' if sign > 0 else 'delete from'} {name!r}: it "
                         f"is {what} (inputs: {sorted(self._inputs)})"
                     )
-                current = self._state[name]
+                current = rt.rels[name]
                 d = deltas.setdefault(name, {})
                 for row in rows:
                     fact = _fact(rels[name], row)
@@ -180,26 +127,32 @@ class DatalogView:
                         )
                     if (fact in current) != (sign > 0):
                         d[fact] = sign
-        inputs = {n: ZSet._wrap(d) for n, d in deltas.items() if d}
-        out = self.circuit.step(inputs)
+        if not any(deltas.values()):
+            return {}
         for name, d in deltas.items():
-            st = self._state[name]
-            for fact, w in d.items():
-                if w > 0:
-                    st.add(fact)
-                else:
-                    st.discard(fact)
+            ins = [f for f, w in d.items() if w > 0]
+            dels = [f for f, w in d.items() if w < 0]
+            if ins:
+                rt.pending.add("inserts", name, ins)
+            if dels:
+                rt.pending.add("deletes", name, dels)
+        try:
+            rt.tick()
+        except BaseException:
+            rt.discard_pending()  # the tick rolled back; its facts are not kept for the next
+            raise
         changes: dict[str, ZSet] = {}
         for name in self._derived:
-            z = out[name]
-            if z:
-                st = self._state[name]
-                for fact, w in z:
-                    if w > 0:
-                        st.add(fact)
-                    else:
-                        st.discard(fact)
-                changes[name] = z
+            got = rt.tick_changes.get(name)
+            if not got:
+                continue
+            rel = rt.rels[name]
+            if rel.row_type is not tuple:
+                changes[name] = ZSet._wrap({_plain(r): w for r, w in got})
+            elif rel.was_empty:  # every fact is new: the store's keys (their hashes reused)
+                changes[name] = ZSet._wrap(dict.fromkeys(rel.store, 1))
+            else:  # a fact is either new (+1) or gone (-1): every column is a key
+                changes[name] = ZSet._wrap(dict(got))
         return changes
 
     def insert(self, relation: str, *facts: tuple[Any, ...]) -> dict[str, ZSet]:
@@ -212,28 +165,37 @@ class DatalogView:
 
     def __getitem__(self, relation: str) -> frozenset[tuple[Any, ...]]:
         """The current facts of an input or derived relation."""
-        try:
-            return frozenset(self._state[relation])
-        except KeyError:
+        if relation not in self.program.relations:
             raise DatalogError(
-                f"no relation {relation!r} (relations: {sorted(self._state)})"
-            ) from None
+                f"no relation {relation!r} (relations: {sorted(self.program.relations)})"
+            )
+        return frozenset(_plain(r) for r in self._rt.rels[relation].rows())
 
     def memory(self) -> MemoryReport:
-        """Memory held by the circuit's traces."""
-        return self.circuit.memory()
+        """What the view keeps, as the engine reports it (``Program.memory``): per
+        collection its stored facts plus the derivation counts kept for a derived one, per
+        rule the state of its incremental operator. ``entries`` counts facts, derivation
+        counts and operator entries; an empty view reports nothing."""
+        rep = self._rt.memory()
+        traces: dict[str, tuple[int, int]] = {}
+        for name, c in rep["collections"].items():
+            n = c["rows"] + c["support"]
+            if n:
+                traces[name] = (n, c["bytes"] + c["support_bytes"])
+        for where, r in rep["rules"].items():
+            if r["entries"]:
+                traces[f"rule {where} ({r['operator']})"] = (r["entries"], r["bytes"])
+        return MemoryReport(
+            sum(b for _n, b in traces.values()), sum(n for n, _b in traces.values()), traces
+        )
 
     def compact(self) -> MemoryReport:
-        """Compact every trace below the current epoch (results unchanged); report memory."""
-        return self.circuit.compact()
+        """Report memory (:meth:`memory`). Nothing to compact: the engine keeps each
+        relation's current facts and derivation counts, not a history of updates."""
+        return self.memory()
 
     def __repr__(self) -> str:
-        sizes = ", ".join(f"{n}: {len(s)}" for n, s in self._state.items())
+        sizes = ", ".join(
+            f"{n}: {len(self._rt.rels[n].store)}" for n in (*self._inputs, *self._derived)
+        )
         return f"<DatalogView {sizes}>"
-
-
-def _union(c: Circuit, comp: _Compiler, rules: list[Rule]) -> Node:
-    out = comp.rule(rules[0])
-    for r in rules[1:]:
-        out = c.plus(out, comp.rule(r))
-    return out
