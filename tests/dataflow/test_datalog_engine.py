@@ -31,7 +31,7 @@ def mixed_program() -> Datalog:
     reach, unreach = p.relation("reach", 2), p.relation("unreach", 2)
     even, odd = p.relation("even", 2), p.relation("odd", 2)
     lonely, up, odd_key = p.relation("lonely", 1), p.relation("up", 2), p.relation("oddk", 1)
-    has_out = p.relation("has_out", 1)
+    has_out, leaf = p.relation("has_out", 1), p.relation("leaf", 1)
     X, Y, Z = p.vars("X Y Z")
     p.rule(reach(X, Y), edge(X, Y))
     p.rule(reach(X, Z), reach(X, Y), edge(Y, Z), where(lambda x, z: x != z, X, Z))
@@ -41,6 +41,7 @@ def mixed_program() -> Datalog:
     p.rule(unreach(X, Y), node(X), node(Y), ~reach(X, Y))
     p.rule(has_out(X), edge(X, Var("_")))
     p.rule(lonely(X), node(X), ~has_out(X), ~mark(X, 3))
+    p.rule(leaf(X), node(X), ~edge(X, Var("_")), ~mark(Var("_"), X))  # existential _
     p.rule(up(X, Y), edge(X, Y), where(lambda x, y: x < y, X, Y))
     p.rule(odd_key(X), mark(X, X), where(lambda x: str(x) in "13", X))  # opaque: runs as Python
     return p
@@ -84,16 +85,40 @@ def test_the_program_compiles_to_the_rule_ir_with_generated_functions() -> None:
     kinds = {n: c.kind for n, c in ir.collections.items()}
     assert kinds["edge"] == kinds["node"] == kinds["mark"] == "table"
     assert kinds["reach"] == kinds["unreach"] == "scratch"
-    assert {n for n in kinds if n.startswith("_dl")} == {"_dl5_b0", "_dl7_b0", "_dl7_b1"}
+    assert {n for n in kinds if n.startswith("_dl")} == {
+        "_dl5_b0",
+        "_dl7_b0",
+        "_dl7_b1",
+        "_dl8_b0",
+        "_dl8_b1",
+    }
     assert ir.stratum_of["reach"] < ir.stratum_of["unreach"]
     python = {r.line for r in ir.rules if r.python_functions}
-    assert python == {10}  # only the opaque where(); the simple one is rewritten as columns
+    assert python == {11}  # only the opaque where(); the simple one is rewritten as columns
     assert all(r.where.startswith("datalog:") for r in ir.rules)
     assert "reach <= map(filter(join(reach, edge on reach.c1 == edge.c0)" in str(ir)
     assert "runs Python: where[<lambda>@test_datalog_engine.py" in str(ir)
     view = p.compile()
     assert view.ir.collections.keys() == ir.collections.keys()
     assert any(isinstance(r.body, N.Map) and isinstance(r.body.input, N.NotIn) for r in ir.rules)
+
+
+def test_an_anonymous_variable_in_a_negated_atom_is_existential() -> None:
+    p = Datalog()
+    node, edge, sink = p.relation("node", 1), p.relation("edge", 2), p.relation("sink", 1)
+    X = Var("X")
+    p.rule(sink(X), node(X), ~edge(X, Var("_")))
+    assert repr(p.rules[0]) == "sink(X) :- node(X), not edge(X, _)."
+    view, circuit = p.compile(), p.to_circuit()
+    view.update(insert={"node": [(1,), (2,), (3,)], "edge": [(1, 2), (1, 3), (2, 2)]})
+    assert view["sink"] == {(3,)}
+    got = circuit.step({"node": ZSet({(1,): 1, (2,): 1, (3,): 1})})
+    got = circuit.step({"edge": ZSet({(1, 2): 1, (1, 3): 1, (2, 2): 1})})
+    assert got["sink"] == ZSet({(1,): -1, (2,): -1})
+    assert view.delete("edge", (1, 2)) == {}  # 1 still has an edge
+    assert view.delete("edge", (1, 3)) == {"sink": ZSet({(1,): 1})}
+    with pytest.raises(DatalogError, match="cannot appear in a head"):
+        p.rule(sink(Var("_")), node(X))
 
 
 def test_private_scratch_names_never_take_a_relation_name() -> None:

@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from blooml.dataflow.datalog import Atom, Condition, Datalog, Var
+from blooml.dataflow.datalog import Atom, Condition, Datalog, Var, _Anon
 from blooml.dataflow.datalog import Rule as DRule
 from blooml.ir import exprs as X
 from blooml.ir import nodes as N
@@ -204,6 +204,8 @@ class _RuleCompiler:
             extra: list[str] = []
             consts = _Consts()
             for c, a in enumerate(atom.args):
+                if isinstance(a, _Anon):
+                    continue  # existential: any value (``~edge(X, _)``: no edge from X)
                 if not isinstance(a, Var):
                     extra.append(f"r1[{c}] == {consts(a)}")
                 elif a in seen:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from blooml.dataflow.datalog import Atom, Condition, Rule, Var
+from blooml.dataflow.datalog import Atom, Condition, Rule, Var, _Anon
 
 if TYPE_CHECKING:
     pass
@@ -40,6 +40,10 @@ class _Pattern:
 
         match.__name__ = "match"
         return match
+
+
+def _named(vs: list[Var]) -> list[Var]:
+    return [v for v in vs if not isinstance(v, _Anon)]
 
 
 def _getter(positions: tuple[int, ...]) -> Callable[[tuple[Any, ...]], tuple[Any, ...]]:
@@ -86,7 +90,8 @@ class _Plan:
 
         def flush() -> None:
             for b in list(waiting):
-                vs = b.vars if isinstance(b, Condition) else b.vars()
+                # a negated atom's anonymous variables are existential: projected away
+                vs = b.vars if isinstance(b, Condition) else _named(b.vars())
                 if all(v in schema for v in vs):
                     waiting.remove(b)
                     if isinstance(b, Condition):

@@ -64,6 +64,16 @@ class Var:
         return self.name
 
 
+class _Anon(Var):
+    """One use of the anonymous variable ``_``: a fresh variable that matches anything. In a
+    negated atom it is existential: ``~edge(X, _)`` holds when ``X`` has no edge at all."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "_"
+
+
 class Atom:
     """``relation(args...)`` in a rule; ``~atom`` negates it (only in a rule body)."""
 
@@ -240,7 +250,7 @@ class Datalog:
             vs = b.vars if isinstance(b, Condition) else b.vars()
             if isinstance(b, Condition) or b.negated:
                 for v in vs:
-                    if v not in bound:
+                    if v not in bound and not isinstance(v, _Anon):
                         raise DatalogError(
                             f"variable {v!r} of {b!r} is not bound by a positive atom", text
                         )
@@ -251,7 +261,7 @@ class Datalog:
     def _rename_anonymous(b: Atom | Condition) -> Atom | Condition:
         if isinstance(b, Atom) and any(isinstance(a, Var) and a.name == "_" for a in b.args):
             args = tuple(
-                Var(f"_{next(_fresh)}") if isinstance(a, Var) and a.name == "_" else a
+                _Anon(f"_{next(_fresh)}") if isinstance(a, Var) and a.name == "_" else a
                 for a in b.args
             )
             return Atom(b.relation, args, b.negated)
