@@ -110,4 +110,6 @@ def test_readme_does_not_say_pomoflow_runs_bloom_programs() -> None:
         (ROOT / "README.md").read_text(encoding="utf-8").split("## Quick start")[0].split()
     )
     assert "run in-process, incrementally, or on Spark" not in intro
-    assert "does not run Bloom^L programs" in intro
+    # what PomoFlow is: its Datalog runs on the Bloom^L engine, it runs no Bloom^L program
+    assert "Datalog compiled onto the same incremental engine" in intro
+    assert "PomoFlow runs Bloom" not in intro
