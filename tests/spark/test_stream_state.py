@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from blooml.errors import CodecError, ColumnTypeError, LatticeValueError
-from blooml.lattices import lbag, lmap, lmax
+from blooml.lattices import lbag, lmap, lmax, lset
 from blooml.lattices.crdts import lgcounter, lorset, lvclock
 from blooml.spark import MapOf, Pickled, Structured, from_spark, merge_column, to_spark
 from blooml.spark.functions import lfold, lmerge, stream_lfold, stream_lmerge
@@ -22,11 +22,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 _ITEMS = "k string, e string, ts bigint"
 #: three micro-batches: repeated and growing entries, NULLs, a key met in one batch only,
-#: a bigint beyond float precision, a count that the counters skip (<= 0)
+#: a bigint beyond float precision, a count that the counters skip (<= 0), a repeated item
 _BATCHES = [
     [("a", "x", 1), ("a", "x", 5), ("b", "y", 2**60 + 3), ("a", None, 9), ("a", "w", None)],
     [("a", "x", 3), ("a", "z", 4), ("b", None, None), ("b", "y", 7)],
-    [("c", "x", -1), ("a", "z", 8)],
+    [("c", "x", -1), ("a", "z", 8), ("a", "z", 8)],
 ]
 
 
@@ -59,7 +59,7 @@ def test_stream_lfold_map_equals_batch_and_local_and_restarts_with_its_state(
     spark: Any, tmp_path: Any
 ) -> None:
     """A fold into MapOf(lmax) over three micro-batches: the state holds one value per group
-    (3 rows, not the 11 rows seen); the merged maps equal the batch lfold and lmap.fold; a
+    (3 rows, not the 12 rows seen); the merged maps equal the batch lfold and lmap.fold; a
     query restarted from the checkpoint on a fourth file merges into the kept state."""
     src, ckpt = str(tmp_path / "in"), str(tmp_path / "ckpt")
     for rows in _BATCHES:
@@ -73,7 +73,7 @@ def test_stream_lfold_map_equals_batch_and_local_and_restarts_with_its_state(
     assert out.isStreaming
     assert out.schema.simpleString() == "struct<k:string,m:map<string,bigint>>"
     got, progress = _run(out, ckpt)
-    assert progress["numRowsTotal"] == 3  # one state row per group
+    assert progress["numRowsTotal"] == 3  # one state row per group, for the 12 rows seen
     batch = spark.read.parquet(src).groupBy("k").agg(lfold(["e", "ts"], spec).alias("m"))
     want = {r.k: from_spark(r.m, spec) for r in batch.collect()}
     assert {k: from_spark(v, spec) for k, v in got.items()} == want
@@ -170,6 +170,25 @@ def test_stream_lmerge_map_cells_equals_batch_merge(spark: Any, tmp_path: Any) -
         r.k: from_spark(r.b, bag) for r in batch_b.collect()
     }
     assert from_spark(got_b["b"], bag) == lbag()
+
+
+def test_stream_lfold_of_unhashable_items(spark: Any, tmp_path: Any) -> None:
+    """Items holding arrays (a MapOf(lset) fold of (key, array) items) are not deduplicated
+    (they cannot be hashed) but still fold as the batch lfold does."""
+    schema = "k string, e string, a array<bigint>"
+    src = str(tmp_path / "in")
+    _write(
+        spark,
+        src,
+        [("a", "x", [1, 2]), ("a", "x", [2, 3]), ("a", "y", []), ("b", "x", None)],
+        schema,
+    )
+    out = stream_lfold(_stream(spark, src, schema), "k", ["e", "a"], MapOf(lset), alias="m")
+    got, _ = _run(out, str(tmp_path / "ckpt"))
+    assert {k: from_spark(v, MapOf(lset)) for k, v in got.items()} == {
+        "a": lmap({"x": lset({1, 2, 3}), "y": lset()}),
+        "b": lmap(),
+    }
 
 
 def test_on_a_batch_dataframe_they_return_the_batch_plan(spark: Any) -> None:

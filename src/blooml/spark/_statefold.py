@@ -182,9 +182,18 @@ def _group_function(
                         stored,
                     )
                 b.merge(stored)
+            seen: set[Any] = set()
             for pdf in pdfs:
                 for raw in pdf[_ROW]:
-                    value = value_of(read_row(raw))
+                    row = read_row(raw)
+                    if fold:  # merge is idempotent: a repeated item adds nothing
+                        try:
+                            if row in seen:
+                                continue
+                            seen.add(row)
+                        except TypeError:  # an unhashable item (an array or map column)
+                            pass
+                    value = value_of(row)
                     if value is not None:
                         b.merge(value)
             merged = b.freeze()
