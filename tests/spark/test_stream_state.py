@@ -191,6 +191,32 @@ def test_stream_lfold_of_unhashable_items(spark: Any, tmp_path: Any) -> None:
     }
 
 
+def test_a_registered_user_lattice_keeps_its_value_as_state(
+    spark: Any, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """A user lattice (pickled cells) that blooml.net.register knows: its state is the codec's
+    encoding of the merged value (registered on the workers too), and the result equals the
+    batch lfold (an Arrow UDF)."""
+    from _user_lattice import lsum
+
+    from blooml.net import codec
+
+    monkeypatch.setattr(codec, "_BY_CLASS", dict(codec._BY_CLASS))  # undone after the test
+    monkeypatch.setattr(codec, "_BY_NAME", dict(codec._BY_NAME))
+    codec.register(lsum)
+    src = str(tmp_path / "in")
+    for rows in _BATCHES:
+        _write(spark, src, rows, _ITEMS)
+    out = stream_lfold(_stream(spark, src, _ITEMS), "k", "ts", lsum, alias="u")
+    assert out.schema["u"].dataType.simpleString() == "binary"
+    got, progress = _run(out, str(tmp_path / "ckpt"))
+    assert progress["numRowsTotal"] == 3
+    batch = spark.read.parquet(src).groupBy("k").agg(lfold("ts", lsum).alias("u"))
+    want = {r.k: from_spark(r.u, lsum) for r in batch.collect()}
+    assert {k: from_spark(v, lsum) for k, v in got.items()} == want
+    assert want["b"] == lsum(2**60 + 3)
+
+
 def test_on_a_batch_dataframe_they_return_the_batch_plan(spark: Any) -> None:
     """On a batch DataFrame: the batch lfold and merge_column's plan, no Python worker."""
     df = spark.createDataFrame([r for b in _BATCHES for r in b], _ITEMS)
