@@ -7,12 +7,14 @@ the batch ``lfold``/``lmerge`` and the local lattices.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import os
 from typing import Any
 
 import pytest
 
-from blooml.errors import CodecError, ColumnTypeError, LatticeValueError
+from blooml.errors import CodecError, ColumnTypeError, LatticeValueError, NotSupportedOnSpark
 from blooml.lattices import lbag, lmap, lmax, lset
 from blooml.lattices.crdts import lgcounter, lorset, lvclock
 from blooml.spark import MapOf, Pickled, Structured, from_spark, merge_column, to_spark
@@ -191,30 +193,50 @@ def test_stream_lfold_of_unhashable_items(spark: Any, tmp_path: Any) -> None:
     }
 
 
-def test_a_registered_user_lattice_keeps_its_value_as_state(
-    spark: Any, tmp_path: Any, monkeypatch: Any
-) -> None:
-    """A user lattice (pickled cells) that blooml.net.register knows: its state is the codec's
-    encoding of the merged value (registered on the workers too), and the result equals the
-    batch lfold (an Arrow UDF)."""
+@pytest.mark.parametrize(
+    ("spec", "value"),
+    [
+        (MapOf(lmax), lmap({"x": lmax(datetime.datetime(2026, 1, 2, 3, 4, 5, 6))})),
+        (MapOf(lmax), lmap({(1, "a"): lmax(decimal.Decimal("12.50"))})),  # a struct map key
+        (lset, lset({datetime.date(2026, 1, 2), datetime.date(2025, 1, 1)})),
+        (lmax, lmax(datetime.timedelta(days=2, microseconds=3))),
+        (lmax, lmax(2**63 - 1)),
+        (Structured(lorset), lorset({("a", 1): {b"t"}}).remove(("a", 1))),
+        (MapOf(MapOf(lmax)), lmap({"x": lmap({"u": lmax(1.5)})})),
+    ],
+)
+def test_state_bytes_round_trip_cells(spec: Any, value: Any) -> None:
+    """The state's bytes (a cell as msgpack, never pickle) give back the value: decimals,
+    dates, timestamps, intervals, structs as map keys; garbage is our CodecError."""
+    from blooml.spark._formats import column_format
+    from blooml.spark._statefold import pack_state, unpack_state
+
+    fmt = column_format(spec)
+    assert fmt.from_cell(unpack_state(pack_state(fmt.to_cell(value)))) == value
+    with pytest.raises(CodecError, match="not a blooml state value"):
+        unpack_state(b"\xc1")
+    with pytest.raises(CodecError, match="cannot keep"):
+        pack_state({"x": object()})
+
+
+def test_pickled_specs_are_refused_on_a_stream(spark: Any, tmp_path: Any) -> None:
+    """A spec stored pickled (a user lattice) cannot keep streaming state (never pickle): our
+    error at the call names the native alternatives; on a batch DataFrame it runs."""
     from _user_lattice import lsum
 
-    from blooml.net import codec
-
-    monkeypatch.setattr(codec, "_BY_CLASS", dict(codec._BY_CLASS))  # undone after the test
-    monkeypatch.setattr(codec, "_BY_NAME", dict(codec._BY_NAME))
-    codec.register(lsum)
     src = str(tmp_path / "in")
-    for rows in _BATCHES:
-        _write(spark, src, rows, _ITEMS)
-    out = stream_lfold(_stream(spark, src, _ITEMS), "k", "ts", lsum, alias="u")
-    assert out.schema["u"].dataType.simpleString() == "binary"
-    got, progress = _run(out, str(tmp_path / "ckpt"))
-    assert progress["numRowsTotal"] == 3
-    batch = spark.read.parquet(src).groupBy("k").agg(lfold("ts", lsum).alias("u"))
-    want = {r.k: from_spark(r.u, lsum) for r in batch.collect()}
-    assert {k: from_spark(v, lsum) for k, v in got.items()} == want
-    assert want["b"] == lsum(2**60 + 3)
+    _write(spark, src, _BATCHES[0], _ITEMS)
+    with pytest.raises(NotSupportedOnSpark, match=r"stream_lfold of lsum.*never pickle"):
+        stream_lfold(_stream(spark, src, _ITEMS), "k", "ts", lsum)
+    with pytest.raises(NotSupportedOnSpark, match=r"stream_lmerge of Pickled"):
+        stream_lmerge(
+            _stream(spark, src, "k string, u binary"), "k", "u", Pickled(lorset), alias="o"
+        )
+    out = stream_lfold(spark.read.parquet(src), "k", "ts", lsum, alias="u")
+    assert {r.k: from_spark(r.u, lsum) for r in out.collect()} == {
+        "a": lsum(9),
+        "b": lsum(2**60 + 3),
+    }
 
 
 def test_on_a_batch_dataframe_they_return_the_batch_plan(spark: Any) -> None:
@@ -231,12 +253,6 @@ def test_on_a_batch_dataframe_they_return_the_batch_plan(spark: Any) -> None:
     merged = stream_lmerge(cells, "k", "o", Structured(lorset), alias="out")
     assert merged.columns == ["k", "out"]
     assert from_spark(merged.collect()[0].out, Structured(lorset)) == lorset({"x": {1}})
-
-
-class _Unregistered(lmax):
-    """A user lattice the codec does not know."""
-
-    __slots__ = ()
 
 
 def test_bad_inputs_raise_our_errors_before_any_job(spark: Any, tmp_path: Any) -> None:
@@ -258,8 +274,6 @@ def test_bad_inputs_raise_our_errors_before_any_job(spark: Any, tmp_path: Any) -
         stream_lfold(df, "k", "e", dict)
     with pytest.raises(ColumnTypeError, match="'ts'"):
         stream_lmerge(df, "k", "ts", MapOf(lmax))
-    with pytest.raises(CodecError, match=r"_Unregistered.*blooml\.net\.register"):
-        stream_lfold(df, "k", "ts", Pickled(_Unregistered))
 
 
 def test_worker_errors_name_the_call_and_the_key(spark: Any, tmp_path: Any) -> None:

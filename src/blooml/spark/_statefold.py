@@ -6,8 +6,10 @@ for a map of ordered values (``MapOf(lmax)``, ``lgcounter``, ``lvclock``) that i
 the rows seen. Spark has no built-in aggregate that merges maps, and PySpark no UDAF with a
 user-defined buffer, so the bounded plan is arbitrary stateful processing:
 ``groupBy(keys).applyInPandasWithState``, one Python call per group and micro-batch, whose
-state per group is the merged lattice value itself, encoded with blooml's wire codec
-(:mod:`blooml.net.codec`: msgpack, validated on decoding, never pickle). The output (update
+state per group is the merged lattice value itself: its Spark cell (the column's own
+encoding) as msgpack bytes -- never pickle; decoding rebuilds the value through the column
+format's validating ``from_cell``. (A Spark-typed state would need map types in the state
+schema, which the Python worker of Spark 4.3 cannot parse.) The output (update
 mode) is one row per group that the micro-batch touched, holding the whole merged value, in
 the same Spark type as the batch ``lfold``/``lmerge`` column.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from blooml.errors import CodecError, LatticeValueError
+from blooml.errors import CodecError, LatticeValueError, NotSupportedOnSpark
 from blooml.spark._formats import (
     ColumnFormat,
     _ArrayFormat,
@@ -31,6 +33,9 @@ from blooml.spark._formats import (
     column_format,
 )
 from blooml.spark._lazy import check_worker_python, require_dataframe
+
+#: msgpack extension codes of the cell values msgpack has no type for
+_EXT_DECIMAL, _EXT_DATETIME, _EXT_DATE, _EXT_TIMEDELTA = 1, 2, 3, 4
 
 #: The struct column carrying each input row's item (or cell) columns into the Python worker:
 #: inside a struct, pandas gets Python ints and ``None`` (a top-level nullable ``bigint``
@@ -77,14 +82,20 @@ def stream_merge(
 
         merged = merge_column(df, keys, cols[0], spec)  # the linear two-level plan
         return merged if alias == cols[0] else merged.withColumnRenamed(cols[0], alias)
-    wire = _wire_kind(feature, fmt)
+    if isinstance(fmt, _PickleFormat):
+        raise NotSupportedOnSpark(
+            f"blooml.spark.{feature} of {_spec_name(spec)}",
+            "its cells are pickled, and streaming state is never pickle: store the values "
+            "natively (a builtin, MapOf(V), or Structured(cls) for lorset, l2pset, lgcounter, "
+            "lvclock), or keep groupBy().agg(lfold/lmerge), whose state keeps every row",
+        )
     check_worker_python(feature, df.sparkSession)
     out_schema = batch.schema
     row_type = StructType(
         [StructField(f"_{i}", df.schema[c].dataType, True) for i, c in enumerate(cols)]
     )
     call = f"{feature}(df, {keys!r}, {cols[0] if len(cols) == 1 else cols!r}, {_spec_name(spec)})"
-    func = _group_function(fmt, row_type, fold=fold, wire=wire, call=call, alias=alias, keys=keys)
+    func = _group_function(fmt, row_type, fold=fold, call=call, alias=alias, keys=keys)
     state_schema = StructType([StructField("value", BinaryType(), False)])
     rows = df.select(
         *by, F.struct(*[F.col(_q(c)).alias(f"_{i}") for i, c in enumerate(cols)]).alias(_ROW)
@@ -122,25 +133,6 @@ def _keys(feature: str, df: Any, key_cols: Any, cols: list[str]) -> list[str]:
     return keys
 
 
-def _wire_kind(feature: str, fmt: ColumnFormat) -> tuple[Any, ...] | None:
-    """How the state's codec knows a pickled spec's class (registered on the workers too):
-    ``(to_wire, from_wire, name)``, or None for a builtin lattice."""
-    from blooml.net import codec
-
-    kind = codec._BY_CLASS.get(fmt.lattice)
-    if kind is None:
-        raise CodecError(
-            "unknown_type",
-            f"blooml.spark.{feature} keeps each group's merged {fmt.lattice.__qualname__} as "
-            "streaming state encoded with blooml's codec, which does not know this class: "
-            "register it first (blooml.net.register(cls))",
-            fmt.lattice,
-        )
-    if kind.code is not None:
-        return None
-    return (kind.to_wire, kind.from_wire, kind.name)
-
-
 # -- on the workers -----------------------------------------------------------------------------
 
 
@@ -149,7 +141,6 @@ def _group_function(
     row_type: Any,
     *,
     fold: bool,
-    wire: tuple[Any, ...] | None,
     call: str,
     alias: str,
     keys: list[str],
@@ -157,31 +148,19 @@ def _group_function(
     """The function ``applyInPandasWithState`` calls per group and micro-batch."""
     read_row = _reader(row_type)
     value_of = _item_value(fmt) if fold else _cell_value(fmt)
-    to_cell = fmt.to_cell
+    to_cell, from_cell = fmt.to_cell, fmt.from_cell
     cls = fmt.lattice
 
     def merge_group(key: tuple[Any, ...], pdfs: Any, state: Any) -> Any:
         import pandas as pd
 
-        from blooml.net import codec
         from blooml.spark._errors import WorkerErrors
 
-        if wire is not None and cls not in codec._BY_CLASS:
-            to_wire, from_wire, name = wire
-            codec.register(cls, to_wire=to_wire, from_wire=from_wire, name=name)
         plain_key = tuple(_plain(k) for k in key)
         try:
             b = cls.builder()
             if state.exists:
-                stored = codec.decode(state.get[0])
-                if type(stored) is not cls:
-                    raise CodecError(
-                        "wrong_class",
-                        f"the streaming state holds a {type(stored).__qualname__}, not a "
-                        f"{cls.__qualname__}: was the checkpoint written by another query?",
-                        stored,
-                    )
-                b.merge(stored)
+                b.merge(from_cell(unpack_state(state.get[0])))
             seen: set[Any] = set()
             for pdf in pdfs:
                 for raw in pdf[_ROW]:
@@ -197,8 +176,8 @@ def _group_function(
                     if value is not None:
                         b.merge(value)
             merged = b.freeze()
-            state.update((codec.encode(merged),))
             cell = to_cell(merged)
+            state.update((pack_state(cell),))
         except Exception as exc:
             WorkerErrors(call).raise_for(exc, plain_key[0] if len(keys) == 1 else plain_key)
         out = {k: [v] for k, v in zip(keys, plain_key, strict=True)}
@@ -257,17 +236,6 @@ def _item_value(fmt: ColumnFormat) -> Callable[[tuple[Any, ...]], Any]:
     ⊥), exactly as the SQL ``lfold`` reads it: each item as its singleton cell."""
     from_cell = fmt.from_cell
     singleton = _singleton_cell(fmt)
-    if singleton is None:  # pickled: the class's own from_item
-        from blooml.spark.functions import _item
-
-        cls = fmt.lattice
-
-        def from_item(row: tuple[Any, ...]) -> Any:
-            if any(v is None for v in row):
-                return None
-            return cls.from_item(_item(row[0] if len(row) == 1 else row))
-
-        return from_item
 
     def value(row: tuple[Any, ...]) -> Any:
         if any(v is None for v in row):
@@ -278,7 +246,7 @@ def _item_value(fmt: ColumnFormat) -> Callable[[tuple[Any, ...]], Any]:
     return value
 
 
-def _singleton_cell(fmt: ColumnFormat) -> Callable[[tuple[Any, ...]], Any] | None:
+def _singleton_cell(fmt: ColumnFormat) -> Callable[[tuple[Any, ...]], Any]:
     """The cell of one item (a row of item columns, none NULL), as the SQL fold builds it."""
     if isinstance(fmt, (_ValueFormat, _BoolFormat)):
         return lambda row: row[0]
@@ -297,6 +265,71 @@ def _singleton_cell(fmt: ColumnFormat) -> Callable[[tuple[Any, ...]], Any] | Non
             return lambda row: ({row[0]: [row[1]]}, {})
         if fmt.lattice is l2pset:
             return lambda row: ([row[0]], [])
-    if isinstance(fmt, _PickleFormat):
-        return None
     raise LatticeValueError(repr(fmt.spec), fmt, "no streaming fold for this spec")
+
+
+# -- the state's bytes: a cell as msgpack ------------------------------------------------------
+
+
+def pack_state(cell: Any) -> bytes:
+    """A Spark cell (what ``to_cell`` returns: scalars, lists, tuples, dicts) as msgpack bytes;
+    decimals, dates, timestamps and intervals as extension types."""
+    import msgpack
+
+    try:
+        return msgpack.packb(cell, default=_ext, use_bin_type=True)  # type: ignore[no-any-return]
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise CodecError(
+            "unencodable", f"cannot keep {cell!r:.200} as streaming state: {exc}", cell
+        ) from None
+
+
+def unpack_state(data: bytes) -> Any:
+    """The cell :func:`pack_state` packed: arrays as tuples (hashable, so struct and array
+    keys of maps come back as keys), maps as dicts."""
+    import msgpack
+
+    try:
+        return msgpack.unpackb(
+            data, use_list=False, strict_map_key=False, ext_hook=_from_ext, raw=False
+        )
+    except Exception as exc:  # msgpack raises several types on garbage
+        raise CodecError(
+            "malformed", f"the streaming state is not a blooml state value: {exc}"
+        ) from None
+
+
+def _ext(obj: Any) -> Any:
+    import datetime
+    import decimal
+
+    import msgpack
+
+    if isinstance(obj, decimal.Decimal):
+        return msgpack.ExtType(_EXT_DECIMAL, str(obj).encode())
+    if isinstance(obj, datetime.datetime):
+        return msgpack.ExtType(_EXT_DATETIME, obj.isoformat().encode())
+    if isinstance(obj, datetime.date):
+        return msgpack.ExtType(_EXT_DATE, obj.isoformat().encode())
+    if isinstance(obj, datetime.timedelta):
+        parts = (obj.days, obj.seconds, obj.microseconds)
+        return msgpack.ExtType(_EXT_TIMEDELTA, msgpack.packb(parts))
+    raise TypeError(f"no state encoding for a {type(obj).__qualname__}")
+
+
+def _from_ext(code: int, data: bytes) -> Any:
+    import datetime
+    import decimal
+
+    import msgpack
+
+    if code == _EXT_DECIMAL:
+        return decimal.Decimal(data.decode())
+    if code == _EXT_DATETIME:
+        return datetime.datetime.fromisoformat(data.decode())
+    if code == _EXT_DATE:
+        return datetime.date.fromisoformat(data.decode())
+    if code == _EXT_TIMEDELTA:
+        days, seconds, micros = msgpack.unpackb(data)
+        return datetime.timedelta(days=days, seconds=seconds, microseconds=micros)
+    raise ValueError(f"unknown extension type {code}")

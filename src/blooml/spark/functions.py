@@ -130,23 +130,22 @@ def stream_lfold(
     the merged value: ``df.groupBy(*key_cols).agg(lfold(items, spec))`` for a stream.
 
     On a streaming DataFrame this runs ``groupBy(key_cols).applyInPandasWithState``: its state
-    per group is the group's merged lattice value (encoded with blooml's codec,
-    :mod:`blooml.net.codec`: msgpack, never pickle), so it grows with the merged value, not
-    with the rows seen -- where the streaming ``groupBy().agg(lfold(...))`` keeps each
-    distinct ``(key, value)`` entry of a map of ordered values (``MapOf(lmax)``,
-    ``Structured(lgcounter)``, ``Structured(lvclock)``). Each micro-batch runs one Python call
-    per group it touches. Write the result in ``update`` output mode (or with
-    ``foreachBatch``): each micro-batch emits one row per group it touched, holding that
-    group's whole merged value. On a batch DataFrame this returns the batch plan,
-    ``groupBy(key_cols).agg(lfold(items, spec).alias(alias))`` (no Python for builtins).
+    per group is the group's merged lattice value (its Spark cell as msgpack bytes, never
+    pickle), so it grows with the merged value, not with the rows seen -- where the streaming
+    ``groupBy().agg(lfold(...))`` keeps each distinct ``(key, value)`` entry of a map of
+    ordered values (``MapOf(lmax)``, ``Structured(lgcounter)``, ``Structured(lvclock)``).
+    Each micro-batch runs one Python call per group it touches. Write the result in ``update``
+    output mode (or with ``foreachBatch``): each micro-batch emits one row per group it
+    touched, holding that group's whole merged value. On a batch DataFrame this returns the
+    batch plan, ``groupBy(key_cols).agg(lfold(items, spec).alias(alias))`` (no Python for
+    builtins).
 
     Args:
         df: the DataFrame (streaming or batch).
         key_cols: the key column name or names.
         items: the item column, or several for tuple items (as for :func:`lfold`).
-        spec: the lattice to fold into: a builtin (``lmax``, ``lset``, ``MapOf(lmax)``, ...),
-            a :class:`~blooml.spark.Structured` CRDT, or a lattice class stored pickled that
-            :func:`blooml.net.register` knows (its state is encoded with the codec).
+        spec: the lattice to fold into: a builtin (``lmax``, ``lset``, ``MapOf(lmax)``, ...)
+            or a :class:`~blooml.spark.Structured` CRDT (values stored natively).
         alias: the merged column's name (default: the name :func:`lfold` gives,
             ``lfold(e, ts, MapOf(lmax))``).
 
@@ -160,8 +159,8 @@ def stream_lfold(
         ValueError: a named column is missing, is both a key and an item, or ``alias`` names a
             key column.
         LatticeValueError: the spec needs another number of item columns (``MapOf``: two).
-        CodecError: the lattice class (a pickled spec) is not registered with
-            :func:`blooml.net.register`, so its state cannot be encoded.
+        NotSupportedOnSpark: on a streaming DataFrame, a spec stored pickled (a user lattice,
+            a CRDT class itself, ``Pickled(cls)``): streaming state is never pickle.
 
     Example::
 
@@ -200,8 +199,7 @@ def stream_lmerge(
         df: the DataFrame (streaming or batch).
         key_cols: the key column name or names.
         column: the lattice column's name.
-        spec: what the column holds (as for :func:`lmerge`; a pickled spec's class must be
-            registered with :func:`blooml.net.register`).
+        spec: what the column holds (as for :func:`lmerge`; natively stored, on a stream).
         alias: the merged column's name (default: ``column``).
 
     Returns:
@@ -213,7 +211,7 @@ def stream_lmerge(
         ValueError: a named column is missing, the lattice column is a key column, or
             ``alias`` names a key column.
         ColumnTypeError: the column's Spark type cannot hold ``spec``'s cells.
-        CodecError: a pickled spec's class is not registered with :func:`blooml.net.register`.
+        NotSupportedOnSpark: on a streaming DataFrame, a spec stored pickled.
     """
     require_pyspark("functions.stream_lmerge")
     from blooml.spark._statefold import stream_merge
