@@ -26,7 +26,11 @@ functions and written the way a PySpark user would, and prints the time ratio:
   the state store's ``memoryUsedBytes`` after the last batch for lset, lorset and MapOf(lmax)
   folds, each against ``collect_list`` of the same items (a buffer that keeps every row).
   Target: a fold whose buffer is a set of distinct entries (lset, lorset, MapOf(lmax) over
-  repeated entries) holds at most half the state of ``collect_list``.
+  repeated entries) holds at most half the state of ``collect_list``. Then the bounded
+  streaming merges, ``stream_lfold`` (MapOf(lmax), lgcounter) and ``stream_lmerge`` (map
+  cells), whose state is the merged value (5,000 entries over the 100 keys), printed next to
+  the ``groupBy().agg(lfold/lmerge)`` state of the same merge. Target: at most 3x lset's state
+  for its 5,000 elements.
 
 Every result is checked equal to its baseline's. Exits 1 when a target is missed.
 """
@@ -46,6 +50,8 @@ from bench_spark_merge import best_of, verdict
 BUILTIN_TARGET = 1.2
 CRDT_TARGET = 3.0
 STATE_TARGET = 0.5
+#: stream_lfold / stream_lmerge: state at most this many times lset's for as many elements
+BOUNDED_TARGET = 3.0
 
 
 def session() -> Any:
@@ -251,31 +257,37 @@ def _stream_state(spark: Any, tmp: str) -> list[str]:
             .parquet(src)
         )
 
-    def state(name: str, agg: Any) -> int:
+    stats: dict[str, tuple[int, float]] = {}  # query name -> (state bytes, seconds)
+
+    def state(name: str, plan: Any) -> int:
+        """The state store's memoryUsedBytes after ``plan(stream)`` read every file."""
         stream = (
             spark.readStream.schema("k bigint, e bigint, tag bigint, ts bigint")
             .option("maxFilesPerTrigger", 1)
             .parquet(src)
         )
         query = (
-            stream.groupBy("k")
-            .agg(agg.alias("v"))
+            plan(stream)
             .writeStream.outputMode("update")
             .format("noop")
             .option("checkpointLocation", os.path.join(tmp, "ckpt-" + name))
             .start()
         )
+        t0 = time.perf_counter()
         try:
             query.processAllAvailable()
-            return int(query.lastProgress["stateOperators"][0]["memoryUsedBytes"])
+            size = int(query.lastProgress["stateOperators"][0]["memoryUsedBytes"])
         finally:
             query.stop()
+        stats[name] = (size, time.perf_counter() - t0)
+        return size
 
     print(
         f"\nstreaming state: {batches * per_batch:,} rows in {batches} micro-batches, 100 keys, "
         "state store memoryUsedBytes after the last batch (ratio = blooml / collect_list)"
     )
-    missed = []
+    missed: list[str] = []
+    measured: dict[tuple[str, tuple[str, ...]], str] = {}  # (spec, items) -> query name
     cases = [
         ("lfold lset", lset, ["e"], True),
         ("lfold Structured(lorset) (e, tag)", Structured(lorset), ["e", "tag"], True),
@@ -283,8 +295,10 @@ def _stream_state(spark: Any, tmp: str) -> list[str]:
         ("lfold MapOf(lmax) (e, ts), ts distinct", MapOf(lmax), ["e", "ts"], False),
     ]
     for i, (name, spec, items, gated) in enumerate(cases):
-        ours = state(f"o{i}", lfold(items if len(items) > 1 else items[0], spec))
-        theirs = state(f"t{i}", F.collect_list(F.struct(*items)))
+        agg = lfold(items if len(items) > 1 else items[0], spec)
+        ours = state(f"o{i}", lambda s, agg=agg: s.groupBy("k").agg(agg.alias("v")))
+        buffer = F.collect_list(F.struct(*items))
+        theirs = state(f"t{i}", lambda s, buffer=buffer: s.groupBy("k").agg(buffer.alias("v")))
         ratio = ours / theirs
         bar = f"<= {STATE_TARGET}" if gated else "for information"
         verdict = "" if not gated else (" ok" if ratio <= STATE_TARGET else " MISSED")
@@ -292,6 +306,83 @@ def _stream_state(spark: Any, tmp: str) -> list[str]:
         print(f"  {name:44s} {mb} -> {ratio:.2f} ({bar}){verdict}")
         if gated and ratio > STATE_TARGET:
             missed.append(f"streaming state of {name}: {ratio:.2f} ({bar})")
+        measured[(repr(spec), tuple(items))] = f"o{i}"
+    missed.extend(_bounded_state(state, measured, stats))
+    return missed
+
+
+def _bounded_state(
+    state: Any,
+    measured: dict[tuple[str, tuple[str, ...]], str],
+    stats: dict[str, tuple[int, float]],
+) -> list[str]:
+    """stream_lfold / stream_lmerge (state = the merged value) against the streaming
+    ``groupBy().agg(lfold/lmerge)`` of the same merge (``measured``: the folds' states measured
+    already, by spec and items; ``stats``: each query's state and seconds), and against lset's
+    state per element. The seconds (the whole stream) are printed for information."""
+    from pyspark.sql import functions as F
+
+    from blooml.lattices import lmax, lset
+    from blooml.lattices.crdts import lgcounter
+    from blooml.spark import MapOf, Structured
+    from blooml.spark.functions import lfold, lmerge, stream_lfold, stream_lmerge
+
+    lset_state = stats[measured[(repr(lset), ("e",))]][0]
+
+    print(
+        "\nbounded streaming state: stream_lfold / stream_lmerge (state = the merged value, "
+        "5,000 merged entries) vs the groupBy().agg(...) buffer; ratio = the state against "
+        f"lset's for its 5,000 elements (<= {BOUNDED_TARGET})"
+    )
+    cell = F.create_map("e", "ts").alias("cell")
+    cases = [
+        ("fold MapOf(lmax) (e, tag)", ["e", "tag"], MapOf(lmax), True),
+        ("fold MapOf(lmax) (e, ts), ts distinct", ["e", "ts"], MapOf(lmax), True),
+        ("fold Structured(lgcounter) (e, ts)", ["e", "ts"], Structured(lgcounter), True),
+        ("merge MapOf(lmax) cells {e: ts}", None, MapOf(lmax), False),
+    ]
+    missed = []
+    for i, (name, items, spec, fold) in enumerate(cases):
+        if fold:
+            old_name = measured.get((repr(spec), tuple(items)), f"b{i}")
+            old = (
+                stats[old_name][0]
+                if old_name in stats
+                else state(
+                    old_name,
+                    lambda s, items=items, spec=spec: s.groupBy("k").agg(
+                        lfold(items, spec).alias("v")
+                    ),
+                )
+            )
+            new = state(
+                f"n{i}",
+                lambda s, items=items, spec=spec: stream_lfold(s, "k", items, spec, alias="v"),
+            )
+        else:
+            old_name = f"b{i}"
+            old = state(
+                old_name,
+                lambda s, spec=spec: (
+                    s.select("k", cell).groupBy("k").agg(lmerge("cell", spec).alias("v"))
+                ),
+            )
+            new = state(
+                f"n{i}",
+                lambda s, spec=spec: stream_lmerge(
+                    s.select("k", cell), "k", "cell", spec, alias="v"
+                ),
+            )
+        ratio = new / lset_state
+        ok = ratio <= BOUNDED_TARGET
+        t_new, t_old = stats[f"n{i}"][1], stats[old_name][1]
+        print(
+            f"  {name:40s} {new / 1e6:7.3f} MB (groupBy().agg: {old / 1e6:6.2f} MB) "
+            f"-> {ratio:.2f} x lset's {lset_state / 1e6:.3f} MB{' ok' if ok else ' MISSED'}; "
+            f"{t_new:.0f} s vs {t_old:.0f} s for the stream"
+        )
+        if not ok:
+            missed.append(f"bounded streaming state of {name}: {ratio:.2f} (<= {BOUNDED_TARGET})")
     return missed
 
 

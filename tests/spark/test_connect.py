@@ -215,6 +215,39 @@ _SCRIPT = textwrap.dedent(
         return out
 
 
+    def state(spark, root):
+        \"\"\"stream_lfold on Connect: a MapOf(lmax) fold over two micro-batches, state = the
+        merged maps. {key: [equal to the batch lfold, streamed, batch]}, the state's rows.\"\"\"
+        from blooml.spark import MapOf
+        from blooml.spark.functions import stream_lfold
+
+        folder = root / "state-in"
+        schema = "k string, e string, ts bigint"
+        for rows in ([("a", "x", 1), ("a", "y", 2), ("b", "x", None)], [("a", "x", 7)]):
+            spark.createDataFrame(rows, schema).coalesce(1).write.mode("append").parquet(
+                str(folder))
+        stream = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(
+            str(folder))
+        query = (
+            stream_lfold(stream, "k", ["e", "ts"], MapOf(lmax), alias="m")
+            .writeStream.outputMode("update").format("memory").queryName("blooml_state")
+            .option("checkpointLocation", str(root / "state-ckpt")).start()
+        )
+        query.processAllAvailable()
+        rows_total = query.lastProgress["stateOperators"][0]["numRowsTotal"]
+        query.stop()
+        got = {}
+        for r in spark.table("blooml_state").collect():  # each row: the merged value so far
+            v = from_spark(r.m, MapOf(lmax))
+            got[r.k] = got[r.k].merge(v) if r.k in got else v
+        batch = spark.read.parquet(str(folder)).groupBy("k").agg(
+            lfold(["e", "ts"], MapOf(lmax)).alias("m"))
+        want = {r.k: from_spark(r.m, MapOf(lmax)) for r in batch.collect()}
+        out = {k: [got.get(k) == v, repr(got.get(k)), repr(v)] for k, v in want.items()}
+        out["rows"] = rows_total
+        return out
+
+
     def start(session, program, folder, ckpt, outputs):
         stream = (
             session.readStream.schema("a bigint, b bigint")
@@ -297,6 +330,10 @@ _SCRIPT = textwrap.dedent(
     except Exception:
         out["maps"] = {"error": traceback.format_exc()}
     try:
+        out["state"] = state(spark, root)
+    except Exception:
+        out["state"] = {"error": traceback.format_exc()}
+    try:
         out["stream"], spark = stream(spark, root)
     except Exception:
         out["stream"] = {"error": traceback.format_exc()}
@@ -373,6 +410,18 @@ def test_map_valued_merges_on_a_local_connect_server(connect_job: dict[str, Any]
     assert len(out) == 14  # 4 folds and 3 merges, two keys each
     for case, (equal, got, want) in out.items():
         assert equal, (case, got, want)
+
+
+def test_stream_lfold_on_a_local_connect_server(connect_job: dict[str, Any]) -> None:
+    """stream_lfold runs on Connect (applyInPandasWithState on the server): its state is one
+    row per group and its results equal the batch lfold's."""
+    out = dict(connect_job["state"])
+    assert "error" not in out, out.get("error")
+    assert out.pop("rows") == 2
+    assert out == {
+        "a": [True, "lmap({'x': lmax(7), 'y': lmax(2)})", "lmap({'x': lmax(7), 'y': lmax(2)})"],
+        "b": [True, "lmap()", "lmap()"],
+    }
 
 
 def test_tick_stream_on_a_local_connect_server(connect_job: dict[str, Any]) -> None:

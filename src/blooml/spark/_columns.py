@@ -231,10 +231,14 @@ def merge_column(
     ``lmax``/``lmin`` → ``max``/``min``, ``lbool`` → ``bool_or``, ``lset``/``lpset`` → the
     elements exploded and ``collect_set`` per key, ``lbag``/``MapOf(V)`` → the two-level
     aggregation (entries exploded, V's merge per ``(key, map key)``, ``map_from_entries`` per
-    key; on a streaming DataFrame, which cannot chain aggregations, one aggregate instead),
-    ``Structured`` CRDTs → their parts' merges. No Python worker runs for these. Any other spec
-    (a user lattice, a pickled CRDT, ``Pickled``) merges each key's cells in a vectorized Arrow
-    UDF. Works on classic and Spark Connect sessions.
+    key), ``Structured`` CRDTs → their parts' merges. No Python worker runs for these. Any
+    other spec (a user lattice, a pickled CRDT, ``Pickled``) merges each key's cells in a
+    vectorized Arrow UDF. Works on classic and Spark Connect sessions.
+
+    On a streaming DataFrame (which cannot chain aggregations) map-valued cells (``lbag``,
+    ``MapOf``, ``Structured`` CRDTs) merge as
+    :func:`blooml.spark.functions.stream_lmerge` merges them: the state per key is the merged
+    value, the output is in ``update`` mode. The other specs merge in one streaming aggregate.
 
     Args:
         df: the DataFrame.
@@ -275,6 +279,13 @@ def merge_column(
         check_worker_python("merge_column", df.sparkSession)
     call = f"merge_column(df, {keys!r}, {column!r}, {_spec_name(spec)})"
     src = df if num_partitions is None else df.repartition(num_partitions, *[_q(k) for k in keys])
+    if df.isStreaming and fmt.kind in ("bag", "map", "struct"):
+        # one aggregate's buffer would hold every cell: keep the merged value as the state
+        from blooml.spark._statefold import stream_merge
+
+        return stream_merge(
+            src, keys, [column], spec, fold=False, alias=column, feature="merge_column"
+        )
     if not fmt.native:
         key = F.struct(*[F.col(_q(k)) for k in keys])
         agg = merge_aggregate(fmt, F.col(_q(column)), call, key=key)

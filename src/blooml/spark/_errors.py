@@ -77,11 +77,17 @@ def from_worker_error(exc: BaseException) -> BloomlError | None:
     return err  # type: ignore[no-any-return]
 
 
+#: pyspark exceptions that carry a worker's traceback: a job's, and a streaming query's (which
+#: stopped on a failed micro-batch, e.g. in ``stream_lfold``)
+_WRAPPERS = frozenset({"PythonException", "StreamingQueryException"})
+
+
 @contextmanager
 def worker_errors() -> Iterator[None]:
     """Re-raise blooml exceptions from Spark workers as their blooml class (on the driver).
 
-    Wrap the action that runs the job (``collect``, ``write``, ``count``)::
+    Wrap the action that runs the job (``collect``, ``write``, ``count``, a streaming query's
+    ``processAllAvailable``/``awaitTermination``)::
 
         with worker_errors():
             df.groupBy("k").agg(lmerge("v", MyLattice)).collect()
@@ -93,9 +99,7 @@ def worker_errors() -> Iterator[None]:
     try:
         yield
     except Exception as exc:
-        if type(exc).__name__ != "PythonException" and "PythonException" not in {
-            c.__name__ for c in type(exc).__mro__
-        }:
+        if not _WRAPPERS & {c.__name__ for c in type(exc).__mro__}:
             raise
         err = from_worker_error(exc)
         if err is None:

@@ -30,7 +30,7 @@ the others).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blooml.errors import LatticeValueError
 from blooml.lattices._base import Lattice
@@ -49,9 +49,12 @@ from blooml.spark._formats import (
 )
 from blooml.spark._lazy import require_pyspark
 
-__all__ = ["lfold", "lmerge"]
+__all__ = ["lfold", "lmerge", "stream_lfold", "stream_lmerge"]
 
 ColumnOrName = Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 def lmerge(col: ColumnOrName, spec: Any) -> Any:
@@ -113,6 +116,110 @@ def lfold(col: ColumnOrName | Sequence[ColumnOrName], spec: Any) -> Any:
     call = f"lfold({names[0] if len(names) == 1 else names!r}, {_spec_name(spec)})"
     out = fold_aggregate(fmt, [c for c, _ in pairs], call)
     return out.alias(f"lfold({', '.join(names)}, {_spec_name(spec)})")
+
+
+def stream_lfold(
+    df: DataFrame,
+    key_cols: str | Sequence[str],
+    items: str | Sequence[str],
+    spec: Any,
+    *,
+    alias: str | None = None,
+) -> DataFrame:
+    """Fold item columns into one lattice value per group, with streaming state bounded by
+    the merged value: ``df.groupBy(*key_cols).agg(lfold(items, spec))`` for a stream.
+
+    On a streaming DataFrame this runs ``groupBy(key_cols).applyInPandasWithState``: its state
+    per group is the group's merged lattice value (its Spark cell as msgpack bytes, never
+    pickle), so it grows with the merged value, not with the rows seen -- where the streaming
+    ``groupBy().agg(lfold(...))`` keeps each distinct ``(key, value)`` entry of a map of
+    ordered values (``MapOf(lmax)``, ``Structured(lgcounter)``, ``Structured(lvclock)``).
+    Each micro-batch runs one Python call per group it touches. Write the result in ``update``
+    output mode (or with ``foreachBatch``): each micro-batch emits one row per group it
+    touched, holding that group's whole merged value. On a batch DataFrame this returns the
+    batch plan, ``groupBy(key_cols).agg(lfold(items, spec).alias(alias))`` (no Python for
+    builtins).
+
+    Args:
+        df: the DataFrame (streaming or batch).
+        key_cols: the key column name or names.
+        items: the item column, or several for tuple items (as for :func:`lfold`).
+        spec: the lattice to fold into: a builtin (``lmax``, ``lset``, ``MapOf(lmax)``, ...)
+            or a :class:`~blooml.spark.Structured` CRDT (values stored natively).
+        alias: the merged column's name (default: the name :func:`lfold` gives,
+            ``lfold(e, ts, MapOf(lmax))``).
+
+    Returns:
+        A DataFrame of the key columns and the merged column, of the same Spark types as the
+        batch ``lfold`` gives.
+
+    Raises:
+        TypeError: ``df`` is not a DataFrame, a column is not given by name, or ``spec`` is not
+            a column spec.
+        ValueError: a named column is missing, is both a key and an item, or ``alias`` names a
+            key column.
+        LatticeValueError: the spec needs another number of item columns (``MapOf``: two).
+        NotSupportedOnSpark: on a streaming DataFrame, a spec stored pickled (a user lattice,
+            a CRDT class itself, ``Pickled(cls)``): streaming state is never pickle.
+
+    Example::
+
+        events = spark.readStream.schema("k string, e string, ts bigint").parquet(src)
+        latest = stream_lfold(events, "k", ["e", "ts"], MapOf(lmax), alias="latest")
+        latest.writeStream.outputMode("update").format("delta").start(out)
+    """
+    require_pyspark("functions.stream_lfold")
+    from blooml.spark._statefold import stream_merge
+
+    cols = [items] if isinstance(items, str) else list(items)
+    name = alias if alias is not None else f"lfold({', '.join(map(str, cols))}, {_spec_name(spec)})"
+    return stream_merge(
+        df, key_cols, cols, spec, fold=True, alias=name, feature="functions.stream_lfold"
+    )
+
+
+def stream_lmerge(
+    df: DataFrame,
+    key_cols: str | Sequence[str],
+    column: str,
+    spec: Any,
+    *,
+    alias: str | None = None,
+) -> DataFrame:
+    """Merge a column of lattice cells per group, with streaming state bounded by the merged
+    value: ``df.groupBy(*key_cols).agg(lmerge(column, spec))`` for a stream.
+
+    As :func:`stream_lfold`, for cells (stored as :func:`blooml.spark.to_spark` stores them)
+    instead of items: on a streaming DataFrame the state per group is its merged value, where
+    the streaming ``groupBy().agg(lmerge(...))`` of map cells (``lbag``, ``MapOf``,
+    ``Structured(lorset)``, counters, clocks) keeps every cell. Output in ``update`` mode; on a
+    batch DataFrame, :func:`blooml.spark.merge_column`'s linear plan.
+
+    Args:
+        df: the DataFrame (streaming or batch).
+        key_cols: the key column name or names.
+        column: the lattice column's name.
+        spec: what the column holds (as for :func:`lmerge`; natively stored, on a stream).
+        alias: the merged column's name (default: ``column``).
+
+    Returns:
+        A DataFrame of the key columns and the merged column, of ``column``'s Spark type.
+
+    Raises:
+        TypeError: ``df`` is not a DataFrame, a column is not given by name, or ``spec`` is not
+            a column spec.
+        ValueError: a named column is missing, the lattice column is a key column, or
+            ``alias`` names a key column.
+        ColumnTypeError: the column's Spark type cannot hold ``spec``'s cells.
+        NotSupportedOnSpark: on a streaming DataFrame, a spec stored pickled.
+    """
+    require_pyspark("functions.stream_lmerge")
+    from blooml.spark._statefold import stream_merge
+
+    name = column if alias is None else alias
+    return stream_merge(
+        df, key_cols, [column], spec, fold=False, alias=name, feature="functions.stream_lmerge"
+    )
 
 
 # -- building the expressions -------------------------------------------------------------------
