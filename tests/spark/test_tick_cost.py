@@ -216,3 +216,34 @@ def test_group_bys_update_the_groups_a_tick_touches_and_equal_the_local_engine(
         elif i in (1, 2, 4, 6):  # inserts only: the rows of the groups they changed, no more
             assert result.touched[stratum] == [len(now - before)], (i, result.touched)
         before = now
+
+
+def test_small_ticks_layer_rows_on_the_kept_files_and_equal_the_local_engine(
+    spark: Any, tmp_path: Any
+) -> None:
+    sc = spark.sparkContext
+    sc.setCheckpointDir(str(tmp_path / "ckpt"))
+    try:
+        p = Stats()
+        engine = SparkEngine(spark, path="dataframe", program=Stats, checkpoint_every=2)
+        files = []
+        for i, inputs in enumerate([*STATS_TICKS, {"link": [(1, 400, 3)]}]):
+            for name, rows in inputs.items():
+                getattr(p, name).insert(rows)
+            p.tick()
+            result = engine.tick(inputs)
+            for name in Stats.ir().collections:
+                local = sorted(map(tuple, getattr(p, name)), key=repr)
+                assert _rows(engine, result, name) == local, (i, name)
+            files.append(frozenset(result.dataframe("link").inputFiles()))
+        # tick 1 added one row to link: a layer on tick 0's files, not a new version; tick 2
+        # the second layer (checkpoint_every=2): link written anew; tick 3 changed nothing,
+        # tick 4 a layer; tick 5 deleted a row (and added one): written anew; 6 and 7 layers
+        assert files[1] == files[0] and files[2] != files[1] and files[3] == files[2]
+        assert files[4] == files[3] and files[5] != files[4]
+        assert files[6] == files[5] and files[7] != files[6]
+        for f in files[7]:  # each file sorted by the first column
+            first = [r[0] for r in spark.read.parquet(f).collect()]
+            assert first == sorted(first)
+    finally:
+        getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))

@@ -392,6 +392,8 @@ class _Run:
         self.local_frames: dict[int, tuple[Any, list[tuple[Any, ...]]]] = {}
         #: collection -> local layers on its stored frame (:meth:`_layer`), across ticks
         self.layers: dict[str, int] = {}
+        #: collections given a new frame this tick other than by layers: kept in full
+        self.rewrite: set[str] = set()
 
     def small(self, df: Any, rows: int | None, width: int) -> Any:
         """``df`` with a broadcast hint when its exact row count makes it cheap to ship."""
@@ -776,7 +778,7 @@ class _Run:
     def _store(self, name: str, state: Any, rows: int, *, checkpointed: bool = False) -> None:
         """The new state of ``name`` (``rows`` rows); checkpointed every ``checkpoint_every``
         versions unless it is a checkpoint already."""
-        self.layers[name] = 0
+        self.rewrite.add(name)
         self.versions[name] = self.versions.get(name, 0) + 1
         if not checkpointed and self.versions[name] % self.checkpoint_every == 0:
             state = _checkpoint(state)
@@ -1023,7 +1025,7 @@ def _matches(cols: list[str], rows: list[tuple[Any, ...]], schema: Any) -> Any:
     first = list(dict.fromkeys(r[0] for r in rows if r[0] is not None))
     # the first column alone: a filter Parquet pushes down (files are sorted by it)
     head = F.col(cols[0]).isin([F.lit(v).cast(types[cols[0]]) for v in first])
-    if len(first) < len(rows) and any(r[0] is None for r in rows):
+    if any(r[0] is None for r in rows):
         head = head | F.col(cols[0]).isNull()
     out = F.lit(False)
     plain = [r for r in rows if None not in r]
@@ -1163,7 +1165,7 @@ def run_plan(
         if old is not None:
             run.state[name] = old.join(rows.select(*keys).distinct(), keys, "left_anti")
             run.n_state.pop(name, None)
-            run.layers[name] = 0  # a new frame: kept in full
+            run.rewrite.add(name)  # a new frame: kept in full
             run.shrunk.add(name)
         run.merge(name, rows)
     for name, rows in pend.get("<-", {}).items():
@@ -1172,7 +1174,7 @@ def run_plan(
             match = [c for i, c in enumerate(run.cols(name)) if i not in plan.lattice_cols[name]]
             run.state[name] = old.join(rows.select(*match).distinct(), match, "left_anti")
             run.n_state.pop(name, None)
-            run.layers[name] = 0
+            run.rewrite.add(name)
             run.shrunk.add(name)
     for name, rows in pend.get("<+", {}).items():
         run.merge(name, rows)
@@ -1230,6 +1232,8 @@ def run_plan(
     # layers piled up: the state materialized (written to the checkpoint directory by the
     # engine when the session has one, else checkpointed here)
     reliable = checkpoint_dir(spark) is not None
+    for name in run.rewrite:
+        run.layers[name] = 0
     for name, k in list(run.layers.items()):
         if name not in run.state:
             del run.layers[name]
