@@ -131,7 +131,7 @@ def test_an_empty_tick_runs_no_job_and_a_small_one_few(spark: Any) -> None:
     one = engine.tick({"edge": [(100, 101)]})
     jobs = meter.take()
     # the edge looked up in edge; per round of path: the join with the one-row delta (its
-    # broadcast, its count) and the lookup of the derived row; fan's one group (was 21 jobs)
+    # broadcast, its count) and the lookup of the derived row; fan's one group (was 9 jobs)
     assert 0 < jobs <= 8, jobs
     assert one.touched == [[1, 0], [1]]  # path: the edge, then nothing; fan: the one group
     assert (100, 101) in one.rows("path") and (100, 1) in one.rows("fan")
