@@ -8,8 +8,9 @@ import sys
 from typing import Any
 
 import pytest
+from _reach import STATS_TICKS, Stats
 
-from blooml import Program, bloom, count, lmax, max_, min_, scratch, sum_, table
+from blooml import Program, bloom, count, lmax, scratch, table
 from blooml.spark import SparkEngine
 
 pytestmark = pytest.mark.spark
@@ -159,39 +160,6 @@ def test_state_lives_in_the_checkpoint_dir_with_truthful_size_estimates(
         assert 3 <= len(kept) <= 6
     finally:
         getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
-
-
-class Stats(Program):
-    """Group-bys kept up to date across ticks: inserts touch their groups only; a delete (or
-    anything else that removes rows) recomputes them."""
-
-    link = table(["src", "dst", "c"])
-    drop = scratch(["src", "dst", "c"])
-    fan = scratch(["src"], ["n"])
-    spend = scratch(["src"], ["total"])
-    lo = scratch(["src"], ["m"])
-    hi = scratch(["src"], ["m"])
-
-    # fmt: off
-    @bloom
-    def rules(self):
-        self.fan <= self.link.group(["src"], count())
-        self.spend <= self.link.group(["src"], sum_("c"))
-        self.lo <= self.link.group(["src"], min_("c"))
-        self.hi <= self.link.group(["src"], max_("c"))
-        self.link <- self.drop
-    # fmt: on
-
-
-STATS_TICKS: list[dict[str, list[tuple[int, ...]]]] = [
-    {"link": [(i % 7, i, i % 11 + 1) for i in range(60)]},
-    {"link": [(3, 100, 50)]},  # one group grows: count, sum, max change, min does not
-    {"link": [(3, 100, 50), (9, 1, 4)]},  # a row stored already, a new group
-    {},
-    {"link": [(9, 2, -4), (9, 3, 0)], "drop": [(0, 0, 1)]},  # the delete applies next tick
-    {"link": [(0, 200, 2)]},  # after the delete: the groups were recomputed, now one grows
-    {"link": [(4, 300, 1), (5, 301, 99)]},
-]
 
 
 def test_group_bys_update_the_groups_a_tick_touches_and_equal_the_local_engine(

@@ -551,12 +551,12 @@ class _Run:
 
     def merge_local(self, name: str, rows: Any, given: list[Any]) -> bool:
         """Merge a few rows given on the driver (``given``, an input list; ``rows`` is its
-        frame) into the stored
-        set-semantics table ``name`` without a shuffle: one job reads which of the rows are
-        stored already (a filter by their values), and the new ones stay on the driver as
-        this tick's delta (a local frame: its rows and keys are known without a job). False
-        (nothing done) when the rows are many, the table is keyed, has lattice columns or
-        columns that are not atomic or not of the stored types, or nothing is stored yet."""
+        frame) into the stored set-semantics table ``name`` without a shuffle: one job reads
+        which of the rows are stored already (a filter by their values), and the new ones
+        stay on the driver as this tick's delta (a local frame: its rows and keys are known
+        without a job). False (nothing done) when the rows are many, the table is keyed, has
+        lattice columns or columns that are not atomic or not of the stored types, or
+        nothing is stored yet."""
         info = self.ir.collections[name]
         old = self.state.get(name)
         if old is None or info.values or self.plan.lattice_cols[name]:
@@ -959,20 +959,11 @@ def _rules(indexes: list[int]) -> str:
 
 def _atomic(schema: Any) -> bool:
     """Whether every column of ``schema`` is of a type a SQL literal states exactly (numbers,
-    strings, booleans, dates, timestamps, binary): rows of such a frame can live on the
-    driver as a local frame (:func:`_local_frame`)."""
+    strings, booleans, dates, timestamps with a time zone): rows of such a frame can live on
+    the driver as a local frame (:func:`_local_frame`)."""
     from pyspark.sql import types as T
 
-    ok = (
-        T.NumericType,
-        T.StringType,
-        T.BooleanType,
-        T.DateType,
-        T.TimestampType,
-        T.TimestampNTZType,
-        T.BinaryType,
-        T.NullType,
-    )
+    ok = (T.NumericType, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.NullType)
     return all(isinstance(f.dataType, ok) for f in schema.fields)
 
 
