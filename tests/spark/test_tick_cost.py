@@ -5,6 +5,7 @@ scratches, deletes, non-monotone rules and lattice variables included."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -72,15 +73,24 @@ def _rows(engine: SparkEngine, result: Any, name: str) -> list[tuple[Any, ...]]:
 def test_ticks_equal_the_local_engine_tick_after_tick(spark: Any) -> None:
     p = Ticky()
     engine = SparkEngine(spark, path="dataframe", program=Ticky)
-    for i, inputs in enumerate(TICKS):
+    for _, result in _alongside(engine, p, TICKS):
+        assert result["top"] == p.top.value
+
+
+def _alongside(
+    engine: SparkEngine, p: Program, ticks: list[dict[str, list[tuple[int, ...]]]]
+) -> Iterator[tuple[int, Any]]:
+    """Each tick's inputs run by the local program ``p`` and by ``engine``, every collection
+    checked equal; yields (tick, the engine's result)."""
+    for i, inputs in enumerate(ticks):
         for name, rows in inputs.items():
             getattr(p, name).insert(rows)
         p.tick()
         result = engine.tick(inputs)
-        for name in Ticky.ir().collections:
+        for name in type(p).ir().collections:
             local = sorted(map(tuple, getattr(p, name)), key=repr)
             assert _rows(engine, result, name) == local, (i, name)
-        assert result["top"] == p.top.value
+        yield i, result
 
 
 class Meter:
@@ -170,14 +180,7 @@ def test_group_bys_update_the_groups_a_tick_touches_and_equal_the_local_engine(
     groups = ("fan", "spend", "lo", "hi")
     before: set[tuple[str, tuple[Any, ...]]] = set()
     stratum = None
-    for i, inputs in enumerate(STATS_TICKS):
-        for name, rows in inputs.items():
-            getattr(p, name).insert(rows)
-        p.tick()
-        result = engine.tick(inputs)
-        for name in Stats.ir().collections:
-            local = sorted(map(tuple, getattr(p, name)), key=repr)
-            assert _rows(engine, result, name) == local, (i, name)
+    for i, result in _alongside(engine, p, STATS_TICKS):
         now = {(g, tuple(r)) for g in groups for r in getattr(p, g)}
         if stratum is None:  # the stratum of the group-bys: 4 * 7 groups derived at tick 0
             stratum = next(s for s, t in enumerate(result.touched) if t == [28])
@@ -195,14 +198,7 @@ def test_small_ticks_layer_rows_on_the_kept_files_and_equal_the_local_engine(
         p = Stats()
         engine = SparkEngine(spark, path="dataframe", program=Stats, checkpoint_every=2)
         files = []
-        for i, inputs in enumerate([*STATS_TICKS, {"link": [(1, 400, 3)]}]):
-            for name, rows in inputs.items():
-                getattr(p, name).insert(rows)
-            p.tick()
-            result = engine.tick(inputs)
-            for name in Stats.ir().collections:
-                local = sorted(map(tuple, getattr(p, name)), key=repr)
-                assert _rows(engine, result, name) == local, (i, name)
+        for _, result in _alongside(engine, p, [*STATS_TICKS, {"link": [(1, 400, 3)]}]):
             files.append(frozenset(result.dataframe("link").inputFiles()))
         # tick 1 added one row to link: a layer on tick 0's files, not a new version; tick 2
         # the second layer (checkpoint_every=2): link written anew; tick 3 changed nothing,

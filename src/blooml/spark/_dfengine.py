@@ -1030,8 +1030,8 @@ def _matches(cols: list[str], rows: list[tuple[Any, ...]], schema: Any) -> Any:
     for r in rows:
         if None in r:
             cond = F.lit(True)
-            for c, v in zip(cols, r, strict=True):
-                cond = cond & F.col(c).eqNullSafe(F.lit(v).cast(types[c]))
+            for name, v in zip(cols, r, strict=True):
+                cond = cond & F.col(name).eqNullSafe(F.lit(v).cast(types[name]))
             out = out | cond
     return head & out
 
