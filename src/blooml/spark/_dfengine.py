@@ -837,11 +837,15 @@ def _is_connect(spark: Any) -> bool:
 
 
 #: the row group size of state files (bytes): small groups, so that a filter by a few
-#: values of the sorted first column reads a few thousand rows, not the whole file
+#: values of the sorted first column reads a few thousand rows, not the whole file; a large
+#: state gets larger groups, at most :data:`STATE_ROW_GROUPS` of them (file footers stay small)
 STATE_ROW_GROUP = 32 << 10
+STATE_ROW_GROUPS = 4096
 
 
-def keep_state(df: Any, files: list[str] | None = None, *, sort: bool = False) -> Any:
+def keep_state(
+    df: Any, files: list[str] | None = None, *, sort: bool = False, rows: int | None = None
+) -> Any:
     """``df`` materialized for use after this tick.
 
     With a reliable checkpoint directory (:func:`checkpoint_dir`) the rows are written there as
@@ -849,8 +853,9 @@ def keep_state(df: Any, files: list[str] | None = None, *, sort: bool = False) -
     frame's size from its files, so a join of a user's frame with it plans as it would with a
     table. The path is appended to ``files`` (the caller deletes it when it is not needed any
     more). ``sort``: the rows are sorted by their first column (when it is atomic) and
-    written in row groups of :data:`STATE_ROW_GROUP` bytes, so that a filter by a few of
-    its values reads only the row groups whose range holds them. Without a checkpoint
+    written in row groups of :data:`STATE_ROW_GROUP` bytes (more for a state of many
+    ``rows``: see :data:`STATE_ROW_GROUPS`), so that a filter by a few of its values reads
+    only the row groups whose range holds them. Without a checkpoint
     directory (or for a column Parquet cannot hold, such as ``void``): a
     ``localCheckpoint`` (:func:`_checkpoint`)."""
     from pyspark.sql.types import NullType
@@ -865,7 +870,8 @@ def keep_state(df: Any, files: list[str] | None = None, *, sort: bool = False) -
     writer = df
     if sort and df.columns and _atomic(df.select(df.columns[0]).schema):
         writer = df.sort(df.columns[0])
-    writer.write.option("parquet.block.size", STATE_ROW_GROUP).parquet(path)
+    block = max(STATE_ROW_GROUP, (rows or 0) * 8 * len(df.columns) // STATE_ROW_GROUPS)
+    writer.write.option("parquet.block.size", block).parquet(path)
     if files is not None:
         files.append(path)
     return spark.read.parquet(path)
@@ -1437,6 +1443,8 @@ def _incremental(run: _Run, rule: Rule, rules: list[Rule]) -> bool:
         if a.col is not None and any(r[a.col] is None for r in rows):
             return False
     if sum(1 for r in run.ir.rules if r.head == head) != 1:
+        return False
+    if not _atomic(run.state[head].schema):  # its touched groups become local rows
         return False
     return not any(r is not rule and head in {n for n, _ in sources(r.body)} for r in rules)
 
