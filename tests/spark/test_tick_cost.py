@@ -211,3 +211,34 @@ def test_small_ticks_layer_rows_on_the_kept_files_and_equal_the_local_engine(
             assert first == sorted(first)
     finally:
         getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
+
+
+class Mixed(Program):
+    """Small inputs of strings, floats and NULLs, looked up and grouped on the driver."""
+
+    item = table(["k", "v", "w"])
+    tag = table(["k", "t"])
+    n = scratch(["k"], ["n"])
+    pair = table(["w", "t"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.n <= self.item.group(["k"], count())
+        self.pair <= self.item.join(self.tag, self.item.k == self.tag.k).map(
+            lambda i, g: (i.w, g.t)
+        )
+    # fmt: on
+
+
+def test_small_inputs_with_nulls_strings_and_floats_equal_the_local_engine(spark: Any) -> None:
+    ticks: list[dict[str, list[tuple[Any, ...]]]] = [
+        {"item": [("a", 1.5, "x"), ("b", None, "y"), (None, 2.0, "z")], "tag": [("a", 1)]},
+        {"item": [("a", 1.5, "x"), ("a", None, "q")]},  # one stored already, one new
+        {"item": [(None, 2.0, "z"), ("e", None, None)]},  # a NULL key stored already
+        {"item": [("c", float("inf"), "w"), ("b", None, "y")], "tag": [("b", 2), ("d", 3)]},
+        {"item": [("d", -0.5, "v")]},
+    ]
+    engine = SparkEngine(spark, path="dataframe", program=Mixed)
+    for _ in _alongside(engine, Mixed(), ticks):
+        pass
