@@ -150,26 +150,21 @@ def test_an_empty_tick_runs_no_job_and_a_small_one_few(spark: Any) -> None:
 
 
 def test_state_lives_in_the_checkpoint_dir_with_truthful_size_estimates(
-    spark: Any, tmp_path: Any
+    spark: Any, checkpoint_dir: Any
 ) -> None:
-    sc = spark.sparkContext
-    sc.setCheckpointDir(str(tmp_path / "ckpt"))
-    try:
-        engine = SparkEngine(spark, path="dataframe", program=Chain)
-        for t in range(4):
-            result = engine.tick({"edge": [(t * 10 + i, t * 10 + i + 1) for i in range(5)]})
-        path = result.dataframe("path")
-        # read back from Parquet files: Spark sizes the frame from them (not ~Long.MaxValue)
-        size = int(path._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
-        assert 0 < size < 1 << 20
-        assert sorted(result.rows("path")) == sorted(
-            (t * 10 + i, t * 10 + j) for t in range(4) for i in range(5) for j in range(i + 1, 6)
-        )
-        kept = [p for p in (tmp_path / "ckpt").rglob("blooml-state-*") if p.is_dir()]
-        # edge, path and fan changed every tick: their last two versions are kept
-        assert 3 <= len(kept) <= 6
-    finally:
-        getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
+    engine = SparkEngine(spark, path="dataframe", program=Chain)
+    for t in range(4):
+        result = engine.tick({"edge": [(t * 10 + i, t * 10 + i + 1) for i in range(5)]})
+    path = result.dataframe("path")
+    # read back from Parquet files: Spark sizes the frame from them (not ~Long.MaxValue)
+    size = int(path._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    assert 0 < size < 1 << 20
+    assert sorted(result.rows("path")) == sorted(
+        (t * 10 + i, t * 10 + j) for t in range(4) for i in range(5) for j in range(i + 1, 6)
+    )
+    kept = [p for p in checkpoint_dir.rglob("blooml-state-*") if p.is_dir()]
+    # edge, path and fan changed every tick: their last two versions are kept
+    assert 3 <= len(kept) <= 6
 
 
 def test_group_bys_update_the_groups_a_tick_touches_and_equal_the_local_engine(
@@ -190,27 +185,22 @@ def test_group_bys_update_the_groups_a_tick_touches_and_equal_the_local_engine(
 
 
 def test_small_ticks_layer_rows_on_the_kept_files_and_equal_the_local_engine(
-    spark: Any, tmp_path: Any
+    spark: Any, checkpoint_dir: Any
 ) -> None:
-    sc = spark.sparkContext
-    sc.setCheckpointDir(str(tmp_path / "ckpt"))
-    try:
-        p = Stats()
-        engine = SparkEngine(spark, path="dataframe", program=Stats, checkpoint_every=2)
-        files = []
-        for _, result in _alongside(engine, p, [*STATS_TICKS, {"link": [(1, 400, 3)]}]):
-            files.append(frozenset(result.dataframe("link").inputFiles()))
-        # tick 1 added one row to link: a layer on tick 0's files, not a new version; tick 2
-        # the second layer (checkpoint_every=2): link written anew; tick 3 changed nothing,
-        # tick 4 a layer; tick 5 deleted a row (and added one): written anew; 6 and 7 layers
-        assert files[1] == files[0] and files[2] != files[1] and files[3] == files[2]
-        assert files[4] == files[3] and files[5] != files[4]
-        assert files[6] == files[5] and files[7] != files[6]
-        for f in files[7]:  # each file sorted by the first column
-            first = [r[0] for r in spark.read.parquet(f).collect()]
-            assert first == sorted(first)
-    finally:
-        getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
+    p = Stats()
+    engine = SparkEngine(spark, path="dataframe", program=Stats, checkpoint_every=2)
+    files = []
+    for _, result in _alongside(engine, p, [*STATS_TICKS, {"link": [(1, 400, 3)]}]):
+        files.append(frozenset(result.dataframe("link").inputFiles()))
+    # tick 1 added one row to link: a layer on tick 0's files, not a new version; tick 2
+    # the second layer (checkpoint_every=2): link written anew; tick 3 changed nothing,
+    # tick 4 a layer; tick 5 deleted a row (and added one): written anew; 6 and 7 layers
+    assert files[1] == files[0] and files[2] != files[1] and files[3] == files[2]
+    assert files[4] == files[3] and files[5] != files[4]
+    assert files[6] == files[5] and files[7] != files[6]
+    for f in files[7]:  # each file sorted by the first column
+        first = [r[0] for r in spark.read.parquet(f).collect()]
+        assert first == sorted(first)
 
 
 class Mixed(Program):
