@@ -70,3 +70,16 @@ def spark() -> Iterator[Any]:
 def sc(spark: Any) -> Any:
     """The shared session's SparkContext."""
     return spark.sparkContext
+
+
+@pytest.fixture
+def checkpoint_dir(spark: Any, tmp_path: Any) -> Iterator[Any]:
+    """The shared session with a checkpoint directory (``tmp_path / "ckpt"``) for one test,
+    unset afterwards."""
+    sc = spark.sparkContext
+    path = tmp_path / "ckpt"
+    sc.setCheckpointDir(str(path))
+    try:
+        yield path
+    finally:
+        getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))

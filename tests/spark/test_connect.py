@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _reach import BATCHES, local
+from _reach import BATCHES, STATS_TICKS, Stats, local
 
 pytestmark = pytest.mark.spark
 pytest.importorskip("pyspark.sql.connect.session", reason="Spark Connect needs the spark extra")
@@ -43,7 +43,7 @@ _SCRIPT = textwrap.dedent(
     )
     from blooml.spark.functions import lfold, lmerge
     from blooml.spark import _stream
-    from _reach import BATCHES, Best, Reach, write_batch
+    from _reach import BATCHES, STATS_TICKS, Best, Reach, Stats, write_batch
     from _user_lattice import lsum
 
 
@@ -260,6 +260,19 @@ _SCRIPT = textwrap.dedent(
         )
 
 
+    def ticks(spark):
+        \"\"\"SparkEngine.tick with small list inputs (rows layered on the state, group-bys
+        updated by the groups they touch) and a delete: each tick's rows per collection.\"\"\"
+        engine = SparkEngine(spark, program=Stats)
+        res = []
+        for inputs in STATS_TICKS:
+            result = engine.tick(inputs)
+            res.append({
+                n: sorted(map(list, result.rows(n))) for n in ("link", "fan", "spend", "lo", "hi")
+            })
+        return res
+
+
     def stream(spark, root):
         \"\"\"tick_stream: ticks 0 and 1; Spark's last commit removed (a stop between blooml's
         commit and Spark's); a new client continues with batch 1 again, 2 and 3; then a tick
@@ -333,6 +346,10 @@ _SCRIPT = textwrap.dedent(
         out["state"] = state(spark, root)
     except Exception:
         out["state"] = {"error": traceback.format_exc()}
+    try:
+        out["ticks"] = ticks(spark)
+    except Exception:
+        out["ticks"] = {"error": traceback.format_exc()}
     try:
         out["stream"], spark = stream(spark, root)
     except Exception:
@@ -441,6 +458,20 @@ def test_tick_stream_on_a_local_connect_server(connect_job: dict[str, Any]) -> N
     # queued by tick 3 for the next tick: every edge reversed (back <+ edge.map(...))
     assert out["back"] == sorted([b, a] for rows in BATCHES for a, b in rows)
     assert out["top"] == {"cell": max(b for rows in BATCHES for _, b in rows)}
+
+
+def test_small_ticks_on_a_local_connect_server(connect_job: dict[str, Any]) -> None:
+    """Small list inputs take the driver-side path on Connect too (inline tables with
+    parameters, filters by value) and give the local engine's rows, a delete included."""
+    out = connect_job["ticks"]
+    assert "error" not in out, out
+    p = Stats()
+    for i, inputs in enumerate(STATS_TICKS):
+        for name, rows in inputs.items():
+            getattr(p, name).insert(rows)
+        p.tick()
+        for name in ("link", "fan", "spend", "lo", "hi"):
+            assert out[i][name] == sorted(map(list, getattr(p, name))), (i, name)
 
 
 def test_a_failed_tick_on_connect_reaches_the_client(connect_job: dict[str, Any]) -> None:

@@ -157,3 +157,22 @@ def test_connect_ticks_that_cannot_be_pickled_fail_first_naming_the_rule() -> No
     with pytest.raises(NotSupportedOnSpark, match=r"rule 0 .*cannot be pickled.*lock") as info:
         _stream._check_shippable(ticks)
     assert "test_stream.py" in info.value.rule
+
+
+def test_a_restart_over_state_layered_in_the_checkpoint_dir(
+    spark: Any, tmp_path: Path, checkpoint_dir: Path
+) -> None:
+    """With a checkpoint directory the engine keeps its state there as sorted files plus
+    layers of a few rows on the driver (small ticks); a restarted stream reads its own
+    committed state back and continues with the local engine's rows."""
+    folder, ckpt, out = tmp_path / "in", tmp_path / "stream", tmp_path / "out"
+    folder.mkdir()
+    for i in (0, 1):
+        write_batch(folder, i, BATCHES[i])
+    first = _run(spark, folder, ckpt, out)
+    assert any(first._ticks["Reach"].carry.layers.values())  # layers, not new files
+    for i in (2, 3):
+        write_batch(folder, i, BATCHES[i])
+    engine = _run(spark, folder, ckpt, out)  # a new engine: the state read back
+    _same(local(BATCHES), engine)
+    assert _stream._latest(spark, str(ckpt / "blooml-state")) == (3, 3)

@@ -5,9 +5,11 @@ scratches, deletes, non-monotone rules and lattice variables included."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _reach import STATS_TICKS, Stats
 
 from blooml import Program, bloom, count, lmax, scratch, table
 from blooml.spark import SparkEngine
@@ -71,15 +73,24 @@ def _rows(engine: SparkEngine, result: Any, name: str) -> list[tuple[Any, ...]]:
 def test_ticks_equal_the_local_engine_tick_after_tick(spark: Any) -> None:
     p = Ticky()
     engine = SparkEngine(spark, path="dataframe", program=Ticky)
-    for i, inputs in enumerate(TICKS):
+    for _, result in _alongside(engine, p, TICKS):
+        assert result["top"] == p.top.value
+
+
+def _alongside(
+    engine: SparkEngine, p: Program, ticks: list[dict[str, list[tuple[int, ...]]]]
+) -> Iterator[tuple[int, Any]]:
+    """Each tick's inputs run by the local program ``p`` and by ``engine``, every collection
+    checked equal; yields (tick, the engine's result)."""
+    for i, inputs in enumerate(ticks):
         for name, rows in inputs.items():
             getattr(p, name).insert(rows)
         p.tick()
         result = engine.tick(inputs)
-        for name in Ticky.ir().collections:
+        for name in type(p).ir().collections:
             local = sorted(map(tuple, getattr(p, name)), key=repr)
             assert _rows(engine, result, name) == local, (i, name)
-        assert result["top"] == p.top.value
+        yield i, result
 
 
 class Meter:
@@ -129,30 +140,95 @@ def test_an_empty_tick_runs_no_job_and_a_small_one_few(spark: Any) -> None:
     assert empty.rounds == (1,) * len(empty.rounds) and empty.touched[0] == [0]
     # one edge no path reaches: round 1 joins it with the state, one more round finds nothing
     one = engine.tick({"edge": [(100, 101)]})
-    assert meter.take() > 0
-    assert one.touched == [[1, 0], [31]]  # path: the edge, then nothing; fan: recomputed
+    jobs = meter.take()
+    # the edge looked up in edge; per round of path: the join with the one-row delta (its
+    # broadcast, its count) and the lookup of the derived row; fan's one group (was 9 jobs)
+    assert 0 < jobs <= 8, jobs
+    assert one.touched == [[1, 0], [1]]  # path: the edge, then nothing; fan: the one group
     assert (100, 101) in one.rows("path") and (100, 1) in one.rows("fan")
     assert len(one.rows("path")) == 30 * 31 // 2 + 1
 
 
 def test_state_lives_in_the_checkpoint_dir_with_truthful_size_estimates(
-    spark: Any, tmp_path: Any
+    spark: Any, checkpoint_dir: Any
 ) -> None:
-    sc = spark.sparkContext
-    sc.setCheckpointDir(str(tmp_path / "ckpt"))
-    try:
-        engine = SparkEngine(spark, path="dataframe", program=Chain)
-        for t in range(4):
-            result = engine.tick({"edge": [(t * 10 + i, t * 10 + i + 1) for i in range(5)]})
-        path = result.dataframe("path")
-        # read back from Parquet files: Spark sizes the frame from them (not ~Long.MaxValue)
-        size = int(path._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
-        assert 0 < size < 1 << 20
-        assert sorted(result.rows("path")) == sorted(
-            (t * 10 + i, t * 10 + j) for t in range(4) for i in range(5) for j in range(i + 1, 6)
+    engine = SparkEngine(spark, path="dataframe", program=Chain)
+    for t in range(4):
+        result = engine.tick({"edge": [(t * 10 + i, t * 10 + i + 1) for i in range(5)]})
+    path = result.dataframe("path")
+    # read back from Parquet files: Spark sizes the frame from them (not ~Long.MaxValue)
+    size = int(path._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    assert 0 < size < 1 << 20
+    assert sorted(result.rows("path")) == sorted(
+        (t * 10 + i, t * 10 + j) for t in range(4) for i in range(5) for j in range(i + 1, 6)
+    )
+    kept = [p for p in checkpoint_dir.rglob("blooml-state-*") if p.is_dir()]
+    # edge, path and fan changed every tick: their last two versions are kept
+    assert 3 <= len(kept) <= 6
+
+
+def test_group_bys_update_the_groups_a_tick_touches_and_equal_the_local_engine(
+    spark: Any,
+) -> None:
+    p = Stats()
+    engine = SparkEngine(spark, path="dataframe", program=Stats)
+    groups = ("fan", "spend", "lo", "hi")
+    before: set[tuple[str, tuple[Any, ...]]] = set()
+    stratum = None
+    for i, result in _alongside(engine, p, STATS_TICKS):
+        now = {(g, tuple(r)) for g in groups for r in getattr(p, g)}
+        if stratum is None:  # the stratum of the group-bys: 4 * 7 groups derived at tick 0
+            stratum = next(s for s, t in enumerate(result.touched) if t == [28])
+        elif i in (1, 2, 4, 6):  # inserts only: the rows of the groups they changed, no more
+            assert result.touched[stratum] == [len(now - before)], (i, result.touched)
+        before = now
+
+
+def test_small_ticks_layer_rows_on_the_kept_files_and_equal_the_local_engine(
+    spark: Any, checkpoint_dir: Any
+) -> None:
+    p = Stats()
+    engine = SparkEngine(spark, path="dataframe", program=Stats, checkpoint_every=2)
+    files = []
+    for _, result in _alongside(engine, p, [*STATS_TICKS, {"link": [(1, 400, 3)]}]):
+        files.append(frozenset(result.dataframe("link").inputFiles()))
+    # tick 1 added one row to link: a layer on tick 0's files, not a new version; tick 2
+    # the second layer (checkpoint_every=2): link written anew; tick 3 changed nothing,
+    # tick 4 a layer; tick 5 deleted a row (and added one): written anew; 6 and 7 layers
+    assert files[1] == files[0] and files[2] != files[1] and files[3] == files[2]
+    assert files[4] == files[3] and files[5] != files[4]
+    assert files[6] == files[5] and files[7] != files[6]
+    for f in files[7]:  # each file sorted by the first column
+        first = [r[0] for r in spark.read.parquet(f).collect()]
+        assert first == sorted(first)
+
+
+class Mixed(Program):
+    """Small inputs of strings, floats and NULLs, looked up and grouped on the driver."""
+
+    item = table(["k", "v", "w"])
+    tag = table(["k", "t"])
+    n = scratch(["k"], ["n"])
+    pair = table(["w", "t"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.n <= self.item.group(["k"], count())
+        self.pair <= self.item.join(self.tag, self.item.k == self.tag.k).map(
+            lambda i, g: (i.w, g.t)
         )
-        kept = [p for p in (tmp_path / "ckpt").rglob("blooml-state-*") if p.is_dir()]
-        # edge, path and fan changed every tick: their last two versions are kept
-        assert 3 <= len(kept) <= 6
-    finally:
-        getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
+    # fmt: on
+
+
+def test_small_inputs_with_nulls_strings_and_floats_equal_the_local_engine(spark: Any) -> None:
+    ticks: list[dict[str, list[tuple[Any, ...]]]] = [
+        {"item": [("a", 1.5, "x"), ("b", None, "y"), (None, 2.0, "z")], "tag": [("a", 1)]},
+        {"item": [("a", 1.5, "x"), ("a", None, "q")]},  # one stored already, one new
+        {"item": [(None, 2.0, "z"), ("e", None, None)]},  # a NULL key stored already
+        {"item": [("c", float("inf"), "w"), ("b", None, "y")], "tag": [("b", 2), ("d", 3)]},
+        {"item": [("d", -0.5, "v")]},
+    ]
+    engine = SparkEngine(spark, path="dataframe", program=Mixed)
+    for _ in _alongside(engine, Mixed(), ticks):
+        pass

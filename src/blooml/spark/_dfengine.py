@@ -58,6 +58,10 @@ from blooml.spark._formats import column_format
 
 __all__ = ["Carry", "DataFramePlan", "run_plan"]
 
+#: the most rows a delta kept on the driver may have (input lists, incremental group-bys)
+SMALL_DELTA = 1024
+#: aggregates a group keeps incrementally across ticks while its input only gains rows
+_INCREMENTAL = {"count", "sum", "min", "max"}
 #: lattice classes whose cells are plain Spark values merged by one SQL aggregate
 _CELL: dict[type, str] = {lmax: "max", lmin: "min", lbool: "bool_or"}
 _AGGS = {"count", "sum", "min", "max", "avg"}
@@ -380,6 +384,16 @@ class _Run:
         self.fed: set[str] = set()
         #: scratches derived by rules that start this tick empty and are derived in full
         self.reset: set[str] = set()
+        #: collection -> this tick's delta as rows on the driver, while every part of it is a
+        #: small local frame (see :meth:`merge_local`); None once a part is not
+        self.tick_local: dict[str, list[tuple[Any, ...]] | None] = {}
+        self._small_result: tuple[Any, int] = (None, 0)
+        #: id(a local frame of rows on the driver) -> (the frame, its rows)
+        self.local_frames: dict[int, tuple[Any, list[tuple[Any, ...]]]] = {}
+        #: collection -> local layers on its stored frame (:meth:`_layer`), across ticks
+        self.layers: dict[str, int] = {}
+        #: collections given a new frame this tick other than by layers: kept in full
+        self.rewrite: set[str] = set()
 
     def small(self, df: Any, rows: int | None, width: int) -> Any:
         """``df`` with a broadcast hint when its exact row count makes it cheap to ship."""
@@ -495,6 +509,23 @@ class _Run:
         parts = [self.eval(inp, delta_at, counter) for inp in node.inputs]
         if any(p is None for p in parts):
             return None
+        # an input of rows on the driver: the other side of each equality with it filtered
+        # by its values, which a state read back from sorted files prunes row groups with
+        for p in node.preds:
+            for a, ac, b, bc in (
+                (p.left, p.lcol, p.right, p.rcol),
+                (p.right, p.rcol, p.left, p.lcol),
+            ):
+                got = self.local_frames.get(id(parts[a]))
+                if got is None or got[0] is not parts[a] or id(parts[b]) in self.local_frames:
+                    continue
+                vals = list(dict.fromkeys(r[ac] for r in got[1] if r[ac] is not None))
+                col = parts[b].columns[bc]
+                t = parts[b].schema[col].dataType
+                keep = parts[b]
+                parts[b] = keep.where(F.col(col).isin([F.lit(v).cast(t) for v in vals]))
+                if id(keep) in self.sizes:
+                    self.sizes[id(parts[b])] = (parts[b], *self.sizes[id(keep)][1:])
         # broadcast the smallest input when its exact size allows (usually the delta): the
         # other inputs are then scanned in place, not shuffled, every round
         sized = [
@@ -518,10 +549,132 @@ class _Run:
 
     # merging derived rows into the state ----------------------------------------------------
 
-    def merge(self, name: str, rows: Any) -> tuple[Any, int]:
-        """Merge ``rows`` into ``name``'s state; returns (the delta — rows new or grown — or
-        None, its size)."""
+    def merge_local(self, name: str, rows: Any, given: list[Any]) -> bool:
+        """Merge a few rows given on the driver (``given``, an input list; ``rows`` is its
+        frame) into the stored set-semantics table ``name`` without a shuffle: one job reads
+        which of the rows are stored already (a filter by their values), and the new ones
+        stay on the driver as this tick's delta (a local frame: its rows and keys are known
+        without a job). False (nothing done) when the rows are many, the table is keyed, has
+        lattice columns or columns that are not atomic or not of the stored types, or
+        nothing is stored yet."""
+        info = self.ir.collections[name]
+        old = self.state.get(name)
+        if old is None or info.values or self.plan.lattice_cols[name]:
+            return False
+        if len(given) > SMALL_DELTA or not _local_ok(rows.schema, old.schema):
+            return False
+        learn_types(self.plan, name, rows)
+        self._add_local(name, [r if isinstance(r, tuple) else (r,) for r in given])
+        return True
+
+    def _merge_small(self, name: str, rows: Any) -> bool:
+        """Merge a few derived rows (checkpointed and counted) into the stored set-semantics
+        collection ``name`` as :meth:`merge_local` merges an input list: the rows collected,
+        the stored ones among them found by a filter, the new ones a local delta. The
+        result is left in ``_small_result``. False when the collection is keyed or its
+        columns do not allow it."""
+        info = self.ir.collections[name]
+        old = self.state[name]
+        if info.values or self.plan.lattice_cols[name] or not _local_ok(rows.schema, old.schema):
+            return False
+        learn_types(self.plan, name, rows)
+        self._small_result = self._add_local(name, [tuple(r) for r in rows.collect()])
+        return True
+
+    def _add_local(self, name: str, given: list[tuple[Any, ...]]) -> tuple[Any, int]:
+        """Add the rows ``given`` (few) to the stored set-semantics collection ``name``: one
+        job reads which are stored; returns (the new ones as a local frame or None, count)."""
+        old = self.state[name]
+        cols = self.cols(name)
+        local = list(dict.fromkeys(_local_rows(self.spark, given, old.schema)))
+        stored = {tuple(x) for x in old.where(_matches(cols, local, old.schema)).collect()}
+        new = [x for x in local if x not in stored]
+        if not new:
+            return None, 0
+        delta = _local_frame(self.spark, new, old.schema)
+        self._layer(name, old.unionByName(delta), self.state_rows(name) + len(new))
+        self._local_delta(name, delta, new)
+        return delta, len(new)
+
+    def _local_delta(self, name: str, delta: Any, rows: list[tuple[Any, ...]]) -> None:
+        """Record ``rows`` (also the local frame ``delta``) as part of ``name``'s tick delta."""
+        self.tick_delta.setdefault(name, []).append((delta, len(rows)))
+        self.local_frames[id(delta)] = (delta, rows)
+        known = self.tick_local.get(name, [])
+        self.tick_local[name] = None if known is None else [*known, *rows]
+
+    def incr_group(self, rule: Rule) -> tuple[Any, int]:
+        """Update the scratch ``rule.head``, a ``group`` over a table whose tick delta is
+        small rows on the driver (only inserts), for the groups those rows touch: per touched
+        key the stored aggregate combined with the delta's (``count()``, ``sum``: added;
+        ``min``, ``max``: the least/greatest), the other groups kept as stored. One job reads
+        the stored rows of the touched keys (a filter by their values); the new state is the
+        stored one less those keys plus their new rows (a local frame). Returns (the rows
+        that changed or None, how many)."""
+        node = rule.body
+        assert isinstance(node, Group) and isinstance(node.input, Scan)  # _first_round
+        name = rule.head
+        old = self.state[name]
+        cols = self.cols(name)
+        nk = len(node.keys)
+        inc: dict[tuple[Any, ...], list[Any]] = {}
+        for row in self.tick_local[node.input.name] or ():
+            k = tuple(row[i] for i in node.keys)
+            vals = [1 if a.col is None else row[a.col] for a in node.aggs]
+            got = inc.get(k)
+            inc[k] = (
+                vals
+                if got is None
+                else [_combine(a.fn, g, v) for a, g, v in zip(node.aggs, got, vals, strict=True)]
+            )
+        keys = _local_rows(self.spark, list(inc), old.select(*cols[:nk]).schema)
+        inc = dict(zip(keys, inc.values(), strict=True))
+        match = _matches(cols[:nk], keys, old.schema)
+        stored = {tuple(r[:nk]): tuple(r[nk:]) for r in old.where(match).collect()}
+        new_rows, changed = [], []
+        for k, v in inc.items():
+            was = stored.get(k)
+            now = (
+                tuple(v)
+                if was is None
+                else tuple(
+                    v[j] if w is None else _combine(a.fn, w, v[j])
+                    for j, (a, w) in enumerate(zip(node.aggs, was, strict=True))
+                )
+            )
+            new_rows.append((*k, *now))
+            if now != was:
+                changed.append((*k, *now))
+        new_rows = _local_rows(self.spark, new_rows, old.schema)
+        touched = _local_frame(self.spark, new_rows, old.schema)
         from pyspark.sql import functions as F
+
+        state = old.where(~F.coalesce(match, F.lit(False))).unionByName(touched)
+        self._layer(name, state, self.state_rows(name) + len(new_rows) - len(stored))
+        if len(changed) > len(new_rows) - len(stored):
+            self.shrunk.add(name)  # a stored group's row was replaced
+        if not changed:
+            return None, 0
+        changed = _local_rows(self.spark, changed, old.schema)
+        delta = _local_frame(self.spark, changed, old.schema)
+        self._local_delta(name, delta, changed)
+        return delta, len(changed)
+
+    def merge(self, name: str, rows: Any, *, precount: bool = False) -> tuple[Any, int]:
+        """Merge ``rows`` into ``name``'s state; returns (the delta — rows new or grown — or
+        None, its size).
+
+        ``precount``: the rows come from joining a tick's (usually small) delta with the state,
+        and are often none: they are checkpointed and counted first (one job), and a merge
+        of no rows reads and rewrites nothing."""
+        from pyspark.sql import functions as F
+
+        if precount and self.state.get(name) is not None:
+            rows, (n_rows,) = _checkpoint_observed(rows, "count(1)")
+            if n_rows == 0:
+                return None, 0
+            if n_rows <= SMALL_DELTA and self._merge_small(name, rows):
+                return self._small_result
 
         info = self.ir.collections[name]
         cols = self.cols(name)
@@ -542,6 +695,7 @@ class _Run:
                 return None, 0
             self._store(name, delta if old is None else old.unionByName(delta), n_old + n)
             self.tick_delta.setdefault(name, []).append((delta, n))
+            self.tick_local[name] = None
             return delta, n
         # One aggregation over the derived rows and the stored ones (if any) gives the new state:
         # per key, lattice columns merged by their SQL aggregate, other values kept from the
@@ -592,6 +746,7 @@ class _Run:
         self._store(name, full.select(*cols), n_rows, checkpointed=True)
         delta = full.where("_changed").select(*cols)
         self.tick_delta.setdefault(name, []).append((delta, n))
+        self.tick_local[name] = None
         return delta, n
 
     def _conflict(
@@ -611,9 +766,19 @@ class _Run:
         other = next((r for r in derived if r != first), derived[-1])
         raise KeyConstraintError(name, key if len(key) != 1 else key[0], first, other)
 
+    def _layer(self, name: str, state: Any, rows: int) -> None:
+        """The new state of ``name`` (``rows`` rows): the stored frame with a few rows on the
+        driver added or filtered out, a *layer* kept unmaterialized (its stored frame, read
+        back from the checkpoint directory's files or a checkpoint, stays as it is) until
+        ``checkpoint_every`` layers pile up (see :func:`run_plan`)."""
+        self.layers[name] = self.layers.get(name, 0) + 1
+        self.state[name] = state
+        self.n_state[name] = rows
+
     def _store(self, name: str, state: Any, rows: int, *, checkpointed: bool = False) -> None:
         """The new state of ``name`` (``rows`` rows); checkpointed every ``checkpoint_every``
         versions unless it is a checkpoint already."""
+        self.rewrite.add(name)
         self.versions[name] = self.versions.get(name, 0) + 1
         if not checkpointed and self.versions[name] % self.checkpoint_every == 0:
             state = _checkpoint(state)
@@ -671,14 +836,27 @@ def _is_connect(spark: Any) -> bool:
     return is_connect(spark)
 
 
-def keep_state(df: Any, files: list[str] | None = None) -> Any:
+#: the row group size of state files (bytes): small groups, so that a filter by a few
+#: values of the sorted first column reads a few thousand rows, not the whole file; a large
+#: state gets larger groups, at most :data:`STATE_ROW_GROUPS` of them (file footers stay small)
+STATE_ROW_GROUP = 32 << 10
+STATE_ROW_GROUPS = 4096
+
+
+def keep_state(
+    df: Any, files: list[str] | None = None, *, sort: bool = False, rows: int | None = None
+) -> Any:
     """``df`` materialized for use after this tick.
 
     With a reliable checkpoint directory (:func:`checkpoint_dir`) the rows are written there as
     Parquet and read back: they survive the loss of an executor, and Spark estimates the
     frame's size from its files, so a join of a user's frame with it plans as it would with a
     table. The path is appended to ``files`` (the caller deletes it when it is not needed any
-    more). Without one (or for a column Parquet cannot hold, such as ``void``): a
+    more). ``sort``: the rows are sorted by their first column (when it is atomic) and
+    written in row groups of :data:`STATE_ROW_GROUP` bytes (more for a state of many
+    ``rows``: see :data:`STATE_ROW_GROUPS`), so that a filter by a few of its values reads
+    only the row groups whose range holds them. Without a checkpoint
+    directory (or for a column Parquet cannot hold, such as ``void``): a
     ``localCheckpoint`` (:func:`_checkpoint`)."""
     from pyspark.sql.types import NullType
 
@@ -689,7 +867,11 @@ def keep_state(df: Any, files: list[str] | None = None) -> Any:
     import uuid
 
     path = f"{root.rstrip('/')}/blooml-state-{uuid.uuid4().hex}"
-    df.write.parquet(path)
+    writer = df
+    if sort and df.columns and _atomic(df.select(df.columns[0]).schema):
+        writer = df.sort(df.columns[0])
+    block = max(STATE_ROW_GROUP, (rows or 0) * 8 * len(df.columns) // STATE_ROW_GROUPS)
+    writer.write.option("parquet.block.size", block).parquet(path)
     if files is not None:
         files.append(path)
     return spark.read.parquet(path)
@@ -781,6 +963,92 @@ def _rules(indexes: list[int]) -> str:
     return f"(rule{'s' if len(indexes) > 1 else ''} {', '.join(map(str, indexes))})"
 
 
+def _atomic(schema: Any) -> bool:
+    """Whether every column of ``schema`` is of a type a SQL literal states exactly (numbers,
+    strings, booleans, dates, timestamps with a time zone): rows of such a frame can live on
+    the driver as a local frame (:func:`_local_frame`)."""
+    from pyspark.sql import types as T
+
+    ok = (T.NumericType, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.NullType)
+    return all(isinstance(f.dataType, ok) for f in schema.fields)
+
+
+def _local_ok(rows: Any, stored: Any) -> bool:
+    """Whether rows of schema ``rows`` can be merged as local rows into a collection stored
+    with schema ``stored``: atomic columns (:func:`_atomic`) of the stored types (rows of
+    another type take the full merge, which unifies them or says why not)."""
+    from pyspark.sql.types import NullType
+
+    return _atomic(stored) and all(
+        f.dataType == t.dataType or isinstance(f.dataType, NullType)
+        for f, t in zip(rows.fields, stored.fields, strict=True)
+    )
+
+
+def _local_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
+    """A frame of ``rows`` (at least one) with ``schema``'s columns and types, as a local
+    relation (an inline table of parameters): collecting it, or filtering by its values, runs
+    no job (``createDataFrame`` on a classic session makes an RDD, scanned by a job)."""
+    width = len(schema.fields)
+    values = ", ".join("(" + ", ".join(["?"] * width) + ")" for _ in rows)
+    cols = ", ".join(
+        f"CAST(col{i + 1} AS {f.dataType.simpleString()}) AS `{f.name}`"
+        for i, f in enumerate(schema.fields)
+    )
+    args = [v for r in rows for v in r]
+    return spark.sql(f"SELECT {cols} FROM VALUES {values}", args=args)
+
+
+def _local_rows(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> list[tuple[Any, ...]]:
+    """``rows`` as Spark gives them back in ``schema``'s types (a Python int of a ``double``
+    column becomes a float, ...), so that they compare equal to collected rows (no job)."""
+    if not rows:
+        return []
+    return [tuple(r) for r in _local_frame(spark, rows, schema).collect()]
+
+
+def _matches(cols: list[str], rows: list[tuple[Any, ...]], schema: Any) -> Any:
+    """A Column: the row's ``cols`` equal (NULL-safe) those of one of ``rows``."""
+    from pyspark.sql import functions as F
+
+    types = {f.name: f.dataType for f in schema.fields}
+    if len(cols) == 1:
+        c = F.col(cols[0])
+        vals = [r[0] for r in rows if r[0] is not None]
+        out = c.isin([F.lit(v).cast(types[cols[0]]) for v in vals]) if vals else F.lit(False)
+        if len(vals) < len(rows):
+            out = out | c.isNull()
+        return out
+    first = list(dict.fromkeys(r[0] for r in rows if r[0] is not None))
+    # the first column alone: a filter Parquet pushes down (files are sorted by it)
+    head = F.col(cols[0]).isin([F.lit(v).cast(types[cols[0]]) for v in first])
+    if any(r[0] is None for r in rows):
+        head = head | F.col(cols[0]).isNull()
+    out = F.lit(False)
+    plain = [r for r in rows if None not in r]
+    if plain:
+        out = F.struct(*cols).isin(
+            [
+                F.struct(*[F.lit(v).cast(types[c]).alias(c) for c, v in zip(cols, r, strict=True)])
+                for r in plain
+            ]
+        )
+    for r in rows:
+        if None in r:
+            cond = F.lit(True)
+            for name, v in zip(cols, r, strict=True):
+                cond = cond & F.col(name).eqNullSafe(F.lit(v).cast(types[name]))
+            out = out | cond
+    return head & out
+
+
+def _combine(fn: str, a: Any, b: Any) -> Any:
+    """Two partial results of an incremental aggregate (:data:`_INCREMENTAL`) combined."""
+    if fn in ("count", "sum"):
+        return a + b
+    return min(a, b) if fn == "min" else max(a, b)
+
+
 def _aggregate(fn: str, col: int | None) -> Any:
     """The Spark aggregate of a ``group`` aggregate, as :func:`blooml.ir.apply_aggregate`
     defines it: ``count()`` counts rows, ``count(c)`` the distinct values of ``c`` (NULL, like
@@ -814,11 +1082,14 @@ class Carry:
     derives them has a changed input); and, for whoever saves the state, what the tick
     changed (``delta``, ``shrunk``)."""
 
-    __slots__ = ("counts", "delta", "fed", "shrunk")
+    __slots__ = ("counts", "delta", "fed", "layers", "shrunk")
 
     def __init__(self, counts: dict[str, int] | None = None, fed: set[str] | None = None) -> None:
         self.counts = dict(counts or {})
         self.fed = set(fed or ())
+        #: collection -> the local layers on its last materialized frame (0: the frame is new
+        #: and whoever keeps it writes it; n > 0: it is that frame plus n small layers)
+        self.layers: dict[str, int] = {}
         #: after a tick: collection -> the rows it gained or that grew (keyed: the merged rows)
         self.delta: dict[str, Any] = {}
         #: after a tick: the collections that lost rows (deleted, replaced, recomputed scratches)
@@ -881,6 +1152,7 @@ def run_plan(
             if n in derived:
                 run.reset.add(n)
     run.fresh = state is None
+    run.layers = {n: k for n, k in carry.layers.items() if n in run.state}
     run.lattices.update(lattices or {})
     for name, rows in pend.get("<+-", {}).items():
         old = run.state.get(name)
@@ -890,6 +1162,7 @@ def run_plan(
         if old is not None:
             run.state[name] = old.join(rows.select(*keys).distinct(), keys, "left_anti")
             run.n_state.pop(name, None)
+            run.rewrite.add(name)  # a new frame: kept in full
             run.shrunk.add(name)
         run.merge(name, rows)
     for name, rows in pend.get("<-", {}).items():
@@ -898,6 +1171,7 @@ def run_plan(
             match = [c for i, c in enumerate(run.cols(name)) if i not in plan.lattice_cols[name]]
             run.state[name] = old.join(rows.select(*match).distinct(), match, "left_anti")
             run.n_state.pop(name, None)
+            run.rewrite.add(name)
             run.shrunk.add(name)
     for name, rows in pend.get("<+", {}).items():
         run.merge(name, rows)
@@ -905,7 +1179,13 @@ def run_plan(
         if df is None:
             continue
         cols = run.cols(name)
-        df = _as_frame(spark, df, ir.collections[name].columns, plan.lattice_cols[name])
+        given = None if hasattr(df, "schema") and hasattr(df, "columns") else list(df)
+        df = _as_frame(
+            spark,
+            df if given is None else given,
+            ir.collections[name].columns,
+            plan.lattice_cols[name],
+        )
         if df is None:
             continue  # no rows
         if len(df.columns) != len(cols):
@@ -913,7 +1193,9 @@ def run_plan(
                 f"input {name!r}: {ir.collections[name].kind} {name!r} has columns "
                 f"{list(ir.collections[name].columns)}; the DataFrame has {df.columns}"
             )
-        run.merge(name, df.toDF(*cols))
+        df = df.toDF(*cols)
+        if given is None or not run.merge_local(name, df, given):
+            run.merge(name, df)
     run.fed = {n for n in fed if not ir.collections[n].persistent}
     rounds: list[int] = []
     for s_index, stratum in enumerate(ir.strata):
@@ -944,6 +1226,19 @@ def run_plan(
             idx = [i for i in ir.temporal if ir.rules[i].head == name and ir.rules[i].op == op]
             _jobs.label(end=True, what=f"{op} facts for the next tick into {name} {_rules(idx)}")
             by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
+    # layers piled up: the state materialized (written to the checkpoint directory by the
+    # engine when the session has one, else checkpointed here)
+    reliable = checkpoint_dir(spark) is not None
+    for name in run.rewrite:
+        run.layers[name] = 0
+    for name, k in list(run.layers.items()):
+        if name not in run.state:
+            del run.layers[name]
+        elif k >= run.checkpoint_every:
+            run.layers[name] = 0
+            if not reliable:
+                run.state[name] = _checkpoint(run.state[name])
+    carry.layers = dict(run.layers)
     carry.counts = {n: c for n, c in run.n_state.items() if n in run.state}
     carry.fed = set(run.fed)
     carry.shrunk = set(run.shrunk) | (set(run.state) if run.fresh else set())
@@ -1003,6 +1298,11 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
         first = rounds == 1
         derived: dict[str, list[Any]] = {}
         lat_news: dict[str, list[Lattice]] = {}
+        incr: dict[str, int] = {}  # heads updated incrementally: rows changed
+        incr_delta: dict[str, Any] = {}
+        # heads whose rows this round came only from rules joining the tick's delta
+        from_delta: set[str] = set()
+        from_state: set[str] = set()
         for rule in rules:
             if first and first_rules[rule.index] == "skip":
                 continue
@@ -1011,10 +1311,19 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
                 if first or {n for n, _ in sources(rule.body)} & changed_lats:
                     lat_news.setdefault(rule.head, []).append(_eval_lat(run, rule, rule.body))
                 continue
+            if first and first_rules[rule.index] == "incr":
+                _jobs.label(round=rounds, what=f"update {rule.head} (rule {rule.index})")
+                delta, n = run.incr_group(rule)
+                incr[rule.head] = n
+                if delta is not None and rule.head in reads:
+                    incr_delta[rule.head] = delta
+                continue
             if first and first_rules[rule.index] == "delta":
                 parts = _tick_delta_rows(run, rule)
+                from_delta.add(rule.head)
             else:
                 parts = _rule_rows(run, rule, first)
+                from_state.add(rule.head)
             if ir.is_lattice(rule.head):
                 cls = ir.lattices[rule.head].cls
                 for df in parts:
@@ -1033,18 +1342,21 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
                 run.lattices[name] = new
                 changed_lats.add(name)
         run.tick_lats |= changed_lats
-        new_delta: dict[str, Any] = {}
-        run.n_delta = {}
+        # rows joined from small deltas only (a later tick): counted before they are merged
+        small = not run.fresh and all(v <= SMALL_DELTA for v in run.n_delta.values())
+        new_delta: dict[str, Any] = dict(incr_delta)
+        run.n_delta = {h: incr[h] for h in incr_delta}
         run.sizes = {}
-        touched = 0
-        rows_new = {h: 0 for h in heads if h in ir.collections}
+        touched = sum(incr.values())
+        rows_new = {h: 0 for h in heads if h in ir.collections} | incr
         for name, parts in derived.items():
             if not parts:
                 continue
             idx = [r.index for r in rules if r.head == name]
             _jobs.label(round=rounds, what=f"merge into {name} {_rules(idx)}")
             rows = _union(name, parts, rules)
-            delta, n = run.merge(name, rows)
+            precount = name in from_delta - from_state if first else small
+            delta, n = run.merge(name, rows, precount=precount)
             rows_new[name] = n
             touched += n
             if delta is not None and name in reads:
@@ -1073,7 +1385,9 @@ def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
         if isinstance(rule.body, Lat):
             how[rule.index] = "full" if {n for n, _ in srcs} & run.tick_lats else "skip"
             continue
-        if any(nm and (n in changed or n in run.shrunk) for n, nm in srcs) or any(
+        if _incremental(run, rule, rules):
+            how[rule.index] = "incr"
+        elif any(nm and (n in changed or n in run.shrunk) for n, nm in srcs) or any(
             n in run.tick_lats for n, _ in srcs
         ):
             how[rule.index] = "full"
@@ -1086,7 +1400,7 @@ def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
         for r in rules
         if r.head in ir.collections
         and not ir.collections[r.head].persistent
-        and (how[r.index] != "skip" or r.head in run.fed or r.head in run.reset)
+        and (how[r.index] not in ("skip", "incr") or r.head in run.fed or r.head in run.reset)
     }
     for name in redo - run.fed:  # recomputed from nothing (a fed scratch holds this tick's rows)
         if run.state.pop(name, None) is not None:
@@ -1096,6 +1410,43 @@ def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
         if rule.head in redo:
             how[rule.index] = "full"
     return how
+
+
+def _incremental(run: _Run, rule: Rule, rules: list[Rule]) -> bool:
+    """Whether ``rule`` keeps its head up to date incrementally this tick (:meth:`_Run.
+    incr_group`): a ``group`` by ``count()``, ``sum``, ``min`` or ``max`` straight over a
+    table that only gained rows this tick, few and on the driver (no NULL among the aggregated
+    values); its head a keyed scratch keyed by the group's keys, that this rule alone derives
+    and no other rule of the stratum reads, holding the rows of the previous tick."""
+    node = rule.body
+    if not isinstance(node, Group) or not isinstance(node.input, Scan):
+        return False
+    src, head = node.input.name, rule.head
+    rows = run.tick_local.get(src)
+    info = run.ir.collections.get(head)
+    if (
+        not rows
+        or info is None
+        or info.persistent
+        or src in run.shrunk
+        or head not in run.state
+        or head in run.fed
+        or head in run.reset
+        or len(info.keys) != len(node.keys)
+        or run.plan.lattice_cols[head]
+        or run.plan.python_nodes.get(id(node))
+    ):
+        return False
+    for a in node.aggs:
+        if a.fn not in _INCREMENTAL or (a.fn == "count") != (a.col is None):
+            return False
+        if a.col is not None and any(r[a.col] is None for r in rows):
+            return False
+    if sum(1 for r in run.ir.rules if r.head == head) != 1:
+        return False
+    if not _atomic(run.state[head].schema):  # its touched groups become local rows
+        return False
+    return not any(r is not rule and head in {n for n, _ in sources(r.body)} for r in rules)
 
 
 def _tick_delta_rows(run: _Run, rule: Rule) -> list[Any]:
@@ -1113,6 +1464,9 @@ def _tick_delta_rows(run: _Run, rule: Rule) -> list[Any]:
             df = df.unionByName(p)
         run.delta[n] = df
         run.n_delta[n] = sum(c for _, c in parts)
+        rows = run.tick_local.get(n)
+        if rows is not None:
+            run.local_frames[id(df)] = (df, rows)
     try:
         return _rule_rows(run, rule, False)
     finally:

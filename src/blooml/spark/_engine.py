@@ -248,7 +248,9 @@ class SparkEngine:
                 pending=carried.pending if carried else None,
                 carry=carry,
             )
-        state = self._keep(plan.ir.name, state, carried.state if carried else {}, keep)
+        state = self._keep(
+            plan.ir.name, state, carried.state if carried else {}, keep, carry.layers, carry.counts
+        )
         result = DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
         if keep:
             assert isinstance(tick, int)
@@ -257,23 +259,33 @@ class SparkEngine:
         return result
 
     def _keep(
-        self, program: str, state: dict[str, Any], before: Mapping[str, Any], keep: bool
+        self,
+        program: str,
+        state: dict[str, Any],
+        before: Mapping[str, Any],
+        keep: bool,
+        layers: Mapping[str, int],
+        counts: Mapping[str, int],
     ) -> dict[str, Any]:
         """The tick's state frames that changed, materialized for after the tick: reliable
         Parquet files in the checkpoint directory when the session has one (see
-        :func:`keep_state`), else left as the tick's local checkpoints. A collection's files
-        from before its previous version are deleted (a result stays readable until the
-        collection changes twice more)."""
+        :func:`keep_state`; sorted by the first column, so that a filter by a few of its
+        values reads few row groups), else left as the tick's local checkpoints. A frame
+        that is its kept files plus a few rows on the driver (``layers``, see
+        ``_Run._layer``) stays as it is: nothing is written until the layers pile up
+        (``counts``: row counts, which size the files' row groups). A
+        collection's files from before its previous version are deleted (a result stays
+        readable until the collection changes twice more)."""
         if checkpoint_dir(self.spark) is None:
             return state
         out = {}
         kept = self._files.setdefault(program, {}) if keep else {}
         for name, df in state.items():
-            if before.get(name) is df:  # unchanged this tick: its files are current
+            if before.get(name) is df or layers.get(name, 0) > 0:  # its files are current
                 out[name] = df
                 continue
             files: list[str] = []
-            out[name] = keep_state(df, files)
+            out[name] = keep_state(df, files, sort=True, rows=counts.get(name))
             if keep and files:
                 old = kept.get(name, [])
                 kept[name] = [*old[-1:], *files]  # this tick's and the previous one's
