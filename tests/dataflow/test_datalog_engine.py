@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_dataflow_datalog import tc_program
 
 from blooml.dataflow import Datalog, DatalogError, Var, ZSet, where
 from blooml.ir import nodes as N
@@ -155,61 +156,53 @@ def test_constants_of_any_hashable_type_names_of_any_spelling_and_nullary_relati
 
 def test_a_failing_filter_leaves_the_view_as_it_was() -> None:
     p = Datalog()
-    e, q = p.relation("e", 2), p.relation("q", 2)
+    e, q = p.relation("edge", 2), p.relation("q", 2)
     X, Y = p.vars("X Y")
     p.rule(q(X, Y), e(X, Y), where(lambda x, y: 1 / (x - 7) != 0, X, Y))
     view = p.compile()
-    view.insert("e", (1, 2))
+    view.insert("edge", (1, 2))
     with pytest.raises(ZeroDivisionError):
-        view.insert("e", (7, 8))
-    assert view["e"] == {(1, 2)} and view["q"] == {(1, 2)}
-    assert view.insert("e", (3, 4)) == {"q": ZSet({(3, 4): 1})}
-    assert view["e"] == {(1, 2), (3, 4)}
+        view.insert("edge", (7, 8))
+    assert view["edge"] == {(1, 2)} and view["q"] == {(1, 2)}
+    assert view.insert("edge", (3, 4)) == {"q": ZSet({(3, 4): 1})}
+    assert view["edge"] == {(1, 2), (3, 4)}
 
 
 def test_a_lattice_value_in_a_fact_is_refused_clearly() -> None:
     from blooml import lmax
 
     p = Datalog()
-    e, q = p.relation("e", 2), p.relation("q", 2)
+    e, q = p.relation("edge", 2), p.relation("q", 2)
     X, Y = p.vars("X Y")
     p.rule(q(X, Y), e(X, Y))
     view = p.compile()
     with pytest.raises(DatalogError, match=r"lattice value lmax\(1\) at position 0"):
-        view.insert("e", (2, 3), (lmax(1), 2))
-    assert view["e"] == frozenset()
+        view.insert("edge", (2, 3), (lmax(1), 2))
+    assert view["edge"] == frozenset()
     with pytest.raises(DatalogError, match="plain values"):
-        p.evaluate({"e": [(lmax(1), 2)]})
+        p.evaluate({"edge": [(lmax(1), 2)]})
 
 
 def test_evaluate_runs_the_engine_and_checks_its_input() -> None:
-    p = Datalog()
-    e, path = p.relation("e", 2), p.relation("path", 2)
-    X, Y, Z = p.vars("X Y Z")
-    p.rule(path(X, Y), e(X, Y))
-    p.rule(path(X, Z), path(X, Y), e(Y, Z))
+    p = tc_program()
     chain = [(i, i + 1) for i in range(300)]
-    got = p.evaluate({"e": chain})
-    assert len(got["path"]) == 300 * 301 // 2 and got["e"] == set(chain)
+    got = p.evaluate({"edge": chain})
+    assert len(got["path"]) == 300 * 301 // 2 and got["edge"] == set(chain)
     with pytest.raises(DatalogError, match="not an input relation"):
         p.evaluate({"path": [(1, 2)]})
     with pytest.raises(DatalogError, match="needs 2 values"):
-        p.evaluate({"e": [(1,)]})
+        p.evaluate({"edge": [(1,)]})
 
 
 def test_a_deleted_edge_in_a_long_chain_is_handled_by_re_derivation_not_a_rerun() -> None:
     """Over a 400-edge chain (80,200 paths), cutting the last edge retracts 400 paths: the
     engine's delete-and-re-derive touches those, not the view (checked by the view's
     operator state, not by time)."""
-    p = Datalog()
-    e, path = p.relation("e", 2), p.relation("path", 2)
-    X, Y, Z = p.vars("X Y Z")
-    p.rule(path(X, Y), e(X, Y))
-    p.rule(path(X, Z), path(X, Y), e(Y, Z))
+    p = tc_program()
     view = p.compile()
-    view.update(insert={"e": [(i, i + 1) for i in range(400)]})
+    view.update(insert={"edge": [(i, i + 1) for i in range(400)]})
     units = [u for us in view._rt.units for u in us if u.recursive]
     assert units and all(u.dred is not None for u in units)
-    change = view.delete("e", (399, 400))
+    change = view.delete("edge", (399, 400))
     assert change["path"] == ZSet({(i, 400): -1 for i in range(400)})
     assert len(view["path"]) == 400 * 401 // 2 - 400
