@@ -523,7 +523,10 @@ class _Run:
                 col = parts[b].columns[bc]
                 t = parts[b].schema[col].dataType
                 keep = parts[b]
-                parts[b] = keep.where(F.col(col).isin([F.lit(v).cast(t) for v in vals]))
+                hit = F.col(col).isin([F.lit(v).cast(t) for v in vals])
+                if len(vals) < len({r[ac] for r in got[1]}):  # None matches None
+                    hit = hit | F.col(col).isNull()
+                parts[b] = keep.where(hit)
                 if id(keep) in self.sizes:
                     self.sizes[id(parts[b])] = (parts[b], *self.sizes[id(keep)][1:])
         # broadcast the smallest input when its exact size allows (usually the delta): the
@@ -536,11 +539,12 @@ class _Run:
         if sized:
             (rows, width), i = min(sized)
             parts[i] = self.small(parts[i], rows, width)
-        # columns by position (i{input}_{position}), as the lowering names them
+        # columns by position (i{input}_{position}), as the lowering names them; equalities
+        # NULL-safe (None matches None, as in the local engine), still planned as equi-joins
         named = [p.toDF(*[f"i{i}_{c[1:]}" for c in p.columns]) for i, p in enumerate(parts)]
         acc = named[0]
         for j in range(1, len(named)):
-            cond = [f"i{p.left}_{p.lcol} = i{j}_{p.rcol}" for p in node.preds if p.right == j]
+            cond = [f"i{p.left}_{p.lcol} <=> i{j}_{p.rcol}" for p in node.preds if p.right == j]
             if cond:  # one SQL condition: a Column per equality costs a JVM call each
                 acc = acc.join(named[j], F.expr(" AND ".join(cond)), "inner")
             else:
@@ -689,7 +693,7 @@ class _Run:
             n_old = 0 if old is None else self.state_rows(name)
             delta = rows.distinct()
             if old is not None:
-                delta = delta.join(self.small(old, n_old, len(cols)), cols, "left_anti")
+                delta = anti_join(delta, self.small(old, n_old, len(cols)), cols)
             delta, (n,) = _checkpoint_observed(delta, "count(1)")
             if n == 0:
                 return None, 0
@@ -1042,6 +1046,18 @@ def _matches(cols: list[str], rows: list[tuple[Any, ...]], schema: Any) -> Any:
     return head & out
 
 
+def anti_join(left: Any, right: Any, cols: list[str]) -> Any:
+    """The rows of ``left`` whose ``cols`` equal those of no row of ``right`` (which has those
+    columns), NULL-safe as the local engine compares (None equals None): ``<=>``, which Spark
+    still plans as a hash or broadcast anti-join. A join on column names (``left.join(right,
+    cols, "left_anti")``) would keep every row with a NULL in ``cols``."""
+    from pyspark.sql import functions as F
+
+    other = right.select(*[F.col(c).alias(f"_r{c}") for c in cols])
+    cond = " AND ".join(f"`{c}` <=> `_r{c}`" for c in cols)
+    return left.join(other, F.expr(cond), "left_anti")
+
+
 def _combine(fn: str, a: Any, b: Any) -> Any:
     """Two partial results of an incremental aggregate (:data:`_INCREMENTAL`) combined."""
     if fn in ("count", "sum"):
@@ -1160,7 +1176,7 @@ def run_plan(
         nk = len(info.keys) if info.values else len(info.columns)
         keys = run.cols(name)[:nk]
         if old is not None:
-            run.state[name] = old.join(rows.select(*keys).distinct(), keys, "left_anti")
+            run.state[name] = anti_join(old, rows.select(*keys).distinct(), keys)
             run.n_state.pop(name, None)
             run.rewrite.add(name)  # a new frame: kept in full
             run.shrunk.add(name)
@@ -1169,7 +1185,7 @@ def run_plan(
         old = run.state.get(name)
         if old is not None:
             match = [c for i, c in enumerate(run.cols(name)) if i not in plan.lattice_cols[name]]
-            run.state[name] = old.join(rows.select(*match).distinct(), match, "left_anti")
+            run.state[name] = anti_join(old, rows.select(*match).distinct(), match)
             run.n_state.pop(name, None)
             run.rewrite.add(name)
             run.shrunk.add(name)
