@@ -91,12 +91,15 @@ def main(timeout: float = 30.0) -> dict[str, Any]:
     cmd += ["--trace", str(traces), "--summary-every", "60"]
     cluster = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out: list[str] = []
+    err: list[str] = []
 
-    def read() -> None:
-        assert cluster.stdout is not None
-        out.extend(line.rstrip("\n") for line in cluster.stdout)
+    # Both pipes are drained: the nodes' logs reach the cluster command's stderr, and a full
+    # pipe nobody reads would block the cluster (and its nodes) until it is killed.
+    def read(stream: Any, into: list[str]) -> None:
+        into.extend(line.rstrip("\n") for line in stream)
 
-    threading.Thread(target=read, daemon=True).start()
+    for stream, into in ((cluster.stdout, out), (cluster.stderr, err)):
+        threading.Thread(target=read, args=(stream, into), daemon=True).start()
     me = Watcher(addr="127.0.0.1:0", cluster_key=KEY.encode()).start()
     nodes = {f"127.0.0.1:{p}" for p in ports}
     deadline = time.monotonic() + timeout
@@ -123,8 +126,8 @@ def main(timeout: float = 30.0) -> dict[str, Any]:
     finally:
         me.stop()
         cluster.send_signal(signal.SIGTERM)
-        try:
-            code = cluster.wait(timeout)
+        try:  # it stops each node in turn, killing one that takes over 10 s: allow for that
+            code = cluster.wait(max(timeout, 75.0))
         except subprocess.TimeoutExpired:
             cluster.kill()
             code = cluster.wait()
@@ -141,6 +144,7 @@ def main(timeout: float = 30.0) -> dict[str, Any]:
         "bound": bound,
         "events": events,
         "exit_code": code,
+        "log": err,
         "traces": written,
         "html": html,
     }

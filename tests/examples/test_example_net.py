@@ -81,6 +81,7 @@ def test_membership_on_a_cluster_started_in_one_command() -> None:
     assert (out["victim"], "down") in out["events"]
     # wall clock on a shared machine: the bound, plus slack for a slow tick
     assert out["detected"] <= out["bound"] + 2.0
-    assert out["exit_code"] == 1  # a node was killed: the cluster command says so
+    # a node was killed: the cluster command says so (and stops the others within the wait)
+    assert out["exit_code"] == 1, "\n".join(out["log"][-30:])
     assert out["traces"] == ["a.jsonl", "b.jsonl", "c.jsonl"]
     assert out["html"].stat().st_size > 1000
