@@ -614,7 +614,11 @@ class Runtime:
         the stored rows instead."""
         self._reset = reset
         if reset:
-            return  # the failed tick was rebuilding the state anyway: the next one will
+            # the failed tick was rebuilding the state: the next one rebuilds it again, so
+            # every rule must be evaluated afresh (the failed tick marked some initialised)
+            for cr in self.rules:
+                cr.fresh = cr.zfresh = True
+            return
         try:
             for z in self._stateful:
                 z.rollback()
