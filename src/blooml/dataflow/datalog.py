@@ -381,17 +381,14 @@ class Datalog:
                 raise DatalogError(f"{name!r} is not an input relation of this program")
             rows[name] = [_fact(rel, r) for r in got]
         self.strata()
-        from blooml.dataflow.datalog_view import new_runtime
+        from blooml.dataflow.datalog_view import new_runtime, stored_facts
 
         rt = new_runtime(self, incremental=False)
         for name, rs in rows.items():
             if rs:
                 rt.pending.add("inserts", name, rs)
         rt.tick()
-        return {
-            n: {r if type(r) is tuple else tuple(r) for r in rt.rels[n].rows()}
-            for n in self._relations
-        }
+        return {n: stored_facts(rt, n) for n in self._relations}
 
 
 def _fact(rel: Relation, row: Any) -> tuple[Any, ...]:

@@ -49,6 +49,11 @@ def _plain(row: Any) -> tuple[Any, ...]:
     return row if type(row) is tuple else tuple(row)
 
 
+def stored_facts(rt: Runtime, relation: str) -> set[tuple[Any, ...]]:
+    """The facts ``rt`` stores for ``relation``, as plain tuples."""
+    return {_plain(r) for r in rt.rels[relation].rows()}
+
+
 class DatalogView:
     """The incrementally maintained result of a :class:`Datalog` program.
 
@@ -169,7 +174,7 @@ class DatalogView:
             raise DatalogError(
                 f"no relation {relation!r} (relations: {sorted(self.program.relations)})"
             )
-        return frozenset(_plain(r) for r in self._rt.rels[relation].rows())
+        return frozenset(stored_facts(self._rt, relation))
 
     def memory(self) -> MemoryReport:
         """What the view keeps, as the engine reports it (``Program.memory``): per

@@ -652,9 +652,9 @@ class Relation:
         if c is not None and c[0] == len(undo) and c[1] is undo:
             return c[2]  # type: ignore[no-any-return]
         out: list[tuple[Any, int]]
-        if self._empty_at_begin and not undo:
-            return []
         if self._empty_at_begin:  # everything stored is new (a bulk load): no log to read
+            if not undo:
+                return []
             out = [(r, 1) for r in self.store.values()]
             self._dcache = (len(undo), undo, out)
             return out
