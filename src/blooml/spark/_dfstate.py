@@ -97,10 +97,12 @@ class _State:
             return False
         first = name not in self.shrunk
         keys = _local_rows(self.spark, given, old.select(*match).schema)
-        hit = F.coalesce(_matches(match, keys, old.schema), F.lit(False))
+        # the lookup's filter as it is (Parquet prunes row groups by it; not under coalesce)
+        hit = _matches(match, keys, old.schema)
         gone = [tuple(r) for r in old.where(hit).collect()] if keys else []
         if gone:
-            self._layer(name, old.where(~hit), self.state_rows(name) - len(gone))
+            keep = old.where(~F.coalesce(hit, F.lit(False)))
+            self._layer(name, keep, self.state_rows(name) - len(gone))
             self.shrunk.add(name)
             if first:
                 self.removed[name] = gone

@@ -464,7 +464,7 @@ def _regroup(run: _Run, rule: Rule) -> tuple[Any, int]:
     src_cols = run.cols(src)
     nk = len(node.keys)
     where = _matches([src_cols[i] for i in node.keys], keys, data.schema)
-    part = data.where(F.coalesce(where, F.lit(False)))
+    part = data.where(where)  # as it is: Parquet prunes row groups by it (not by a coalesce)
     aggs = [_aggregate(a.fn, a.col).alias(f"c{nk + j}") for j, a in enumerate(node.aggs)]
     grouped = part.groupBy(*[F.col(f"c{k}") for k in node.keys]).agg(
         *aggs, F.count(F.lit(1)).alias("_rows")
@@ -474,11 +474,11 @@ def _regroup(run: _Run, rule: Rule) -> tuple[Any, int]:
     # a group with no rows left has no row (groupBy() of no keys gives one, counting 0)
     fresh = [tuple(r)[:-1] for r in grouped.collect() if r["_rows"]]
     new_rows = _local_rows(run.spark, fresh, old.schema)
-    hit = F.coalesce(_matches(cols[:nk], keys, old.schema), F.lit(False))
+    hit = _matches(cols[:nk], keys, old.schema)
     stored = {tuple(r[:nk]): tuple(r[nk:]) for r in old.where(hit).collect()}
     now = {tuple(r[:nk]): tuple(r[nk:]) for r in new_rows}
     changed = [(*k, *v) for k, v in now.items() if stored.get(k) != v]
-    state = old.where(~hit)
+    state = old.where(~F.coalesce(hit, F.lit(False)))
     if new_rows:
         state = state.unionByName(_local_frame(run.spark, new_rows, old.schema))
     run._layer(name, state, run.state_rows(name) - len(stored) + len(new_rows))
