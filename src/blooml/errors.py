@@ -27,6 +27,7 @@ __all__ = [
     "LatticeValueError",
     "NotSupportedOnSpark",
     "ProgramError",
+    "RowsRefusedError",
     "RuleQuarantinedError",
     "SchemaMismatchError",
     "SimulationError",
@@ -287,6 +288,31 @@ class RuleQuarantinedError(ProgramError):
             f"evaluated; the node runs on without it). Last error: {type(last).__name__}: "
             f"{last}. Fix the rule and restart the node, or call "
             "blooml.net.node(p).release_quarantine() to try it again"
+        )
+
+
+class RowsRefusedError(ProgramError):
+    """A peer set aside rows this node sent it: its rule raised on them (reported by the
+    peer's refusal message; the peer's other rows applied). Counted in
+    ``stats()["refused"]`` and passed to ``on_error``.
+
+    Attributes:
+        peer: the address of the node that refused them.
+        channel: the channel the rows were sent on.
+        rows: how many rows it refused.
+        error: the class name of the exception its rule raised.
+        detail: that exception's message (at most 200 characters).
+    """
+
+    def __init__(self, peer: str, channel: str, rows: int, error: str, detail: str) -> None:
+        self.peer = peer
+        self.channel = channel
+        self.rows = rows
+        self.error = error
+        self.detail = detail
+        super().__init__(
+            f"{peer} refused {rows} row(s) sent on channel {channel!r}: its rule raised "
+            f"{error}: {detail} (the other rows applied)"
         )
 
 

@@ -45,7 +45,7 @@ class Unit:
         result: the call's return value (the future's result once the input commits).
     """
 
-    __slots__ = ("fut", "pend", "result", "what")
+    __slots__ = ("fut", "pend", "result", "sender", "what")
 
     def __init__(
         self,
@@ -53,11 +53,33 @@ class Unit:
         pend: Pending,
         fut: concurrent.futures.Future[Any] | None = None,
         result: Any = None,
+        sender: str | None = None,
     ) -> None:
         self.what = what
         self.pend = pend
         self.fut = fut
         self.result = result
+        #: the address of the node that sent it (a datagram or frame), else ``None``
+        self.sender = sender
+
+    def divisible(self) -> bool:
+        """Whether :func:`isolate` may set aside part of it: a unit nobody waits for (a
+        datagram, a loopback delivery, queued input) holding more than one row. A
+        ``sync_do``/``async_do`` call is applied whole or not at all: its caller is told."""
+        return self.fut is None and self.size() > 1
+
+    def halves(self) -> list[Unit]:
+        """The unit cut into two units of about half its rows each (same ``what`` and
+        ``sender``; the same row objects, so identity is kept)."""
+        items = [(kind, name, x, type(lst)) for kind, name, lst in self.lists() for x in lst]
+        h = len(items) // 2
+        out = []
+        for part in (items[:h], items[h:]):
+            pend = Pending()
+            for kind, name, x, cls in part:
+                pend.add(kind, name, CheckedRows([x]) if cls is CheckedRows else [x])
+            out.append(Unit(self.what, pend, None, None, self.sender))
+        return out
 
     def lists(self) -> Iterator[tuple[str, str, list[Any]]]:
         """``(kind, name, items)`` for everything the unit queued."""
@@ -252,7 +274,9 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
     be good joins them; a failing group is split, and a failing single unit is bad. With one
     bad unit among ``n`` that is about ``2·log2(n)`` trials; after ``budget`` trials, once one
     bad unit is found (that takes at most ``log2(n) + 2``), the untried groups are
-    ``undecided``.
+    ``undecided``. A failing unit of several rows that nobody waits for (a datagram) is
+    bisected further, down to the rows: what is set aside is the poison row alone, in about
+    ``2·log2(rows)`` more trials.
     """
     out = Isolation()
     out.trials = 1
@@ -260,7 +284,7 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
     if exc is not None:
         out.no_input = exc
         return out
-    if len(units) == 1:
+    if len(units) == 1 and not units[0].divisible():
         out.bad.append((units[0], first))
         return out
     todo = _halves(units)
@@ -273,7 +297,7 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
         exc = trial(rt, out.good + group)
         if exc is None:
             out.good.extend(group)
-        elif len(group) == 1:
+        elif len(group) == 1 and not group[0].divisible():
             out.bad.append((group[0], exc))
         else:
             todo[:0] = _halves(group)
@@ -281,5 +305,10 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
 
 
 def _halves(units: list[Unit]) -> list[list[Unit]]:
+    """Two groups of about half of ``units``; a single unit of several rows is cut into
+    two halves of its rows (a poison row is then found in about ``2·log2(rows)`` more
+    trials, and the other rows of its datagram apply)."""
+    if len(units) == 1:
+        return [[u] for u in units[0].halves()]
     h = len(units) // 2
     return [units[:h], units[h:]]

@@ -33,6 +33,7 @@ class Isolation(NodeBase):
         fn: Callable[..., Any],
         *args: Any,
         fut: concurrent.futures.Future[Any] | None = None,
+        sender: str | None = None,
     ) -> Any:
         """Call ``fn(*args)``, remembering what it queues for the next tick as one input
         unit (``_isolate.Unit``); if it raises, nothing it queued stays queued. ``fn`` sees
@@ -48,7 +49,7 @@ class Isolation(NodeBase):
             raise
         mine = added(base, before) if rt.pending is base else None
         if mine:
-            self._units.append(Unit(what, mine, fut, value))
+            self._units.append(Unit(what, mine, fut, value, sender))
         elif fut is not None:  # nothing queued, or fn ticked and so applied it already
             fut.set_result(value)
         return value
@@ -76,6 +77,8 @@ class Isolation(NodeBase):
             self._streak.clear()
             for u in units:
                 u.settle(None)
+            if self._strikes:
+                self._forgive(units)
             return True
         self._stats["errors"] += 1
         self._report(exc, None)
@@ -92,6 +95,7 @@ class Isolation(NodeBase):
             return False
         for u, e in iso.bad:
             self._set_aside(u, e)
+        self._strike(iso.bad, iso.good)
         log.error(
             "%s: tick %d failed (%s: %s); set aside %s; ticking again on the other %d inputs%s",
             rt.addr,
@@ -116,6 +120,81 @@ class Isolation(NodeBase):
             merge_into(rt.pending, u.pend)
             self._units.append(u)
         return ok
+
+    # -- senders whose rows keep failing --------------------------------------------------
+
+    def _strike(self, bad: list[tuple[Unit, BaseException]], good: list[Unit]) -> None:
+        """After an isolation: tell each sender of rows set aside (one refusal per sender
+        and tick), and count a strike against it; a sender with ``throttle_after`` strikes
+        more than clean datagrams is throttled (``_throttled``)."""
+        per: dict[str, tuple[dict[str, int], BaseException]] = {}
+        for u, e in bad:
+            if u.sender is None:
+                continue
+            chans, _ = per.setdefault(u.sender, ({}, e))
+            for _, name, items in u.lists():
+                chans[name] = chans.get(name, 0) + len(items)
+        strikes = self._strikes
+        for sender, (chans, e) in per.items():
+            self._refuse(sender, chans, e)
+            strikes[sender] = strikes.pop(sender, 0) + 1  # (re)inserted last: oldest first
+            if strikes[sender] == self.throttle_after:
+                self._stats["throttled_senders"] += 1
+                log.warning(
+                    "%s: throttling %s: its rows failed %d ticks more than they applied; "
+                    "its datagrams now wait in a slow lane (at most %d%% of tick time)",
+                    self.rt.addr,
+                    sender,
+                    self.throttle_after,
+                    round(100 * self.throttle_share),
+                )
+        while len(strikes) > 10_000:  # forged sender names cannot grow it without bound
+            del strikes[next(iter(strikes))]
+        self._forgive([u for u in good if u.sender not in per])
+
+    def _forgive(self, units: list[Unit]) -> None:
+        """Each sender of a datagram that applied cleanly loses one strike."""
+        strikes = self._strikes
+        for sender in {u.sender for u in units if u.sender in strikes}:
+            assert sender is not None
+            n = strikes[sender] - 1
+            if n > 0:
+                strikes[sender] = n
+            else:
+                del strikes[sender]
+
+    def _throttled(self, sender: str, batches: Any) -> bool:
+        """Whether a checked datagram from ``sender`` goes to the slow lane (its sender is
+        throttled); there it waits, bounded (``throttle_queue``; more are dropped,
+        ``dropped["throttled"]``)."""
+        if self._strikes.get(sender, 0) < self.throttle_after or self._in_slow:
+            return False
+        if len(self._slow) >= self.throttle_queue:
+            self._drop("throttled", f"from {sender!r}: its slow lane is full")
+            return True
+        self._slow.append((sender, batches))
+        return True
+
+    def _slow_step(self, busy: bool) -> None:
+        """Apply one datagram of the slow lane in a tick of its own, when the node is idle
+        or the lane's share of tick time (``throttle_share``) allows: a throttled sender's
+        failures cost its own ticks, never the other senders' throughput."""
+        if not self._slow or (busy and self._slow_credit <= 0):
+            return
+        t0 = time.perf_counter()
+        sender, batches = self._slow.popleft()
+        self._in_slow = True
+        try:
+            if self._enqueue(sender, batches):
+                self._tick(t0)
+        finally:
+            self._in_slow = False
+        self._slow_credit -= time.perf_counter() - t0
+
+    def _credit(self, seconds: float) -> None:
+        """A clean step took ``seconds``: the slow lane may take its share of them."""
+        share = self.throttle_share
+        self._slow_credit = min(self._slow_credit + seconds * share / (1 - share), 0.05)
 
     def _commit_tick(self, t0: float) -> BaseException | None:
         """One tick of the runtime, with the node's bookkeeping; the exception if it failed

@@ -18,7 +18,7 @@ import struct
 import time
 from typing import Any
 
-from blooml.errors import BloomlError, CodecError, ProgramError
+from blooml.errors import BloomlError, CodecError, ProgramError, RowsRefusedError
 from blooml.net._coltypes import ColumnTypes
 from blooml.net._fragment import Reassembler, fragment, is_fragment
 from blooml.net._nodebase import NodeBase, log
@@ -27,9 +27,13 @@ from blooml.net.codec import (
     decode_envelope,
     encode_envelope,
     encode_for_channel,
+    encode_row,
 )
 
 _FRAME = struct.Struct(">I")
+#: The channel of refusals: a node tells a peer that rows it sent were set aside (rows of
+#: ``(channel, rows, error class, message)``). No program can declare it (not an identifier).
+REFUSED_CHANNEL = "blooml.refused"
 #: Seconds a resolved host name is used before it is resolved again (in the background).
 RESOLVE_TTL = 30.0
 
@@ -46,6 +50,15 @@ def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
         f"{where + ': ' if where else ''}the address {addr!r} is not host:port "
         "(a program bound to a socket sends to host:port addresses)"
     )
+
+
+def _is_addr(addr: Any) -> bool:
+    """Whether ``addr`` is a ``host:port`` a socket can send to (see ``parse_addr``)."""
+    try:
+        parse_addr(addr)
+    except ProgramError:
+        return False
+    return True
 
 
 class _UDP(asyncio.DatagramProtocol):
@@ -86,12 +99,17 @@ class Transport(NodeBase):
         return sock
 
     def check(self, rt: Any, addr: Any, chan: str, row: Any, where: str = "") -> Any:
-        """At the sending rule: the address must be host:port and the row must encode within
-        ``max_message`` bytes (over UDP a row larger than a datagram travels as fragments).
-        Returns the encoded row."""
+        """At the sending rule: the row must encode within ``max_message`` bytes (over UDP a
+        row larger than a datagram travels as fragments). Returns the encoded row.
+
+        A row whose address is not ``host:port`` (``"127.0.0.1:70000"``, no port) is a bad
+        row, not a bad rule: it is refused here (never sent), and counted per address in
+        ``stats()["send_failures"]`` once its tick commits (``deliver``); the rule's other
+        rows are sent, and the rule is never quarantined for it."""
         if addr == rt.addr:
             return None  # loopback: delivered in-process
-        parse_addr(addr, f"{where}: channel {chan!r}")
+        if not _is_addr(addr):
+            return None  # refused in deliver (after commit: trial ticks count nothing)
         return encode_for_channel(
             row,
             chan,
@@ -118,13 +136,19 @@ class Transport(NodeBase):
                 )
                 self._wake_soon()
                 return
+            if not _is_addr(addr):
+                try:
+                    parse_addr(addr, f"channel {batch[0][0]!r}")
+                except ProgramError as exc:
+                    self._send_failed(str(addr), exc, len(batch))  # one per refused row
+                return
             self._deliver(rt, addr, batch)
         except Exception as exc:
             self._send_failed(str(addr), exc)
 
-    def _send_failed(self, addr: str, exc: BaseException) -> None:
+    def _send_failed(self, addr: str, exc: BaseException, n: int = 1) -> None:
         fails = self._stats["send_failures"]
-        fails[addr] = fails.get(addr, 0) + 1
+        fails[addr] = fails.get(addr, 0) + n
         if fails[addr] == 1:
             log.error(
                 "%s: sending to %s failed after the tick committed (nothing is rolled back; "
@@ -307,6 +331,58 @@ class Transport(NodeBase):
         if whole is not None:
             self._inbox_put(whole)
 
+    def _refused(self, peer: str, batches: Any) -> None:
+        """A peer refused rows this node sent (their rule raised there): counted per peer
+        (``stats()["refused"]``), kept in ``refusals`` (the last 100), logged once per peer
+        and passed to ``on_error`` as ``RowsRefusedError``. Never answered."""
+        for _, rows in batches:
+            for r in rows:
+                if not (isinstance(r, (tuple, list)) and len(r) == 4):
+                    self._drop("malformed", f"from {peer!r}: a refusal {r!r}")
+                    continue
+                chan, n, cls, msg = r
+                if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                    n = 0
+                counts = self._stats["refused"]
+                counts[str(peer)] = counts.get(str(peer), 0) + n
+                self._stats["refused_rows"] += n
+                err = RowsRefusedError(str(peer), str(chan), n, str(cls), str(msg))
+                self.refusals.append(err)
+                if str(peer) not in self._logged_refusals:
+                    self._logged_refusals.add(str(peer))
+                    log.warning("%s: %s (logged once per peer)", self.rt.addr, err)
+                self._report(err, None)
+
+    def _refuse(self, sender: str, chan_rows: dict[str, int], exc: BaseException) -> None:
+        """Tell ``sender`` that its rows were set aside: one small message per sender and
+        tick at most (its size is bounded; never more than what it sent)."""
+        if sender == self.rt.addr or not _is_addr(sender) or self.transport is None:
+            return
+        msg = f"{exc}"[:200]
+        rows = [encode_row((chan, n, type(exc).__name__, msg)) for chan, n in chan_rows.items()]
+        self._stats["refusals_sent"] += 1
+        try:
+            self._send(sender, {REFUSED_CHANNEL: rows})
+        except Exception as exc2:  # never fail a tick over a courtesy message
+            self._send_failed(sender, exc2)
+
+    def _drain_udp(self) -> None:
+        """Read the datagrams waiting in the UDP socket (on the node's thread, between
+        ticks), at most until the inbox holds ``batch_limit``: the event loop hands over one
+        datagram per readiness event, and a tick after each would apply one at a time."""
+        sock = self.sock
+        if self._udp is None or sock is None or self._closing:
+            return
+        for _ in range(self.batch_limit - len(self._inbox)):
+            try:
+                data, source = sock.recvfrom(65_536)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # e.g. an ICMP error reported on the socket
+                self._count("send_errors")
+                return
+            self._datagram(data, source)
+
     def _inbox_put(self, data: bytes) -> None:
         limit = 4 * self.max_message if self.inbox_bytes is None else self.inbox_bytes
         if len(self._inbox) >= self.inbox_limit or self._inbox_size + len(data) > limit:
@@ -329,6 +405,9 @@ class Transport(NodeBase):
         except Exception as exc:  # never let a datagram stop the node
             self._drop("malformed", f"{type(exc).__name__}: {exc}")
             return False
+        if env.batches and env.batches[0][0] == REFUSED_CHANNEL:
+            self._refused(env.sender, env.batches)  # a peer's refusal of rows we sent
+            return True
         for chan, rows in env.batches:
             rel = rt.rels.get(chan)
             if rel is None or rel.info.kind != "channel":
@@ -350,15 +429,22 @@ class Transport(NodeBase):
             if why is not None:
                 self._drop("ill_typed", f"from {env.sender!r}: {why}")
                 return False
+        if self._throttled(env.sender, env.batches):
+            return True  # waits in the sender's slow lane (see _policy)
+        return self._enqueue(env.sender, env.batches)
+
+    def _enqueue(self, sender: str, batches: Any) -> bool:
+        """Queue a checked datagram's rows for the next tick, as one input unit."""
+        rt = self.rt
         try:
             n = self._queue(
-                f"datagram from {env.sender}", rt.receive_batch, env.sender, env.batches
+                f"datagram from {sender}", rt.receive_batch, sender, batches, sender=sender
             )
         except BloomlError as exc:
-            self._drop("rejected", f"from {env.sender!r}: {exc}")
+            self._drop("rejected", f"from {sender!r}: {exc}")
             return False
         except Exception as exc:
-            self._drop("rejected", f"from {env.sender!r}: {type(exc).__name__}: {exc}")
+            self._drop("rejected", f"from {sender!r}: {type(exc).__name__}: {exc}")
             return False
         self._stats["received"] += 1
         self._stats["received_tuples"] += n
