@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from blooml.engine._state import Pending
@@ -67,6 +67,22 @@ class Unit:
         datagram, a loopback delivery, queued input) holding more than one row. A
         ``sync_do``/``async_do`` call is applied whole or not at all: its caller is told."""
         return self.fut is None and self.size() > 1
+
+    def take(self, kind: str, name: str, j: int) -> tuple[Unit, Unit | None]:
+        """Item ``j`` of ``kind``/``name`` as a unit of its own, and the unit without it
+        (``None`` when nothing is left); the same objects, so identity is kept."""
+        piece, rest = Pending(), Pending()
+        for k, n, items in self.lists():
+            cls = CheckedRows if type(items) is CheckedRows else list
+            if k == kind and n == name:
+                piece.add(k, n, cls([items[j]]))
+                others = items[:j] + items[j + 1 :]
+                if others:
+                    rest.add(k, n, cls(others))
+            else:
+                rest.add(k, n, cls(items))
+        left = Unit(self.what, rest, None, None, self.sender) if rest else None
+        return Unit(self.what, piece, None, None, self.sender), left
 
     def halves(self) -> list[Unit]:
         """The unit cut into two units of about half its rows each (same ``what`` and
@@ -266,7 +282,13 @@ def trial(rt: Any, units: list[Unit]) -> BaseException | None:
     raise AssertionError("a trial tick committed")  # pragma: no cover - the probe raises
 
 
-def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Isolation:
+def isolate(
+    rt: Any,
+    units: list[Unit],
+    first: BaseException,
+    budget: int,
+    on_bad: Callable[[Unit], bool] | None = None,
+) -> Isolation:
     """Find the units a tick fails on (the tick on all of ``units`` failed with ``first``).
 
     First a tick on no input: if it fails too, the failure is not the input's (``no_input``).
@@ -276,7 +298,8 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
     bad unit is found (that takes at most ``log2(n) + 2``), the untried groups are
     ``undecided``. A failing unit of several rows that nobody waits for (a datagram) is
     bisected further, down to the rows: what is set aside is the poison row alone, in about
-    ``2·log2(rows)`` more trials.
+    ``2·log2(rows)`` more trials. ``on_bad(unit)`` is called for each unit found bad; when
+    it returns true (its sender is throttled), the sender's other units are left undecided.
     """
     out = Isolation()
     out.trials = 1
@@ -286,7 +309,34 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
         return out
     if len(units) == 1 and not units[0].divisible():
         out.bad.append((units[0], first))
+        if on_bad is not None:
+            on_bad(units[0])
         return out
+    # the runtime names the row a simple rule raised on (``pending_input``, found by calling
+    # the rule's functions on the queued rows alone): set it aside and try the rest at once,
+    # one trial per poison row instead of a bisection; without a name, bisect
+    hint: BaseException = first
+    while out.trials < budget:
+        found = _named_row(units, hint)
+        if found is None:
+            break
+        piece, units = found
+        out.bad.append((piece, hint))
+        if on_bad is not None and on_bad(piece):
+            gone = piece.sender
+            out.undecided += [u for u in units if u.sender == gone]
+            units = [u for u in units if u.sender != gone]
+        if not units:
+            return out
+        out.trials += 1
+        exc = trial(rt, units)
+        if exc is None:
+            out.good = units
+            return out
+        hint = exc
+    # a sender's units side by side: one sender's poison then fails one group, not every
+    # group (interleaved arrivals would make every half fail down to single units)
+    units = sorted(units, key=_sender_key)
     todo = _halves(units)
     while todo:
         group = todo.pop(0)
@@ -299,9 +349,41 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
             out.good.extend(group)
         elif len(group) == 1 and not group[0].divisible():
             out.bad.append((group[0], exc))
+            if on_bad is not None and on_bad(group[0]):
+                # its sender is throttled now: its other units leave this search (they are
+                # undecided, and wait in the sender's slow lane, not in everyone's tick)
+                gone = group[0].sender
+                out.undecided += [u for g in todo for u in g if u.sender == gone]
+                todo = [k for k in ([u for u in g if u.sender != gone] for g in todo) if k]
         else:
             todo[:0] = _halves(group)
     return out
+
+
+def _named_row(units: list[Unit], exc: BaseException) -> tuple[Unit, list[Unit]] | None:
+    """When ``exc`` names one queued row it was raised on (``pending_input``), that row as a
+    unit of its own and the other units (the row's unit without it); else ``None``."""
+    items = getattr(exc, "pending_input", None)
+    if not isinstance(items, dict) or len(items) != 1:
+        return None
+    ((name, rows),) = items.items()
+    if not isinstance(rows, list) or len(rows) != 1 or not isinstance(rows[0], tuple):
+        return None
+    key = tuple(rows[0])
+    for i, u in enumerate(units):
+        if u.fut is not None:
+            continue  # a sync_do/async_do call applies whole or not at all
+        for kind in ("inserts", "replaces"):
+            lst = getattr(u.pend, kind).get(name)
+            for j, x in enumerate(lst or ()):
+                if isinstance(x, tuple) and tuple(x) == key:
+                    piece, rest = u.take(kind, name, j)
+                    return piece, units[:i] + ([rest] if rest is not None else []) + units[i + 1 :]
+    return None
+
+
+def _sender_key(u: Unit) -> str:
+    return "" if u.sender is None else u.sender
 
 
 def _halves(units: list[Unit]) -> list[list[Unit]]:

@@ -93,6 +93,7 @@ class NodeBase:
     refusals: deque[Any]
     _logged_refusals: set[str]
     _strikes: dict[str, int]
+    _throttled_now: set[str]
     _slow: deque[tuple[str, Any]]
     _in_slow: bool
     _slow_credit: float

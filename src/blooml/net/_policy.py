@@ -88,7 +88,7 @@ class Isolation(NodeBase):
         if not live:
             self._hold(exc, [])
             return False
-        iso = isolate(rt, live, exc, self.isolation_trials)
+        iso = isolate(rt, live, exc, self.isolation_trials, self._strike_one)
         self._stats["trial_ticks"] += iso.trials
         if iso.no_input is not None:
             self._hold(iso.no_input, live)
@@ -117,6 +117,9 @@ class Isolation(NodeBase):
             self._stats["errors"] += 1
             self._hold(exc2, iso.good)
         for u in iso.undecided:  # not tried within the budget: they stay queued
+            if u.sender is not None and self._strikes.get(u.sender, 0) >= self.throttle_after:
+                self._slow.append((u.sender, u))  # its sender is throttled: the slow lane
+                continue
             merge_into(rt.pending, u.pend)
             self._units.append(u)
         return ok
@@ -125,32 +128,44 @@ class Isolation(NodeBase):
 
     def _strike(self, bad: list[tuple[Unit, BaseException]], good: list[Unit]) -> None:
         """After an isolation: tell each sender of rows set aside (one refusal per sender
-        and tick), and count a strike against it; a sender with ``throttle_after`` strikes
-        more than clean datagrams is throttled (``_throttled``)."""
+        and tick), and count a strike against it per piece set aside; a sender with
+        ``throttle_after`` strikes more than clean datagrams is throttled (``_throttled``)."""
         per: dict[str, tuple[dict[str, int], BaseException]] = {}
+        strikes = self._strikes
         for u, e in bad:
             if u.sender is None:
                 continue
             chans, _ = per.setdefault(u.sender, ({}, e))
             for _, name, items in u.lists():
                 chans[name] = chans.get(name, 0) + len(items)
-        strikes = self._strikes
         for sender, (chans, e) in per.items():
             self._refuse(sender, chans, e)
-            strikes[sender] = strikes.pop(sender, 0) + 1  # (re)inserted last: oldest first
-            if strikes[sender] == self.throttle_after:
+            if strikes.get(sender, 0) >= self.throttle_after and sender not in self._throttled_now:
+                self._throttled_now.add(sender)
                 self._stats["throttled_senders"] += 1
                 log.warning(
-                    "%s: throttling %s: its rows failed %d ticks more than they applied; "
-                    "its datagrams now wait in a slow lane (at most %d%% of tick time)",
+                    "%s: throttling %s: %d of its rows were set aside (more than its clean "
+                    "datagrams); its datagrams now wait in a slow lane (at most %d%% of tick "
+                    "time while other input waits)",
                     self.rt.addr,
                     sender,
                     self.throttle_after,
                     round(100 * self.throttle_share),
                 )
         while len(strikes) > 10_000:  # forged sender names cannot grow it without bound
+            self._throttled_now.discard(next(iter(strikes)))
             del strikes[next(iter(strikes))]
         self._forgive([u for u in good if u.sender not in per])
+
+    def _strike_one(self, unit: Unit) -> bool:
+        """A piece of ``unit``'s sender was found bad: one strike; whether the sender is
+        throttled now."""
+        sender = unit.sender
+        if sender is None:
+            return False
+        strikes = self._strikes
+        n = strikes[sender] = strikes.pop(sender, 0) + 1  # (re)inserted last: oldest first
+        return n >= self.throttle_after
 
     def _forgive(self, units: list[Unit]) -> None:
         """Each sender of a datagram that applied cleanly loses one strike."""
@@ -162,6 +177,8 @@ class Isolation(NodeBase):
                 strikes[sender] = n
             else:
                 del strikes[sender]
+            if n < self.throttle_after:
+                self._throttled_now.discard(sender)
 
     def _throttled(self, sender: str, batches: Any) -> bool:
         """Whether a checked datagram from ``sender`` goes to the slow lane (its sender is
@@ -185,7 +202,11 @@ class Isolation(NodeBase):
         sender, batches = self._slow.popleft()
         self._in_slow = True
         try:
-            if self._enqueue(sender, batches):
+            if isinstance(batches, Unit):  # queued already, then left undecided
+                merge_into(self.rt.pending, batches.pend)
+                self._units.append(batches)
+                self._tick(t0)
+            elif self._enqueue(sender, batches):
                 self._tick(t0)
         finally:
             self._in_slow = False

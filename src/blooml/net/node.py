@@ -76,8 +76,9 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
     #: messages (whole states queued behind a busy tick) is applied over several short ticks,
     #: each of which commits and answers, not in one tick that decodes them all.
     batch_bytes = 4 * 1024 * 1024
-    #: Ticks a sender's rows may fail (more than its datagrams applied cleanly) before the
-    #: sender is throttled: its datagrams then wait in a slow lane of their own.
+    #: Rows (or pieces of datagrams) of a sender that may be set aside, more than its
+    #: datagrams that applied cleanly, before the sender is throttled: its datagrams then
+    #: wait in a slow lane of their own.
     throttle_after = 3
     #: The share of tick time the slow lane may take while other input waits.
     throttle_share = 0.25
@@ -208,6 +209,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self.refusals: deque[RowsRefusedError] = deque(maxlen=100)
         self._logged_refusals: set[str] = set()
         self._strikes: dict[str, int] = {}
+        self._throttled_now: set[str] = set()
         self._slow: deque[tuple[str, Any]] = deque()
         self._in_slow = False
         self._slow_credit = 0.0
@@ -278,7 +280,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         out["dropped"] = dict(out["dropped"])
         out["send_failures"] = dict(out["send_failures"])
         out["refused"] = dict(out["refused"])
-        out["throttled"] = sum(1 for n in self._strikes.values() if n >= self.throttle_after)
+        out["throttled"] = len(self._throttled_now)
         out["slow_lane"] = len(self._slow)
         out["quarantined"] = len(self.quarantined)
         kernel = self._kernel_drops()
