@@ -22,6 +22,7 @@ __all__ = [
     "DataDirError",
     "DurableStateError",
     "GraphvizNotFound",
+    "IllTypedValueError",
     "KeyConstraintError",
     "LatticeTypeError",
     "LatticeValueError",
@@ -289,6 +290,24 @@ class RuleQuarantinedError(ProgramError):
             f"{last}. Fix the rule and restart the node, or call "
             "blooml.net.node(p).release_quarantine() to try it again"
         )
+
+
+class IllTypedValueError(BloomlError, TypeError):
+    """A lattice value written where the program merges it does not merge with what is
+    held there (``lmax("evil")`` under a new key of an ``lmap`` holding ``lmax`` ints). A
+    network node refuses such a row at its door (``stats()["dropped"]["ill_typed"]``, and
+    the sender is told); a local write (``sync_do``, ``async_do``) raises this, with
+    nothing it queued kept: the same check, the same class.
+
+    Attributes:
+        where: where the value came from (``"sync_do"``, ``"datagram from <addr>"``).
+        detail: why it does not merge (the column or variable, the value, what is held).
+    """
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        self.detail = detail
+        super().__init__(f"{where}: {detail}")
 
 
 class RowsRefusedError(ProgramError):

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from _net import wait_until
 
-from blooml import Program, bloom, channel, table
+from blooml import Program, bloom, channel, lmap, lmax, table
 from blooml.engine import _tick as tick_mod
-from blooml.errors import RowsRefusedError
+from blooml.errors import IllTypedValueError, RowsRefusedError
 from blooml.net import encode_envelope, encode_row, node
 
 
@@ -177,3 +177,66 @@ def test_a_udp_tick_applies_what_arrived_not_one_datagram(nodes: list[Any]) -> N
         sock.close()
     wait_until(lambda: sum(sizes) == 200)
     assert max(sizes) >= 150, sizes  # one tick took (nearly) all, not one each
+
+
+class Entries(Program):
+    """Puts as (key, lattice) entries of an lmap."""
+
+    store = lmap()
+    put = channel(["@dst", "k"], ["v"])
+    local = table(["k"], ["v"])
+
+    @bloom
+    def rules(self):
+        self.store <= self.put.map(lambda m: (m.k, m.v))
+        self.store <= self.local.map(lambda r: (r.k, r.v))
+
+
+@pytest.mark.parametrize(
+    "write",
+    [
+        lambda q: q.put.insert([(q.addr, "new", lmax("evil"))]),
+        lambda q: q.local.insert([("new", lmax("evil"))]),
+        lambda q: q.store.insert(lmap({"new": lmax("evil")})),
+    ],
+    ids=["channel", "table", "lattice"],
+)
+def test_a_local_write_refuses_what_the_wire_refuses(write: Any, nodes: list[Any]) -> None:
+    p = Entries(addr="127.0.0.1:0").start()
+    nodes.append(p)
+    p.sync_do(lambda q: q.put.insert([(q.addr, "a", lmax(1))]))
+    # the wire refuses it at the door ...
+    n = node(p)
+    row = encode_row((p.addr, "new", lmax("evil")))
+    p.sync_do(lambda q: n.accept(encode_envelope("127.0.0.1:9", [("put", [row])])))
+    assert p.stats()["dropped"] == {"ill_typed": 1}
+    # ... and a local write raises the same class, with nothing it queued kept
+    with pytest.raises(IllTypedValueError, match="evil") as ei:
+        p.sync_do(write)
+    assert ei.value.where == "sync_do"
+    with pytest.raises(IllTypedValueError):
+        p.async_do(write).result(5)
+    p.sync_do(lambda q: q.put.insert([(q.addr, "new", lmax(2))]))  # later writes still work
+    assert p.sync_do(lambda q: q.store.value) == lmap({"a": lmax(1), "new": lmax(2)})
+    assert p.stats()["errors"] == 0
+
+
+class Putter(Program):
+    """Sends each row of ``out`` on ``put``."""
+
+    put = channel(["@dst", "k"], ["v"])
+    out = table(["dst", "k"], ["v"])
+
+    @bloom
+    def rules(self):
+        self.put < ~self.out
+
+
+def test_the_sender_of_an_ill_typed_row_is_told(nodes: list[Any]) -> None:
+    srv = Entries(addr="127.0.0.1:0").start()
+    cli = Putter(addr="127.0.0.1:0").start()
+    nodes += [srv, cli]
+    srv.sync_do(lambda q: q.put.insert([(q.addr, "a", lmax(1))]))
+    cli.sync_do(lambda q: q.out.insert([(srv.addr, "b", lmax("evil"))]))
+    wait_until(lambda: cli.stats()["refused"] == {srv.addr: 1})
+    assert node(cli).refusals[-1].error == "IllTypedValueError"

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._state import Pending
-from blooml.errors import ProgramError, RuleQuarantinedError
+from blooml.errors import IllTypedValueError, ProgramError, RuleQuarantinedError
+from blooml.net._coltypes import ColumnTypes
 from blooml.net._isolate import (
     Unit,
     added,
@@ -48,6 +49,14 @@ class Isolation(NodeBase):
                 truncate(base, before)
             raise
         mine = added(base, before) if rt.pending is base else None
+        if mine and sender is None:  # a local write: the check the door makes for the wire
+            types = self._types
+            if types is None:
+                types = self._types = ColumnTypes(rt)
+            why = types.check_pending(mine)
+            if why is not None:
+                truncate(base, before)
+                raise IllTypedValueError(what, why)
         if mine:
             self._units.append(Unit(what, mine, fut, value, sender))
         elif fut is not None:  # nothing queued, or fn ticked and so applied it already

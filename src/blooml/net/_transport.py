@@ -18,7 +18,13 @@ import struct
 import time
 from typing import Any
 
-from blooml.errors import BloomlError, CodecError, ProgramError, RowsRefusedError
+from blooml.errors import (
+    BloomlError,
+    CodecError,
+    IllTypedValueError,
+    ProgramError,
+    RowsRefusedError,
+)
 from blooml.net._coltypes import ColumnTypes
 from blooml.net._fragment import Reassembler, fragment, is_fragment
 from blooml.net._nodebase import NodeBase, log
@@ -428,6 +434,8 @@ class Transport(NodeBase):
             why = types.check(chan, rows)
             if why is not None:
                 self._drop("ill_typed", f"from {env.sender!r}: {why}")
+                err = IllTypedValueError(f"datagram from {env.sender}", why)
+                self._refuse(env.sender, {c: len(r) for c, r in env.batches}, err)
                 return False
         if self._throttled(env.sender, env.batches):
             return True  # waits in the sender's slow lane (see _policy)
