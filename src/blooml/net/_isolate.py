@@ -344,9 +344,22 @@ def isolate(
             out.undecided.extend(group)
             continue
         out.trials += 1
-        exc = trial(rt, out.good + group)
+        # the group first: the runtime looks for the row it raised on among the first
+        # 10,000 queued rows, and the good ones are known not to be it
+        exc = trial(rt, group + out.good)
+        named = None if exc is None else _named_row(group, exc)
         if exc is None:
             out.good.extend(group)
+        elif named is not None:  # the runtime names the row: it is bad, retry the rest
+            piece, rest = named
+            out.bad.append((piece, exc))
+            if on_bad is not None and on_bad(piece):
+                gone = piece.sender
+                out.undecided += [u for g in [rest, *todo] for u in g if u.sender == gone]
+                todo = [k for k in ([u for u in g if u.sender != gone] for g in todo) if k]
+                rest = [u for u in rest if u.sender != gone]
+            if rest:
+                todo.insert(0, rest)
         elif len(group) == 1 and not group[0].divisible():
             out.bad.append((group[0], exc))
             if on_bad is not None and on_bad(group[0]):
