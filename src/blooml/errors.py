@@ -30,6 +30,7 @@ __all__ = [
     "ProgramError",
     "RowsRefusedError",
     "RuleQuarantinedError",
+    "ScheduleFailure",
     "SchemaMismatchError",
     "SimulationError",
     "StratificationError",
@@ -266,6 +267,31 @@ class ConfluenceViolation(BloomlError, AssertionError):
         self.difference = difference
         self.points_of_order = points_of_order
         super().__init__(message)
+
+
+class ScheduleFailure(ConfluenceViolation):
+    """A tick failed in a run of :func:`blooml.testing.check_confluence`: a program that
+    raises under some schedule (or under every one, as a typo does) is no confluent
+    program, whatever its outcomes.
+
+    Attributes:
+        schedule: the deliveries of the failing run, in time order.
+        error: the exception the tick raised (also the ``__cause__``).
+        reference: whether it was the reference run (every message at once, in order).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        schedule: list[str],
+        error: BaseException,
+        reference: bool,
+        points_of_order: dict[str, list[str]],
+    ) -> None:
+        super().__init__(message, (schedule, schedule), ({}, {}), [], points_of_order)
+        self.schedule = schedule
+        self.error = error
+        self.reference = reference
 
 
 class RuleQuarantinedError(ProgramError):
