@@ -100,8 +100,8 @@ def test_isolation_of_a_row_costs_log_of_the_batch(
             vals = [f"d{d}r{r}" for r in range(16)]
             if d == 37:
                 vals[5] = "boom"
-            rows = [encode_row((p.addr, f"10.0.0.{d}:1", v)) for v in vals]
-            assert n.accept(encode_envelope(f"10.0.0.{d}:1", [("msg", rows)]))
+            rows = [encode_row((p.addr, f"127.0.0.1:{1000 + d}", v)) for v in vals]
+            assert n.accept(encode_envelope(f"127.0.0.1:{1000 + d}", [("msg", rows)]))
         p.sync_do(lambda q: None)
         assert len(p.seen) == 64 * 16 - 1
         # bisection: log2(64 datagrams) + log2(16 rows) levels, at most two trials each,
@@ -168,7 +168,9 @@ def test_a_udp_tick_applies_what_arrived_not_one_datagram(nodes: list[Any]) -> N
 
         def busy(q: Any) -> None:  # the node is busy while 200 datagrams arrive
             for i in range(200):
-                env = encode_envelope("10.0.0.1:1", [("msg", [encode_row((q.addr, "c", f"n{i}"))])])
+                env = encode_envelope(
+                    "127.0.0.1:9", [("msg", [encode_row((q.addr, "c", f"n{i}"))])]
+                )
                 sock.sendto(env, (host, int(port)))
             time.sleep(0.2)
 
@@ -240,3 +242,39 @@ def test_the_sender_of_an_ill_typed_row_is_told(nodes: list[Any]) -> None:
     cli.sync_do(lambda q: q.out.insert([(srv.addr, "b", lmax("evil"))]))
     wait_until(lambda: cli.stats()["refused"] == {srv.addr: 1})
     assert node(cli).refusals[-1].error == "IllTypedValueError"
+
+
+def test_send_dropped_counts_only_frames_that_did_not_leave_at_stop() -> None:
+    # a peer that reads nothing until the sender has stopped: what it then reads plus what
+    # the sender counts as dropped is every frame sent, not more
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    srv.settimeout(10)
+    addr = f"127.0.0.1:{srv.getsockname()[1]}"
+    cli = Client(addr="127.0.0.1:0", transport="tcp")
+    try:
+        # queued before start: they leave as one write of ~8 MB, more than the kernel holds
+        for i in range(400):  # a frame per tick
+            cli.sync_do(lambda q, i=i: q.out.insert([(addr, f"{i}:" + "x" * 20_000)]))
+        cli.start()
+        conn, _ = srv.accept()
+        time.sleep(0.3)
+        node(cli).stop(timeout=1.0)
+        s = cli.stats()
+        conn.settimeout(10)
+        data = bytearray()
+        while chunk := conn.recv(1 << 20):
+            data += chunk
+        conn.close()
+    finally:
+        srv.close()
+    frames, off = 0, 0
+    while off + 4 <= len(data):
+        n = int.from_bytes(data[off : off + 4], "big")
+        if off + 4 + n > len(data):
+            break
+        frames += 1
+        off += 4 + n
+    assert s["sent"] == 400 and s["send_dropped"] > 0
+    assert frames + s["send_dropped"] == s["sent"], (frames, s["send_dropped"], s["sent"])

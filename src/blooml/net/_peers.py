@@ -26,6 +26,7 @@ class _Peer:
         self.limit = limit  # bytes queued at most
         self.queued = 0
         self.inflight = 0  # frames written but not drained yet
+        self.inflight_sizes: list[int] = []  # their sizes, in order
         self.event = asyncio.Event()
         self.writer: asyncio.StreamWriter | None = None
         self.task = asyncio.get_running_loop().create_task(self.run())
@@ -82,11 +83,13 @@ class _Peer:
                 self.event.clear()
                 await self.event.wait()
                 continue
+            sizes = [len(f) for f in self.frames]
             data, n = self.take()
             w = self.writer
             if w is None:
                 continue
             self.inflight = n
+            self.inflight_sizes = sizes
             try:
                 w.write(data)
                 await w.drain()
@@ -97,6 +100,24 @@ class _Peer:
         if self.writer is not None:
             self.writer.close()
 
+    def _unsent(self) -> int:
+        """Frames in flight not wholly handed to the kernel yet (still in the transport's
+        buffer: aborting loses them). A frame the kernel took leaves after the close, so
+        it is not counted as dropped."""
+        if not self.inflight:
+            return 0
+        w = self.writer
+        if w is None:
+            return self.inflight
+        buffered = w.transport.get_write_buffer_size()
+        lost = held = 0
+        for size in reversed(self.inflight_sizes):
+            if held >= buffered:
+                break
+            held += size
+            lost += 1
+        return lost
+
     async def close(self, budget: float) -> None:
         """Flush within ``budget`` seconds; then drop what is left (counted) and close."""
         self.event.set()
@@ -104,7 +125,7 @@ class _Peer:
             await asyncio.wait_for(asyncio.shield(self.task), budget)
         except (TimeoutError, asyncio.CancelledError):
             self.task.cancel()
-            self.node._count("send_dropped", self.take()[1] + self.inflight)
+            self.node._count("send_dropped", self.take()[1] + self._unsent())
         if self.writer is not None:
             self.writer.transport.abort()  # a peer that never reads cannot hold us
 
