@@ -81,7 +81,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
     #: wait in a slow lane of their own.
     throttle_after = 3
     #: The share of tick time the slow lane may take while other input waits.
-    throttle_share = 0.25
+    throttle_share = 0.1
     #: Datagrams waiting in the slow lane at most (more are dropped, ``throttled``).
     throttle_queue = 1000
 
