@@ -278,3 +278,25 @@ def test_send_dropped_counts_only_frames_that_did_not_leave_at_stop() -> None:
         off += 4 + n
     assert s["sent"] == 400 and s["send_dropped"] > 0
     assert frames + s["send_dropped"] == s["sent"], (frames, s["send_dropped"], s["sent"])
+
+
+def test_a_dead_udp_peer_is_visible_and_what_it_missed_counted(nodes: list[Any]) -> None:
+    dead = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    dead.bind(("127.0.0.1", 0))
+    gone = f"127.0.0.1:{dead.getsockname()[1]}"
+    dead.close()  # nobody listens there any more
+    srv = Server(addr="127.0.0.1:0").start()
+    cli = Client(addr="127.0.0.1:0").start()
+    nodes += [srv, cli]
+    node(cli).peer_timeout = 0.3
+    for i in range(3):
+        cli.sync_do(lambda q, i=i: q.out.insert([(srv.addr, f"v{i}"), (gone, f"w{i}")]))
+    wait_until(lambda: _seen(srv) == {"v0", "v1", "v2"})
+    wait_until(lambda: cli.stats()["peers_down"] == [gone])
+    s = cli.stats()
+    assert s["undelivered"] == 3
+    peers = node(cli).peers()
+    assert peers[srv.addr]["alive"] and peers[srv.addr]["unacked"] == 0
+    assert peers[srv.addr]["sent"] == peers[srv.addr]["acked"] == 3
+    assert peers[gone] == {**peers[gone], "sent": 3, "acked": 0, "alive": False}
+    assert srv.stats()["acks_sent"] >= 1 and srv.stats()["sent"] == 0

@@ -97,6 +97,12 @@ class NodeBase:
     _slow: deque[tuple[str, Any]]
     _in_slow: bool
     _slow_credit: float
+    peer_timeout: float
+    _epoch: int
+    _acks_due: dict[str, int]
+    _received_from: dict[str, int]
+    _liveness: dict[str, list[Any]]
+    _down: set[str]
 
     if TYPE_CHECKING:  # provided by the other parts (see the module docstring)
 
@@ -126,6 +132,7 @@ class NodeBase:
         def _slow_step(self, busy: bool) -> None: ...
         def _credit(self, seconds: float) -> None: ...
         def _drain_udp(self) -> None: ...
+        def _flush_acks(self) -> None: ...
 
     def _count(self, name: str, n: int = 1) -> None:
         self._stats[name] += n

@@ -157,6 +157,8 @@ class Scheduler(NodeBase):
             self._tick(t0)
             self._credit(time.perf_counter() - t0)
         self._slow_step(busy=bool(self._inbox))
+        if self._acks_due:
+            self._flush_acks()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the loop: apply what arrived, send what is queued, close (see ``Program.stop``).

@@ -40,6 +40,10 @@ _FRAME = struct.Struct(">I")
 #: The channel of refusals: a node tells a peer that rows it sent were set aside (rows of
 #: ``(channel, rows, error class, message)``). No program can declare it (not an identifier).
 REFUSED_CHANNEL = "blooml.refused"
+#: The channel of UDP acknowledgements: a node tells each sender, once per step, how many of
+#: its envelopes it has accepted (rows of ``(epoch, total)``: cumulative, so a lost ack is
+#: made good by the next; the epoch changes when the receiver restarts).
+ACK_CHANNEL = "blooml.ack"
 #: Seconds a resolved host name is used before it is resolved again (in the background).
 RESOLVE_TTL = 30.0
 
@@ -189,6 +193,8 @@ class Transport(NodeBase):
         self._stats["sent"] += 1
         self._stats["sent_tuples"] += sum(map(len, groups.values()))
         if self.transport == "udp":
+            if REFUSED_CHANNEL not in groups:
+                self._sent_to(addr)
             if len(data) <= self.max_datagram:
                 self._udp_out(addr, data)
                 return
@@ -372,6 +378,90 @@ class Transport(NodeBase):
         except Exception as exc2:  # never fail a tick over a courtesy message
             self._send_failed(sender, exc2)
 
+    # -- per-peer liveness over UDP: cumulative acks ------------------------------------------
+
+    def _ack_later(self, sender: str) -> None:
+        """Count an accepted envelope of ``sender``, to be acknowledged at the step's end."""
+        due = self._acks_due
+        if sender in due or len(due) < 10_000:
+            due[sender] = due.get(sender, 0) + 1
+        total = self._received_from
+        if sender in total or len(total) < 10_000:
+            total[sender] = total.get(sender, 0) + 1
+
+    def _flush_acks(self) -> None:
+        """Send each sender of this step's envelopes one ack: ``(epoch, total accepted)``.
+        One small datagram per sender and step, never more than the envelopes received."""
+        due, self._acks_due = self._acks_due, {}
+        for sender in due:
+            if sender == self.rt.addr or not _is_addr(sender):
+                continue
+            row = encode_row((self._epoch, self._received_from.get(sender, 0)))
+            data = encode_envelope(str(self.rt.addr), [(ACK_CHANNEL, [row])], self.key)
+            self._stats["acks_sent"] += 1
+            self._udp_out(sender, data)
+
+    def _sent_to(self, addr: str) -> None:
+        """An envelope left for ``addr`` (UDP): one more it should acknowledge."""
+        st = self._liveness.get(addr)
+        if st is None:
+            if len(self._liveness) >= 10_000:
+                return
+            # [sent, acked in earlier epochs, acked in this epoch, epoch, last ack, first send]
+            st = self._liveness[addr] = [0, 0, 0, None, None, time.monotonic()]
+        st[0] += 1
+
+    def _acked(self, peer: str, batches: Any) -> None:
+        """A peer's ack: its epoch and how many of our envelopes it has accepted in it."""
+        st = self._liveness.get(str(peer))
+        if st is None:
+            return
+        for _, rows in batches:
+            for r in rows:
+                if not (isinstance(r, (tuple, list)) and len(r) == 2):
+                    continue
+                epoch, total = r
+                if not isinstance(total, int) or isinstance(total, bool):
+                    continue
+                if epoch != st[3]:  # the peer restarted: its count starts again
+                    st[1] += st[2]
+                    st[2], st[3] = 0, epoch
+                st[2] = min(max(st[2], total), st[0] - st[1])
+                st[4] = time.monotonic()
+        if st[4] is not None and str(peer) in self._down:
+            self._down.discard(str(peer))
+            log.warning("%s: %s acknowledges again", self.rt.addr, peer)
+
+    def peers(self) -> dict[str, dict[str, Any]]:
+        """Per UDP destination: envelopes ``sent``, ``acked`` by the peer, ``unacked``,
+        ``last_ack_s`` (seconds since its last ack, ``None`` if none) and ``alive``: it
+        acknowledged within ``peer_timeout`` seconds, or nothing sent to it is unacked.
+        (Over TCP, see ``connect_failures`` and ``send_dropped``.)"""
+        now = time.monotonic()
+        out: dict[str, dict[str, Any]] = {}
+        for addr, (sent, before, acked, _epoch, last, first) in list(self._liveness.items()):
+            done = before + acked
+            since = last if last is not None else first
+            alive = done >= sent or now - since < self.peer_timeout
+            if not alive and addr not in self._down:
+                self._down.add(addr)
+                log.warning(
+                    "%s: %s has not acknowledged for %.1f s; %d envelopes sent to it are "
+                    "unacknowledged (stats()['peers'], ['undelivered'])",
+                    self.rt.addr,
+                    addr,
+                    now - since,
+                    sent - done,
+                )
+            out[addr] = {
+                "sent": sent,
+                "acked": done,
+                "unacked": sent - done,
+                "last_ack_s": None if last is None else now - last,
+                "alive": alive,
+            }
+        return out
+
     def _drain_udp(self) -> None:
         """Read the datagrams waiting in the UDP socket (on the node's thread, between
         ticks), at most until the inbox holds ``batch_limit``: the event loop hands over one
@@ -413,6 +503,9 @@ class Transport(NodeBase):
             return False
         if env.batches and env.batches[0][0] == REFUSED_CHANNEL:
             self._refused(env.sender, env.batches)  # a peer's refusal of rows we sent
+            return True
+        if env.batches and env.batches[0][0] == ACK_CHANNEL:
+            self._acked(env.sender, env.batches)
             return True
         for chan, rows in env.batches:
             rel = rt.rels.get(chan)
@@ -456,6 +549,8 @@ class Transport(NodeBase):
             return False
         self._stats["received"] += 1
         self._stats["received_tuples"] += n
+        if self.transport == "udp":
+            self._ack_later(sender)
         return True
 
     async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

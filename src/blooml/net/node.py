@@ -84,6 +84,9 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
     throttle_share = 0.1
     #: Datagrams waiting in the slow lane at most (more are dropped, ``throttled``).
     throttle_queue = 1000
+    #: Seconds a UDP peer may leave what it was sent unacknowledged before it is shown as
+    #: not alive (``peers()``, ``stats()["peers_down"]``, ``["undelivered"]``).
+    peer_timeout = 5.0
 
     def __init__(
         self,
@@ -203,6 +206,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
             "refused_rows": 0,
             "refusals_sent": 0,
             "throttled_senders": 0,
+            "acks_sent": 0,
         }
         #: Refusals of rows this node sent, from the peers that set them aside (the most
         #: recent 100, as ``RowsRefusedError``).
@@ -213,6 +217,11 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self._slow: deque[tuple[str, Any]] = deque()
         self._in_slow = False
         self._slow_credit = 0.0
+        self._epoch = random.getrandbits(31)
+        self._acks_due: dict[str, int] = {}
+        self._received_from: dict[str, int] = {}
+        self._liveness: dict[str, list[Any]] = {}
+        self._down: set[str] = set()
         #: The batches set aside after failed ticks (the most recent 100).
         self.discarded: deque[dict[str, list[Any]]] = deque(maxlen=100)
         self.sock: socket.socket | None = None
@@ -282,6 +291,9 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         out["refused"] = dict(out["refused"])
         out["throttled"] = len(self._throttled_now)
         out["slow_lane"] = len(self._slow)
+        peers = self.peers()
+        out["peers_down"] = sorted(a for a, st in peers.items() if not st["alive"])
+        out["undelivered"] = sum(st["unacked"] for st in peers.values() if not st["alive"])
         out["quarantined"] = len(self.quarantined)
         kernel = self._kernel_drops()
         if kernel:
