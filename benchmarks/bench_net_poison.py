@@ -66,9 +66,7 @@ class Store(Program):
     # fmt: on
 
 
-def frames(
-    addr: str, workload: str, n: int, rng: random.Random
-) -> tuple[list[list[bytes]], int]:
+def frames(addr: str, workload: str, n: int, rng: random.Random) -> tuple[list[list[bytes]], int]:
     """Per sender, its frames; and the number of good rows in all of them."""
     out: list[list[bytes]] = [[] for _ in range(SENDERS)]
     good = 0
@@ -121,7 +119,6 @@ def run(workload: str, n: int, seed: int) -> float:
         for sock in socks:
             sock.close()
         st = node(p).stats()
-        if "-v" in sys.argv: print({k: st[k] for k in ("ticks", "errors", "trial_ticks", "discarded_tuples", "throttled", "refusals_sent", "dropped", "received", "tick_ms_p50", "tick_ms_p99")})
         p.stop()
     if applied[0] < good:
         raise SystemExit(f"{workload}: {applied[0]:,} of {good:,} good rows applied ({st})")
