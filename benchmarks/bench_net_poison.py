@@ -14,7 +14,9 @@ workloads, each run ``--repeat`` times, alternating, in one process:
   throttled: what per-row bisection alone costs.
 
 Throughput is good rows applied per second, from the first byte sent to the last good row
-applied. Printed: each workload's median and 90th percentile rows/s, and its ratio to the
+applied. A throttled sender's frames beyond its slow lane (``throttle_queue``) are shed,
+counted and refused (printed when it happens): their good rows are not waited for.
+Printed: each workload's median and 90th percentile rows/s, and its ratio to the
 clean run of the same round (median and p90 of the ratios). Target (issue 25): the poison
 sender case keeps >= 50% of clean throughput at the median. Exit status 1 when it does not,
 or a good row is lost.
@@ -113,16 +115,26 @@ def run(workload: str, n: int, seed: int) -> float:
             for s, sock in enumerate(socks):
                 if i < len(per_sender[s]):
                     sock.sendall(per_sender[s][i])
-        done.wait(60)
+        # a throttled sender's datagrams beyond its slow lane are shed (counted, refused):
+        # their good rows are not waited for
+        per_frame = ROWS - 2 if workload == "poison everywhere" else 0
+        deadline = time.monotonic() + 60
+        while not done.wait(0.01) and time.monotonic() < deadline:
+            shed = node(p).stats()["dropped"].get("throttled", 0) * per_frame
+            if applied[0] + shed >= good:
+                break
         elapsed = time.perf_counter() - t0
     finally:
         for sock in socks:
             sock.close()
         st = node(p).stats()
         p.stop()
-    if applied[0] < good:
+    shed = st["dropped"].get("throttled", 0) * per_frame
+    if applied[0] + shed < good:
         raise SystemExit(f"{workload}: {applied[0]:,} of {good:,} good rows applied ({st})")
-    return good / elapsed
+    if shed:
+        print(f"   ({workload}: {st['dropped']['throttled']:,} frames shed by throttling)")
+    return applied[0] / elapsed
 
 
 def _p90(xs: list[float]) -> float:

@@ -299,7 +299,8 @@ def isolate(
     ``undecided``. A failing unit of several rows that nobody waits for (a datagram) is
     bisected further, down to the rows: what is set aside is the poison row alone, in about
     ``2·log2(rows)`` more trials. ``on_bad(unit)`` is called for each unit found bad; when
-    it returns true (its sender is throttled), the sender's other units are left undecided.
+    it returns true (its sender is throttled), the sender's other units are left undecided,
+    as they are when a named row's sender is one of several in the search.
     """
     out = Isolation()
     out.trials = 1
@@ -322,7 +323,7 @@ def isolate(
             break
         piece, units = found
         out.bad.append((piece, hint))
-        if on_bad is not None and on_bad(piece):
+        if _set_apart(piece, units, on_bad):
             gone = piece.sender
             out.undecided += [u for u in units if u.sender == gone]
             units = [u for u in units if u.sender != gone]
@@ -353,7 +354,7 @@ def isolate(
         elif named is not None:  # the runtime names the row: it is bad, retry the rest
             piece, rest = named
             out.bad.append((piece, exc))
-            if on_bad is not None and on_bad(piece):
+            if _set_apart(piece, [*rest, *out.good, *(u for g in todo for u in g)], on_bad):
                 gone = piece.sender
                 out.undecided += [u for g in [rest, *todo] for u in g if u.sender == gone]
                 todo = [k for k in ([u for u in g if u.sender != gone] for g in todo) if k]
@@ -371,6 +372,18 @@ def isolate(
         else:
             todo[:0] = _halves(group)
     return out
+
+
+def _set_apart(piece: Unit, others: list[Unit], on_bad: Callable[[Unit], bool] | None) -> bool:
+    """A named poison row: count it against its sender (``on_bad``); whether the sender's
+    other units leave the search (to be tried apart from the other senders' input): when
+    the sender is throttled now, or when other senders' units are in the search (one
+    sender's poison rows are then not found one trial each at everyone's cost)."""
+    throttled = on_bad is not None and on_bad(piece)
+    sender = piece.sender
+    if sender is None:
+        return throttled
+    return throttled or any(u.sender is not None and u.sender != sender for u in others)
 
 
 def _named_row(units: list[Unit], exc: BaseException) -> tuple[Unit, list[Unit]] | None:

@@ -126,8 +126,8 @@ class Isolation(NodeBase):
             self._stats["errors"] += 1
             self._hold(exc2, iso.good)
         for u in iso.undecided:  # not tried within the budget: they stay queued
-            if u.sender is not None and self._strikes.get(u.sender, 0) >= self.throttle_after:
-                self._slow.append((u.sender, u))  # its sender is throttled: the slow lane
+            if u.sender is not None and self._strikes.get(u.sender, 0) > 0:
+                self._slow.append((u.sender, u))  # its sender had rows refused: apart
                 continue
             merge_into(rt.pending, u.pend)
             self._units.append(u)
@@ -197,6 +197,11 @@ class Isolation(NodeBase):
             return False
         if len(self._slow) >= self.throttle_queue:
             self._drop("throttled", f"from {sender!r}: its slow lane is full")
+            self._refuse(  # the sender learns its rows were shed, as any refusal
+                sender,
+                {c: len(rows) for c, rows in batches},
+                ProgramError(f"{sender} is throttled and its slow lane is full: rows shed"),
+            )
             return True
         self._slow.append((sender, batches))
         return True
