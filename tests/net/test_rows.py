@@ -300,3 +300,28 @@ def test_a_dead_udp_peer_is_visible_and_what_it_missed_counted(nodes: list[Any])
     assert peers[srv.addr]["sent"] == peers[srv.addr]["acked"] == 3
     assert peers[gone] == {**peers[gone], "sent": 3, "acked": 0, "alive": False}
     assert srv.stats()["acks_sent"] >= 1 and srv.stats()["sent"] == 0
+
+
+def test_a_throttled_sender_beyond_its_slow_lane_is_shed_and_told(nodes: list[Any]) -> None:
+    cli = Client(addr="127.0.0.1:0").start()
+    nodes.append(cli)
+    srv = Server(addr="127.0.0.1:0")
+    n = node(srv)
+    n.throttle_after, n.throttle_queue = 1, 1
+    try:
+
+        def dgram(v: str) -> bytes:
+            return encode_envelope(cli.addr, [("msg", [encode_row((srv.addr, cli.addr, v))])])
+
+        assert n.accept(dgram("boom"))
+        srv.sync_do(lambda q: None)  # set aside: one strike, throttled
+        assert srv.stats()["throttled"] == 1
+        for v in ("a", "b", "c"):
+            assert n.accept(dgram(v))  # one waits in the slow lane, two are shed
+        s = srv.stats()
+        assert s["slow_lane"] == 1 and s["dropped"] == {"throttled": 2}
+        wait_until(lambda: cli.stats()["refused"] == {srv.addr: 3})
+        srv.sync_do(lambda q: None)  # not running: the slow lane is applied in turn
+        assert {r.v for r in srv.seen} == {"a"}
+    finally:
+        n.stop()
