@@ -262,6 +262,8 @@ class Isolation:
         self.undecided: list[Unit] = []
         self.no_input: BaseException | None = None
         self.trials = 0
+        #: whether ``good`` was applied already (by the caller's ``commit``)
+        self.committed = False
 
 
 def trial(rt: Any, units: list[Unit]) -> BaseException | None:
@@ -288,6 +290,7 @@ def isolate(
     first: BaseException,
     budget: int,
     on_bad: Callable[[Unit], bool] | None = None,
+    commit: Callable[[list[Unit]], BaseException | None] | None = None,
 ) -> Isolation:
     """Find the units a tick fails on (the tick on all of ``units`` failed with ``first``).
 
@@ -300,7 +303,9 @@ def isolate(
     bisected further, down to the rows: what is set aside is the poison row alone, in about
     ``2·log2(rows)`` more trials. ``on_bad(unit)`` is called for each unit found bad; when
     it returns true (its sender is throttled), the sender's other units are left undecided,
-    as they are when a named row's sender is one of several in the search.
+    as they are when a named row's sender is one of several in the search. ``commit(units)``
+    (a real tick on ``units``, returning its exception) replaces the trial after a named row
+    when given: ``committed`` then says the good units were applied.
     """
     out = Isolation()
     out.trials = 1
@@ -330,9 +335,12 @@ def isolate(
         if not units:
             return out
         out.trials += 1
-        exc = trial(rt, units)
+        # the rest is tried by a real tick when the caller gives one: if it commits, the
+        # search is over and the tick is not run twice (a failing one rolls back as a trial)
+        exc = trial(rt, units) if commit is None else commit(units)
         if exc is None:
             out.good = units
+            out.committed = commit is not None
             return out
         hint = exc
     # a sender's units side by side: one sender's poison then fails one group, not every

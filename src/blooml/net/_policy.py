@@ -97,7 +97,12 @@ class Isolation(NodeBase):
         if not live:
             self._hold(exc, [])
             return False
-        iso = isolate(rt, live, exc, self.isolation_trials, self._strike_one)
+
+        def attempt(units: list[Unit]) -> BaseException | None:
+            rt.pending = combine(units)
+            return self._commit_tick(t0)
+
+        iso = isolate(rt, live, exc, self.isolation_trials, self._strike_one, attempt)
         self._stats["trial_ticks"] += iso.trials
         if iso.no_input is not None:
             self._hold(iso.no_input, live)
@@ -115,8 +120,11 @@ class Isolation(NodeBase):
             len(iso.good),
             f" ({len(iso.undecided)} left for the next tick)" if iso.undecided else "",
         )
-        rt.pending = combine(iso.good)
-        exc2 = self._commit_tick(t0)
+        if iso.committed:
+            exc2 = None
+        else:
+            rt.pending = combine(iso.good)
+            exc2 = self._commit_tick(t0)
         ok = exc2 is None
         if exc2 is None:
             self._streak.clear()
