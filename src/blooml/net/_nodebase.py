@@ -81,7 +81,7 @@ class NodeBase:
     _logged_resolve: set[str]
     _udp_inode: int | None
     _server: asyncio.Server | None
-    _conns: set[asyncio.StreamWriter]
+    _conns: set[asyncio.Transport]
     _udp: asyncio.DatagramTransport | None
     _fail_backoff_until: float
     _stop_deadline: float
@@ -93,7 +93,7 @@ class NodeBase:
         def sync_do(self, fn: Callable[[Any], Any], timeout: float | None = 30.0) -> Any: ...
         def accept(self, data: bytes) -> bool: ...
         def _datagram(self, data: bytes, source: Any) -> None: ...
-        def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any: ...
+        def _inbox_put(self, data: bytes) -> None: ...
         def _queue(
             self,
             what: str,

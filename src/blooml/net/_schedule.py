@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import threading
 import time
@@ -13,7 +12,7 @@ from typing import Any
 
 from blooml.errors import ProgramError
 from blooml.net._nodebase import NodeBase, log
-from blooml.net._transport import _UDP
+from blooml.net._transport import _UDP, _Frames
 
 
 class Scheduler(NodeBase):
@@ -57,7 +56,7 @@ class Scheduler(NodeBase):
                 t, _ = await loop.create_datagram_endpoint(lambda: _UDP(self), sock=self.sock)
                 self._udp = t  # type: ignore[assignment]
             elif self.transport == "tcp":
-                self._server = await asyncio.start_server(self._on_conn, sock=self.sock)
+                self._server = await loop.create_server(lambda: _Frames(self), sock=self.sock)
         except BaseException as exc:
             failure.append(exc)
             ready.set()
@@ -71,9 +70,13 @@ class Scheduler(NodeBase):
         while True:
             if not self._work_ready():
                 delay = self._timer_delay()
-                if delay is None or delay > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), delay)
+                if delay is None:
+                    await wake.wait()
+                elif delay > 0:
+                    # a timer that sets the event (wait_for would make a task per wait)
+                    timer = loop.call_later(delay, wake.set)
+                    await wake.wait()
+                    timer.cancel()
             wake.clear()
             self._step()
             if self._closing and (
@@ -98,8 +101,8 @@ class Scheduler(NodeBase):
         await asyncio.gather(*(peer.close(budget) for peer in list(self._peers.values())))
         if self._server is not None:
             self._server.close()
-        for w in list(self._conns):
-            w.close()  # peers see EOF now, and reconnect to whoever binds this address next
+        for conn in list(self._conns):
+            conn.close()  # peers see EOF now, and reconnect to whoever binds this address next
         if self._udp is not None:
             self._udp.close()
         rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]

@@ -48,6 +48,48 @@ def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
     )
 
 
+class _Frames(asyncio.Protocol):
+    """An incoming TCP connection: length-prefixed frames are cut out of the bytes as they
+    arrive and put in the node's inbox from the loop's callback, with no reader task per
+    connection and no coroutine hand-off per frame (a request's way to the tick)."""
+
+    def __init__(self, node: NodeBase) -> None:
+        self.node = node
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.node._conns.add(transport)
+
+    def data_received(self, data: bytes) -> None:
+        node = self.node
+        buf = self.buf
+        buf += data
+        start, end = 0, len(buf)
+        while end - start >= 4:
+            (n,) = _FRAME.unpack_from(buf, start)
+            if n > node.max_message:  # refused before a byte of it is read
+                node._drop("too_large", f"a TCP frame of {n} bytes (max_message)")
+                buf.clear()
+                if self.transport is not None:
+                    self.transport.close()
+                return
+            if end - start - 4 < n:
+                break  # the rest of this frame is still on its way
+            frame = bytes(buf[start + 4 : start + 4 + n])
+            start += 4 + n
+            node._stats["received_bytes"] += n + 4
+            node._inbox_put(frame)
+        if start:
+            del buf[:start]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is not None:
+            self.node._conns.discard(self.transport)
+
+
 class _UDP(asyncio.DatagramProtocol):
     def __init__(self, node: NodeBase) -> None:
         self.node = node
@@ -363,24 +405,6 @@ class Transport(NodeBase):
         self._stats["received"] += 1
         self._stats["received_tuples"] += n
         return True
-
-    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._conns.add(writer)
-        try:
-            while True:
-                head = await reader.readexactly(4)
-                (n,) = _FRAME.unpack(head)
-                if n > self.max_message:  # refused before a byte of it is read
-                    self._drop("too_large", f"a TCP frame of {n} bytes (max_message)")
-                    break
-                data = await reader.readexactly(n)
-                self._stats["received_bytes"] += n + 4
-                self._inbox_put(data)
-        except (asyncio.IncompleteReadError, OSError, asyncio.CancelledError):
-            pass  # the peer went away, or this node is stopping
-        finally:
-            self._conns.discard(writer)
-            writer.close()
 
 
 def _group(pairs: Any) -> list[tuple[str, list[Any]]]:

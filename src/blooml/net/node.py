@@ -157,7 +157,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self._logged_resolve: set[str] = set()
         self._udp_inode: int | None = None
         self._server: asyncio.Server | None = None
-        self._conns: set[asyncio.StreamWriter] = set()
+        self._conns: set[asyncio.Transport] = set()
         self._udp: asyncio.DatagramTransport | None = None
         self._fail_backoff_until = 0.0
         self._stop_deadline = 0.0
