@@ -16,7 +16,7 @@ import ipaddress
 import socket
 import struct
 import time
-from typing import Any
+from typing import Any, cast
 
 from blooml.errors import BloomlError, CodecError, ProgramError
 from blooml.net._coltypes import ColumnTypes
@@ -59,9 +59,8 @@ class _Frames(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        self.node._conns.add(transport)
+        self.transport = cast(asyncio.Transport, transport)  # a stream's transport
+        self.node._conns.add(self.transport)
 
     def data_received(self, data: bytes) -> None:
         node = self.node
