@@ -34,14 +34,27 @@ _FRAME = struct.Struct(">I")
 RESOLVE_TTL = 30.0
 
 
+#: Addresses already split by ``parse_addr`` (every row a rule sends is checked; a node
+#: talks to few addresses). Bounded: emptied when full.
+_PARSED: dict[str, tuple[str, int]] = {}
+_PARSED_MAX = 4096
+
+
 def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
     """Split ``"host:port"`` (or ``"[v6]:port"``); raise ``ProgramError`` if it is not one."""
+    if type(addr) is str:
+        hit = _PARSED.get(addr)
+        if hit is not None:
+            return hit
     if isinstance(addr, str):
         host, sep, port = addr.rpartition(":")
         if sep and host and port.isdigit() and int(port) < 65536:
             if host.startswith("[") and host.endswith("]"):
                 host = host[1:-1]
-            return host, int(port)
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            out = _PARSED[str(addr)] = (host, int(port))
+            return out
     raise ProgramError(
         f"{where + ': ' if where else ''}the address {addr!r} is not host:port "
         "(a program bound to a socket sends to host:port addresses)"
