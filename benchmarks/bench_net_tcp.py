@@ -55,6 +55,7 @@ TARGET = 50_000
 LATENCY_MEDIAN = 2.0
 LATENCY_P99 = 3.0
 CONCURRENCY = 10.0
+CLIENT_TIMEOUT = 240.0
 _FRAME = struct.Struct(">I")
 
 
@@ -153,25 +154,26 @@ def start_echo() -> tuple[int, Any]:
 
 class _Client:
     """One client: a listening socket for the node's replies, a connection to the node (and
-    one to the echo), and its requests, encoded before the clock starts."""
+    one to the echo), and its requests, encoded before the clock starts. Both sides are
+    timed alike: a write, two reads of the answer on one connection (the node answers on the
+    connection it opens to the client's address), and one decode of it."""
 
     def __init__(self, node: str, rng: random.Random, n: int, keys: int) -> None:
         self.node = node
         self.rng = rng
         self.n = n
         self.keys = keys
-        self.replies: asyncio.Queue[bytes] = asyncio.Queue()
+        self.reply_conn: asyncio.Future[asyncio.StreamReader] | None = None
+        self.replies: asyncio.StreamReader | None = None
         self.frames: list[bytes] = []
         self.expect: list[tuple[int, Any]] = []
 
     async def open(self, echo_port: int | None) -> None:
+        conn = self.reply_conn = asyncio.get_running_loop().create_future()
+
         async def on_reply(reader: asyncio.StreamReader, _w: asyncio.StreamWriter) -> None:
-            try:
-                while True:
-                    head = await reader.readexactly(4)
-                    self.replies.put_nowait(await reader.readexactly(_FRAME.unpack(head)[0]))
-            except (asyncio.IncompleteReadError, OSError, asyncio.CancelledError):
-                pass
+            if not conn.done():  # the node's connection: read where the request awaits it
+                conn.set_result(reader)
 
         self.server = await asyncio.start_server(on_reply, "127.0.0.1", 0)
         me = f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
@@ -200,16 +202,18 @@ class _Client:
 
     async def request(self, i: int) -> bool:
         self.w.write(self.frames[i])
-        try:
-            return self.check(i, await asyncio.wait_for(self.replies.get(), 10.0))
-        except TimeoutError:
-            return False  # lost
+        r = self.replies
+        if r is None:
+            assert self.reply_conn is not None
+            r = self.replies = await self.reply_conn
+        head = await r.readexactly(4)
+        return self.check(i, await r.readexactly(_FRAME.unpack(head)[0]))
 
     async def echo(self, i: int) -> bool:
         self.ew.write(self.frames[i])
         head = await self.er.readexactly(4)
         data = await self.er.readexactly(_FRAME.unpack(head)[0])
-        return data == self.frames[i][4:]
+        return decode_envelope(data).batches[0][0] in ("put", "get") and data == self.frames[i][4:]
 
 
 async def _latency(node: str, echo_port: int, n: int, keys: int, seed: int) -> dict[str, Any]:
@@ -250,15 +254,13 @@ async def _concurrency(node: str, clients: int, n: int, keys: int, seed: int) ->
 
 
 def client_main(spec: dict[str, Any]) -> None:
-    """The child process: run one measurement and print its result as JSON."""
+    """The child process: run one measurement and print its result as JSON (a reply that
+    never comes fails the whole run after ``CLIENT_TIMEOUT`` s, not each request)."""
     if spec["kind"] == "latency":
-        out = asyncio.run(
-            _latency(spec["node"], spec["echo"], spec["n"], spec["keys"], spec["seed"])
-        )
+        run = _latency(spec["node"], spec["echo"], spec["n"], spec["keys"], spec["seed"])
     else:
-        out = asyncio.run(
-            _concurrency(spec["node"], spec["clients"], spec["n"], spec["keys"], spec["seed"])
-        )
+        run = _concurrency(spec["node"], spec["clients"], spec["n"], spec["keys"], spec["seed"])
+    out = asyncio.run(asyncio.wait_for(run, CLIENT_TIMEOUT))
     print(json.dumps(out))
 
 
