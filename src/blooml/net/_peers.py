@@ -103,15 +103,15 @@ class _Peer:
                 node._count("send_dropped", n)
                 self.writer = None
             self.inflight = 0
-        w = self.writer
-        if w is not None:
-            if w.transport.get_write_buffer_size():
+        last = self.writer
+        if last is not None:
+            if last.transport.get_write_buffer_size():
                 # frames push() wrote directly may still sit in the transport: let them
                 # leave before closing (close() bounds the wait)
-                w.transport.set_write_buffer_limits(high=0)
+                last.transport.set_write_buffer_limits(high=0)
                 with contextlib.suppress(OSError, RuntimeError):
-                    await w.drain()
-            w.close()
+                    await last.drain()
+            last.close()
 
     async def close(self, budget: float) -> None:
         """Flush within ``budget`` seconds; then drop what is left (counted) and close."""

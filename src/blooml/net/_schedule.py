@@ -56,6 +56,7 @@ class Scheduler(NodeBase):
                 t, _ = await loop.create_datagram_endpoint(lambda: _UDP(self), sock=self.sock)
                 self._udp = t  # type: ignore[assignment]
             elif self.transport == "tcp":
+                assert self.sock is not None
                 self._server = await loop.create_server(lambda: _Frames(self), sock=self.sock)
         except BaseException as exc:
             failure.append(exc)
