@@ -61,6 +61,17 @@ def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
     )
 
 
+class _UDP(asyncio.DatagramProtocol):
+    def __init__(self, node: NodeBase) -> None:
+        self.node = node
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        self.node._datagram(data, addr)
+
+    def error_received(self, exc: Exception) -> None:  # e.g. ICMP port unreachable
+        self.node._count("send_errors")
+
+
 class _Frames(asyncio.Protocol):
     """An incoming TCP connection: length-prefixed frames are cut out of the bytes as they
     arrive and put in the node's inbox from the loop's callback, with no reader task per
@@ -100,17 +111,6 @@ class _Frames(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self.transport is not None:
             self.node._conns.discard(self.transport)
-
-
-class _UDP(asyncio.DatagramProtocol):
-    def __init__(self, node: NodeBase) -> None:
-        self.node = node
-
-    def datagram_received(self, data: bytes, addr: Any) -> None:
-        self.node._datagram(data, addr)
-
-    def error_received(self, exc: Exception) -> None:  # e.g. ICMP port unreachable
-        self.node._count("send_errors")
 
 
 class Transport(NodeBase):
