@@ -84,8 +84,7 @@ class Scheduler(NodeBase):
                 not (self._inbox or self._calls) or time.monotonic() >= self._stop_deadline
             ):
                 break
-            if self._work_ready():
-                await asyncio.sleep(0)  # let what arrived meanwhile in first (sockets)
+            await asyncio.sleep(0)
         self._step()
         for u in self._units:  # held by a failing rule until the end
             u.settle(ProgramError(f"{self.rt.addr}: the node stopped before applying it"))
