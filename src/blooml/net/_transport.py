@@ -101,7 +101,8 @@ class _Frames(asyncio.Protocol):
                 return
             if end - start - 4 < n:
                 break  # the rest of this frame is still on its way
-            frame = bytes(buf[start + 4 : start + 4 + n])
+            with memoryview(buf) as view:  # one copy of the frame, not two
+                frame = bytes(view[start + 4 : start + 4 + n])
             start += 4 + n
             node._stats["received_bytes"] += n + 4
             node._inbox_put(frame)
