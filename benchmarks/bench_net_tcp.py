@@ -378,7 +378,7 @@ def concurrency(v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: 
     for c in (1, clients):
         print(
             f"   {c:>2} client{'s' if c > 1 else ' '}: {statistics.median(rates[c]):8,.0f} req/s"
-            f" (rounds: {', '.join(f'{x:,.0f}' for x in rates[c])}); node CPU "
+            f" (rounds: {', '.join(f'{x:,.0f}' for x in rates[c])}); node thread CPU "
             f"{statistics.median(cpu[c]) * 1e6:.0f} us/request; "
             f"{statistics.median(per_tick[c]):.1f} requests/tick"
         )
