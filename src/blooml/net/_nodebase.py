@@ -65,6 +65,8 @@ class NodeBase:
     _thread: threading.Thread | None
     _loop: asyncio.AbstractEventLoop | None
     _wake: asyncio.Event | None
+    _parked: bool
+    _step_soon: bool
     _inbox: deque[bytes]
     _calls: deque[tuple[Callable[[Any], Any], concurrent.futures.Future[Any], str]]
     _last_error: BaseException | None
@@ -94,6 +96,7 @@ class NodeBase:
         def accept(self, data: bytes) -> bool: ...
         def _datagram(self, data: bytes, source: Any) -> None: ...
         def _inbox_put(self, data: bytes) -> None: ...
+        def _arrived(self) -> None: ...
         def _queue(
             self,
             what: str,

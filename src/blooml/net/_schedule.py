@@ -72,11 +72,15 @@ class Scheduler(NodeBase):
             if not self._work_ready():
                 delay = self._timer_delay()
                 if delay is None:
+                    self._parked = True
                     await wake.wait()
+                    self._parked = False
                 elif delay > 0:
                     # a timer that sets the event (wait_for would make a task per wait)
                     timer = loop.call_later(delay, wake.set)
+                    self._parked = True
                     await wake.wait()
+                    self._parked = False
                     timer.cancel()
             wake.clear()
             self._step()
@@ -110,6 +114,38 @@ class Scheduler(NodeBase):
         for task in rest:
             task.cancel()
         await asyncio.gather(*rest, return_exceptions=True)
+
+    def _arrived(self) -> None:
+        """Input arrived (on the loop). When the node's task is parked with nothing to do,
+        step from the loop's next round of callbacks, without waking the task: one
+        hand-off, not three loop rounds, between a request and its tick; and what arrives
+        in the same round of the loop still goes into that one tick. Otherwise wake the
+        task."""
+        wake = self._wake
+        if wake is None:
+            return
+        if self._parked and not wake.is_set():
+            if not self._step_soon:
+                self._step_soon = True
+                assert self._loop is not None
+                self._loop.call_soon(self._step_now)
+            return
+        wake.set()
+
+    def _step_now(self) -> None:
+        """The step ``_arrived`` scheduled; the task takes over again (woken) when more work
+        waits or the step moved a timer (a periodic that fired, a failure's back-off)."""
+        self._step_soon = False
+        wake = self._wake
+        assert wake is not None
+        if not self._parked or wake.is_set() or self._closing:
+            wake.set()  # the task is awake, or stopping: it steps
+            return
+        rt = self.rt
+        timers = (self._fail_backoff_until, rt.next_due())
+        self._step()
+        if self._work_ready() or (self._fail_backoff_until, rt.next_due()) != timers:
+            wake.set()
 
     def _work_ready(self) -> bool:
         if self._closing:

@@ -369,8 +369,7 @@ class Transport(NodeBase):
             return
         self._inbox.append(data)
         self._inbox_size += len(data)
-        if self._wake is not None:
-            self._wake.set()
+        self._arrived()
 
     def accept(self, data: bytes) -> bool:
         """Check one datagram and queue its tuples for the next tick; a bad one is dropped

@@ -139,6 +139,8 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._parked = False  # the node's task waits for work (see Scheduler._arrived)
+        self._step_soon = False
         self._inbox: deque[bytes] = deque()
         self._calls: deque[tuple[Callable[[Any], Any], concurrent.futures.Future[Any], str]]
         self._calls = deque()
