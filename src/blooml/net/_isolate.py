@@ -355,10 +355,15 @@ def isolate(
         out.trials += 1
         # the group first: the runtime looks for the row it raised on among the first
         # 10,000 queued rows, and the good ones are known not to be it
-        exc = trial(rt, group + out.good)
+        # the last group with every good unit is what the real tick would run: when the
+        # caller gives a real tick, run it (it commits, or rolls back as a trial would)
+        last = not todo and commit is not None
+        run = commit if last and commit is not None else (lambda us: trial(rt, us))
+        exc = run(group + out.good)
         named = None if exc is None else _named_row(group, exc)
         if exc is None:
             out.good.extend(group)
+            out.committed = last
         elif named is not None:  # the runtime names the row: it is bad, retry the rest
             piece, rest = named
             out.bad.append((piece, exc))
