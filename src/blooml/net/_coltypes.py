@@ -2,7 +2,7 @@
 
 The program says, through its rules, what a channel column must hold: a rule
 ``v <= ch.map(lambda m: m.col)`` folds the column into lattice variable ``v`` (so it must be
-something ``v``'s builder takes, as ``Runtime._fold`` adds it, that then merges with what ``v``
+something ``v``'s builder takes, as ``_rules.fold`` adds it, that then merges with what ``v``
 holds), and a rule ``v <= ch.map(lambda m: (m.k, m.col))`` into an ``lmap`` makes it the value
 under key ``m.k`` (so it must merge with what ``v`` holds under that key, or, for a new key,
 with a value of its class held under another key). :class:`ColumnTypes` finds those rules
@@ -64,7 +64,7 @@ class ColumnTypes:
             if not isinstance(scan, N.Scan):
                 continue
             info = rt.ir.collections.get(scan.name)
-            if info is None or info.kind != "channel":
+            if info is None:
                 continue
             cols = info.columns
             expr = body.expr
@@ -84,8 +84,8 @@ class ColumnTypes:
         self.checks.setdefault(chan, []).append(check)
 
     def check(self, chan: str, rows: Sequence[Any]) -> str | None:
-        """Why ``rows`` arriving on ``chan`` cannot be merged where the program merges them
-        (``None``: they can, or the program does not say)."""
+        """Why ``rows`` arriving on (or inserted into) collection ``chan`` cannot be merged
+        where the program merges them (``None``: they can, or the program does not say)."""
         checks = self.checks.get(chan)
         if not checks:
             return None
@@ -99,7 +99,7 @@ class ColumnTypes:
                     item = (row[key_col], row[c])
                 else:
                     continue
-                # what the rule's fold makes of this one row (as Runtime._fold does)
+                # what the rule's fold makes of this one row (as the engine's _rules.fold does)
                 why: str | None
                 try:
                     b = var.cls.builder()
@@ -114,6 +114,27 @@ class ColumnTypes:
                     why = _compatible(var.value, value)
                 if why is not None:
                     return f"channel {chan!r} column {col!r} {why} (merged by {where})"
+        return None
+
+    def check_pending(self, pend: Any) -> str | None:
+        """Why what a local write queued (``Pending``: rows of collections, lattice merges)
+        cannot be merged where the program merges it, or ``None``: the check the network
+        path makes at the door, for ``sync_do``/``async_do``."""
+        for name, rows in pend.inserts.items():
+            why = self.check(name, rows)
+            if why is not None:
+                return why
+        lats = self.rt.lats
+        for name, values in pend.lats.items():
+            var = lats.get(name)
+            if var is None:
+                continue
+            for v in values:
+                if type(v) is not var.cls:
+                    continue  # the runtime's own merge reports a class mismatch
+                why = _compatible(var.value, v)
+                if why is not None:
+                    return f"lattice variable {name!r} {why}"
         return None
 
 
