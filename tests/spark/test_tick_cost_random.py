@@ -205,3 +205,27 @@ def test_ticks_without_a_checkpoint_dir_say_once_how_to_read_what_changed(
             engine.tick(inputs)
     said = [r.getMessage() for r in caplog.records if "checkpoint directory" in r.getMessage()]
     assert len(said) == 1 and "setCheckpointDir" in said[0], said
+
+
+class Best(Program):
+    """One successor per node: a second successor is a key conflict."""
+
+    edge = table(["a", "b"])
+    best = table(["a"], ["b"])
+
+    @bloom
+    def rules(self):
+        self.best <= self.edge
+
+
+def test_a_small_tick_that_conflicts_with_a_stored_key_says_which_rows(spark: Any) -> None:
+    from blooml.errors import KeyConstraintError
+
+    engine = SparkEngine(spark, path="dataframe", program=Best)
+    engine.tick({"edge": [(0, 1), (5, 6)]})
+    assert sorted(engine.tick({"edge": [(7, 8)]}).rows("best")) == [(0, 1), (5, 6), (7, 8)]
+    # merged on the driver by a lookup of key 0: its stored row disagrees, and the merge
+    # that says so names both rows
+    with pytest.raises(KeyConstraintError) as got:
+        engine.tick({"edge": [(0, 2)]})
+    assert got.value.key == 0 and {tuple(got.value.old), tuple(got.value.new)} == {(0, 1), (0, 2)}
