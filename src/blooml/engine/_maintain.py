@@ -26,6 +26,7 @@ from blooml.engine._zops import (
     ZFused,
     ZGroup,
     ZJoin,
+    ZLeftJoin,
     ZMap,
     ZNotIn,
     ZOp,
@@ -186,7 +187,9 @@ def zcompile(node: N.Node, rt: Any, raw: bool = False) -> ZOp:
     if t is N.FlatMap:
         return ZFlatMap(zcompile(node.input, rt), node.fn)  # type: ignore[attr-defined]
     if t is N.Join:
-        j = _join(node, rt)  # type: ignore[arg-type]
+        j: ZOp | None = _join(node, rt)  # type: ignore[arg-type]
+        if j is None:
+            j = _leftjoin(node, rt)  # type: ignore[arg-type]
         if j is not None:
             return ZMap(j, flatten_rows, raw) if raw else j
     if (
@@ -203,6 +206,18 @@ def zcompile(node: N.Node, rt: Any, raw: bool = False) -> ZOp:
     if t is N.Choose:
         return ZChoose(zcompile(node.input, rt), node.keys, node.seed)  # type: ignore[attr-defined]
     return ZFull(compile_node(node, rt, raw=raw))
+
+
+def _leftjoin(node: N.Join, rt: Any) -> ZLeftJoin | None:
+    """A left join of two scans with equality predicates (else ``None``)."""
+    if node.how != "left" or not node.preds or len(node.inputs) != 2:
+        return None
+    if not all(type(i) is N.Scan for i in node.inputs):
+        return None
+    if any((p.left, p.right) != (0, 1) for p in node.preds):
+        return None
+    a, b = (rt.rels[i.name] for i in node.inputs)  # type: ignore[attr-defined]
+    return ZLeftJoin(a, b, node.preds)
 
 
 def _join(node: N.Join, rt: Any) -> ZJoin | None:
