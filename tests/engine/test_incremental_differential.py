@@ -10,13 +10,14 @@ they were, and the incremental one must go on agreeing with the reference afterw
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from blooml import Program, bloom, lmax, lmin, scratch, table
+from blooml import Program, bloom, lmap, lmax, lmin, lset, scratch, table
 from blooml.bloom import accum, avg, bool_or, count, max_, min_, sum_
 
 
@@ -168,6 +169,23 @@ def _reach_lattice(s: Any) -> None:
     s.trl <= s.rl.map(lambda r: (r.n, r.m.reveal() + 1))
 
 
+def _reduce_ac(s: Any) -> None:
+    # declared order-free: maintained in a tree of partial results
+    s.sra <= s.a.reduce(0, lambda m, r: m + r.y, combine=operator.add)
+    s.srb <= s.b.reduce(
+        (0, 0), lambda m, r: (m[0] + 1, m[1] + r.z), combine=lambda u, v: (u[0] + v[0], u[1] + v[1])
+    )
+
+
+def _var_views(s: Any) -> None:
+    # views over lattice variables: they change by the variables' growth
+    s.tags <= s.a.map(lambda r: (r.x,))
+    s.lm <= s.b.map(lambda r: (r.y, lmax(r.z)))
+    s.stags <= s.tags.to_collection()
+    s.slm <= s.lm.to_collection()
+    s.slmr <= s.lm.to_collection().map(lambda k, v: (k, v.reveal()))
+
+
 def _lattice_var(s: Any) -> None:
     s.top <= s.a.map(lambda r: lmax(r.y))
 
@@ -233,6 +251,8 @@ CATALOGUE = {
         _paths_methods,
         _reach_lattice,
         _lattice_var,
+        _reduce_ac,
+        _var_views,
         _replace,
         _delete,
         _inputs,
@@ -294,6 +314,13 @@ def make_program(names: list[str]) -> type[Program]:
         rl = scratch(["n"], ["m"])
         trl = table(["n", "v"])
         top = lmax()
+        sra = scratch(["total"])
+        srb = scratch(["n", "s"])
+        tags = lset()
+        lm = lmap()
+        stags = scratch(["x"])
+        slm = scratch(["k"], ["v"])
+        slmr = scratch(["k"], ["v"])
         sin = scratch(["x", "y"])
         soft = table(["x", "y"], ttl=2.0)
         ssoft = scratch(["x"], ["n"])

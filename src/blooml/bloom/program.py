@@ -560,9 +560,9 @@ def _collect_blocks(cls: type) -> list[tuple[str, Callable[..., Any]]]:
 
 
 def _revealing_inputs(body: Any, lats: Mapping[str, LatticeInfo]) -> frozenset[str]:
-    """The collections whose rows reach a function of ``body`` that reads their lattice
-    columns non-monotonically (``Rule.nonmonotone_inputs``; see
-    ``reads_columns_nonmonotonically``)."""
+    """The collections (and lattice variables, through ``to_collection()``) whose rows reach a
+    function of ``body`` that reads their lattice columns non-monotonically
+    (``Rule.nonmonotone_inputs``; see ``reads_columns_nonmonotonically``)."""
     classes = list(registered_lattices().values())
     out: set[str] = set()
     stack = [body]
@@ -576,7 +576,7 @@ def _revealing_inputs(body: Any, lats: Mapping[str, LatticeInfo]) -> frozenset[s
         else:
             continue
         if reads_columns_nonmonotonically(n.fn, lats, classes):
-            out.update(name for name, _ in sources(inp) if name not in lats)
+            out.update(name for name, _ in sources(inp))
     return frozenset(out)
 
 

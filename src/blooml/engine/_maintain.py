@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from blooml.engine._codegen import fused_map
+from blooml.engine._zfold import ZLatRows, ZReduce
 from blooml.engine._zops import (
     ZArgAgg,
     ZChoose,
@@ -203,6 +204,10 @@ def zcompile(node: N.Node, rt: Any, raw: bool = False) -> ZOp:
         return ZGroup(zcompile(node.input, rt), node.keys, node.aggs)  # type: ignore[attr-defined]
     if t is N.ArgAgg:
         return ZArgAgg(zcompile(node.input, rt), node.how, node.keys, node.col)  # type: ignore[attr-defined]
+    if t is N.LatRows and type(node.lat) is N.LatVar:  # type: ignore[attr-defined]
+        return ZLatRows(rt.lats[node.lat.name])  # type: ignore[attr-defined]
+    if t is N.Reduce and node.combine is not None:  # type: ignore[attr-defined]
+        return ZReduce(zcompile(node.input, rt), node.init, node.fn, node.combine)  # type: ignore[attr-defined]
     if t is N.Choose:
         return ZChoose(zcompile(node.input, rt), node.keys, node.seed)  # type: ignore[attr-defined]
     return ZFull(compile_node(node, rt, raw=raw))

@@ -119,8 +119,9 @@ class Rule:
             method not marked ``@morph``/``@monotone``, the bare value): a non-monotone edge,
             so the variable is final (an earlier stratum) before the rule runs.
         reads_tick: whether a function reads ``self.tick_count``.
-        nonmonotone_inputs: collections whose rows reach a rule function that reads their
-            lattice columns non-monotonically (``reveal()``, a lattice method not marked
+        nonmonotone_inputs: collections (and lattice variables, through
+            ``to_collection()``) whose rows reach a rule function that reads their lattice
+            columns non-monotonically (``reveal()``, a lattice method not marked
             ``@morph``/``@monotone``): a non-monotone edge, so those rows are final (an
             earlier stratum; a recursive lattice view has reached its fixpoint) before the
             rule runs.
