@@ -184,6 +184,7 @@ def _var_views(s: Any) -> None:
     s.stags <= s.tags.to_collection()
     s.slm <= s.lm.to_collection()
     s.slmr <= s.lm.to_collection().map(lambda k, v: (k, v.reveal()))
+    s.slmf <= s.lm.to_collection(lambda k, v: (k, v) if k % 2 else None)
 
 
 def _lattice_var(s: Any) -> None:
@@ -321,6 +322,7 @@ def make_program(names: list[str]) -> type[Program]:
         stags = scratch(["x"])
         slm = scratch(["k"], ["v"])
         slmr = scratch(["k"], ["v"])
+        slmf = scratch(["k"], ["v"])
         sin = scratch(["x", "y"])
         soft = table(["x", "y"], ttl=2.0)
         ssoft = scratch(["x"], ["n"])

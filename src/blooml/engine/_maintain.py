@@ -204,13 +204,32 @@ def zcompile(node: N.Node, rt: Any, raw: bool = False) -> ZOp:
         return ZGroup(zcompile(node.input, rt), node.keys, node.aggs)  # type: ignore[attr-defined]
     if t is N.ArgAgg:
         return ZArgAgg(zcompile(node.input, rt), node.how, node.keys, node.col)  # type: ignore[attr-defined]
-    if t is N.LatRows and type(node.lat) is N.LatVar:  # type: ignore[attr-defined]
-        return ZLatRows(rt.lats[node.lat.name])  # type: ignore[attr-defined]
+    if t is N.LatRows:
+        z = _latrows(node, rt)  # type: ignore[arg-type]
+        if z is not None:
+            return z
     if t is N.Reduce and node.combine is not None:  # type: ignore[attr-defined]
         return ZReduce(zcompile(node.input, rt), node.init, node.fn, node.combine)  # type: ignore[attr-defined]
     if t is N.Choose:
         return ZChoose(zcompile(node.input, rt), node.keys, node.seed)  # type: ignore[attr-defined]
     return ZFull(compile_node(node, rt, raw=raw))
+
+
+def _latrows(node: N.LatRows, rt: Any) -> ZLatRows | None:
+    """The rows of a lattice variable (``v.to_collection()``, or ``lmap``'s
+    ``to_collection(fn)``), else ``None``."""
+    lat = node.lat
+    if type(lat) is N.LatVar:
+        return ZLatRows(rt.lats[lat.name])
+    if (
+        type(lat) is N.LatMethod
+        and lat.name == "to_collection"
+        and type(lat.target) is N.LatVar
+        and len(lat.args) <= 1
+        and all(callable(a) and not isinstance(a, (N.Node, type)) for a in lat.args)
+    ):
+        return ZLatRows(rt.lats[lat.target.name], True, lat.args)
+    return None
 
 
 def _leftjoin(node: N.Join, rt: Any) -> ZLeftJoin | None:

@@ -35,54 +35,82 @@ def _diff(old: list[Any], new: list[Any]) -> Delta:
     return list(consolidate(delta).items())
 
 
-def _growth(old: Any, new: Any, incs: list[Any]) -> Delta | None:
+def _row(x: Any) -> Any:
+    return x if isinstance(x, tuple) else (x,)
+
+
+def _growth(old: Any, new: Any, incs: list[Any], fn: Any) -> Delta | None:
     """The rows ``new`` (``old`` merged with ``incs``) has beyond ``old``'s, for the lattices
-    whose rows follow their elements or keys; ``None`` for any other lattice."""
+    whose rows follow their elements or keys; ``None`` for any other lattice. ``fn``: the
+    function of ``lmap.to_collection(fn)`` (``None``: the ``(key, value)`` pairs)."""
     cls = type(new)
     if type(old) is not cls:
         return None
-    if isinstance(new, lset) and cls.reveal is lset.reveal and cls.__iter__ is lset.__iter__:
+    if (
+        fn is None
+        and isinstance(new, lset)
+        and cls.reveal is lset.reveal
+        and cls.__iter__ is lset.__iter__
+    ):
         seen: set[Any] = set()
         out: Delta = []
         for inc in incs:
             for x in inc:
                 if x not in seen and x not in old:
                     seen.add(x)
-                    out.append((x if isinstance(x, tuple) else (x,), 1))
+                    out.append((_row(x), 1))
         return out
-    if isinstance(new, lmap) and cls.reveal is lmap.reveal and cls._get is lmap._get:
+    if (
+        isinstance(new, lmap)
+        and cls.reveal is lmap.reveal
+        and cls._get is lmap._get
+        and cls.to_collection is lmap.to_collection
+    ):
         keys: dict[Any, None] = {}
         for inc in incs:
             keys.update(dict.fromkeys(inc))
         out = []
         for k in keys:
             a, b = old._get(k), new._get(k)
-            if a is b:
+            if a is b or (a is not _ABSENT and a == b):
+                continue
+            if fn is None:
+                if a is not _ABSENT:
+                    out.append(((k, a), -1))
+                out.append(((k, b), 1))
                 continue
             if a is not _ABSENT:
-                if a == b:
-                    continue
-                out.append(((k, a), -1))
-            out.append(((k, b), 1))
+                x = fn(k, a)
+                if x is not None:
+                    out.append((_row(x), -1))
+            x = fn(k, b)
+            if x is not None:
+                out.append((_row(x), 1))
         return out
     return None
 
 
 class ZLatRows(ZOp):
-    """The rows of a lattice variable's value (``v.to_collection()``), changed by its growth."""
+    """The rows of a lattice variable's value (``v.to_collection()``, ``lmap``'s
+    ``to_collection(fn)`` when ``method``), changed by its growth."""
 
-    __slots__ = ("journal", "seen", "var")
+    __slots__ = ("args", "journal", "method", "seen", "var")
 
-    def __init__(self, var: Any) -> None:
+    def __init__(self, var: Any, method: bool = False, args: tuple[Any, ...] = ()) -> None:
         self.var = var
+        self.method = method
+        self.args = args
         self.seen: Any = None
         #: the values this tick replaced (the first is the last committed tick's)
         self.journal: list[Any] = []
 
+    def _rows(self, value: Any) -> list[Any]:
+        return as_rows(value.to_collection(*self.args) if self.method else value)
+
     def init(self) -> list[Any]:
         self.journal.append(self.seen)
         self.seen = self.var.value
-        return as_rows(self.seen)
+        return self._rows(self.seen)
 
     def step(self) -> Delta:
         var = self.var
@@ -92,10 +120,10 @@ class ZLatRows(ZOp):
         self.journal.append(old)
         self.seen = new
         if var.start is old and var.incs:
-            d = _growth(old, new, var.incs)
+            d = _growth(old, new, var.incs, self.args[0] if self.args else None)
             if d is not None:
-                return d
-        return _diff(as_rows(old), as_rows(new))
+                return list(consolidate(d).items())
+        return _diff(self._rows(old), self._rows(new))
 
     def rollback(self) -> None:
         """Put back the value of the last committed tick."""
