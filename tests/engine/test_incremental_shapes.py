@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from blooml import Program, bloom, lmap, lmax, lset, min_, scratch, table
+from blooml import Program, bloom, count, lmap, lmax, lset, min_, scratch, table
 from blooml.engine import _zfold
 from blooml.engine._zfold import ZLatRows, ZReduce
 from blooml.engine._zops import ZLeftJoin
@@ -256,3 +256,30 @@ def test_operator_add_is_a_fine_combine() -> None:
     p.src.delete([(1, 5)])
     p.tick()
     assert list(p.total) == [(7,)]
+
+
+def test_disabling_a_rule_rebuilds_every_operator() -> None:
+    """disable_rule re-plans the units with new, empty operators: they used to go on from
+    their (empty) state with this tick's change alone, and a group lost its other rows."""
+
+    class P(Program):
+        a = table(["k", "v"])
+        g = scratch(["k"], ["n"])
+        o = scratch(["k"])
+
+        @bloom
+        def rules(self) -> None:
+            self.g <= self.a.group(["k"], count())
+            self.o <= self.a.map(lambda r: (r.k,))
+
+    out = []
+    for incremental in (True, False):
+        p = P(incremental=incremental)
+        p.a.insert([(1, 1), (1, 2), (2, 1)])
+        p.tick()
+        p._rt.disable_rule(1)
+        p.tick()
+        p.a.insert([(1, 3)])
+        p.tick()
+        out.append((sorted(map(tuple, p.g)), sorted(map(tuple, p.o))))
+    assert out[0] == out[1] == ([(1, 3), (2, 1)], [])

@@ -288,6 +288,8 @@ class Runtime:
             self.support = {}
             plan_units(self)
             self._reset = True
+            for cr in self.rules:  # new operators, empty: each builds its state afresh
+                cr.fresh = cr.zfresh = True
 
     def discard_pending(self, only: Any = None) -> PendingInput:
         """Drop what is queued for the next tick (everything, or the items of ``only``);
