@@ -213,6 +213,15 @@ def _fused_group(s: Any) -> None:
     s.sfg <= s.kv.group(["k"], sum_("v"))
 
 
+def _next_from_scratch(s: Any) -> None:
+    # <+ from scratches into tables: only the rows a table lacks are queued, and the rows a
+    # deletion removes first are put back (the reference queues every row, every tick)
+    s.nx <= s.a.map(lambda r: (r.x % 3, r.y))
+    s.hist <+ s.nx
+    s.hist2 <+ s.inp
+    s.hist2 <- s.b.map(lambda r: (r.y, r.z))
+
+
 def _failing(s: Any) -> None:
     # a next-tick rule: it runs after every stratum, when every other rule has changed its
     # state, so the rollback must undo all of that
@@ -257,6 +266,7 @@ CATALOGUE = {
         _replace,
         _delete,
         _inputs,
+        _next_from_scratch,
         _soft,
         _fused_group,
         _failing,
@@ -328,6 +338,9 @@ def make_program(names: list[str]) -> type[Program]:
         ssoft = scratch(["x"], ["n"])
         sfg = scratch(["k"], ["s"])
         sfail = scratch(["x", "y"])
+        nx = scratch(["x", "y"])
+        hist = table(["x"], ["y"])
+        hist2 = table(["x", "y"])
 
         @bloom
         def rules(self) -> None:
@@ -354,6 +367,7 @@ op = st.one_of(
     st.tuples(st.just("del_b"), st.lists(st.tuples(small, small), max_size=2)),
     st.tuples(st.just("inp"), st.lists(st.tuples(small, small), max_size=3)),
     st.tuples(st.just("time"), st.just([])),
+    st.tuples(st.just("del_hist"), st.lists(st.tuples(small, small), max_size=2)),
     st.tuples(st.just("fail"), st.just([])),
 )
 
@@ -367,6 +381,9 @@ def apply(p: Program, kind: str, rows: list[tuple[int, int]]) -> None:
         p.b.insert(rows)  # type: ignore[attr-defined]
     elif kind == "del_b":
         p.b.delete(rows)  # type: ignore[attr-defined]
+    elif kind == "del_hist":  # deleted from outside: a <+ over a scratch puts them back
+        p.hist.delete(rows)  # type: ignore[attr-defined]
+        p.hist2.delete(rows)  # type: ignore[attr-defined]
     elif kind == "fail":  # a new row reaches the failing rule (both engines evaluate it)
         p.a.insert([(9, 9)])  # type: ignore[attr-defined]
     elif kind == "inp":

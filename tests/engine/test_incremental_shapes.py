@@ -283,3 +283,46 @@ def test_disabling_a_rule_rebuilds_every_operator() -> None:
         p.tick()
         out.append((sorted(map(tuple, p.g)), sorted(map(tuple, p.o))))
     assert out[0] == out[1] == ([(1, 3), (2, 1)], [])
+
+
+class History(Program):
+    items = table(["id"], ["v"])
+    view = scratch(["id", "v"])
+    hist = table(["id", "v"])
+
+    # fmt: off
+    @bloom
+    def rules(self) -> None:
+        self.view <= self.items.map(lambda r: (r.id, r.v * 2))
+        self.hist <+ self.view
+    # fmt: on
+
+
+def test_a_next_tick_rule_over_a_scratch_queues_only_what_its_table_lacks() -> None:
+    p = History()
+    p.items.insert([(i, i) for i in range(5000)])
+    p.tick()
+    assert len(p._rt.pending.inserts["hist"]) == 5000  # the first tick: all of it
+    p.tick()
+    assert len(p.hist) == 5000
+    p.items.insert([(9000, 1)])
+    p.tick()
+    assert p._rt.pending.inserts["hist"] == [(9000, 2)]  # not the 5,001 rows of the view
+    assert p._rt.has_pending()  # as the reference's: its view still queues rows
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_row_deleted_from_outside_is_put_back_by_the_next_tick_rule(incremental) -> None:
+    """The reference deletes, then inserts every queued row of the view: the row stays."""
+    p = History(incremental=incremental)
+    p.items.insert([(1, 1), (2, 2)])
+    p.tick()
+    p.tick()
+    p.hist.delete([(1, 2)])
+    p.tick()
+    assert sorted(map(tuple, p.hist)) == [(1, 2), (2, 4)]
+    dropped = p.discard_pending()  # what the reference queued: the view's rows
+    assert sorted(map(tuple, dropped["hist"])) == [(1, 2), (2, 4)]
+    p.hist.delete([(2, 4)])
+    p.tick()
+    assert sorted(map(tuple, p.hist)) == [(1, 2)]  # nothing queued was put back

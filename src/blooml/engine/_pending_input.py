@@ -177,6 +177,14 @@ def discard(rt: Any, only: Any = None) -> PendingInput:
     out = PendingInput()
     for name, items in as_dict(pend).items():
         out[name] = [named(rt, name, r) for r in items]
+    for f in getattr(rt, "feeds", ()):
+        # the rows a <+ rule over a scratch queued, though its table held them (see
+        # blooml.engine._feed): dropped, as the reference drops the rows it queued
+        if f.armed and f.counts:
+            held = [r for r in f.counts if r not in f.missing]
+            if held:
+                out.setdefault(f.head.name, []).extend(named(rt, f.head.name, r) for r in held)
+        f.armed = False
     for name, rows in pend.deletes.items():
         out.deletes[name] = [named(rt, name, r) for r in rows]
     return out

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._dred import DRed
+from blooml.engine._feed import Feed
 from blooml.engine._maintain import Support, zcompile_rule
 from blooml.engine._priority import eligible_heads
 from blooml.engine._rules import (
@@ -122,7 +123,34 @@ def plan_units(rt: Runtime) -> None:
             if len(feeding) > 1 and len(heads) == 1 and next(iter(heads)) in rt.support:
                 unit.shared = next(iter(heads))
     rt.units = plans
+    plan_feeds(rt)
     rt._stateful = journaled(rt)
+
+
+def plan_feeds(rt: Runtime) -> None:
+    """Give a feed (``blooml.engine._feed``) to every ``<+`` rule over a collection that does
+    not persist whose head is a table without TTL and no other ``<+``/``<+-`` rule writes."""
+    writers: dict[str, int] = {}
+    for cr in rt.temporal:
+        if cr.op in ("<+", "<+-"):
+            writers[cr.rule.head] = writers.get(cr.rule.head, 0) + 1
+    rt.feeds = []
+    for cr in rt.temporal:
+        head = cr.head_rel
+        cr.feed = None
+        if (
+            cr.op != "<+"
+            or not cr.transient_full
+            or head is None
+            or not head.persistent
+            or head.ttl is not None
+            or head.info.kind != "table"
+            or writers[cr.rule.head] != 1
+        ):
+            continue
+        cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
+        cr.feed = Feed(cr.zbody, head)
+        rt.feeds.append(cr.feed)
 
 
 def run_units(rt: Runtime, units: list[Unit]) -> None:
@@ -260,6 +288,7 @@ def journaled(rt: Runtime) -> list[Any]:
     """The incremental state that a tick changes and a rollback undoes: the derivation
     counts of maintained collections and the operators that keep state."""
     out: list[Any] = list(rt.support.values())
+    out.extend(rt.feeds)
     for cr in rt.rules:
         stack = [cr.zbody] if cr.zbody is not None else []
         while stack:

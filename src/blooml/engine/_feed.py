@@ -1,0 +1,164 @@
+"""``head <+ body`` over a collection that does not persist, at the cost of what changed.
+
+The reference (and Bud) evaluates such a rule over the whole scratch every tick and queues
+every row for the next tick, where the rows the table already holds change nothing. In
+incremental mode (:class:`Feed`) the body is an incremental evaluator whose output ``S`` (the
+rows the reference would queue) is kept with counts, together with ``missing``: the rows of
+``S`` the head lacks. At the end of a tick ``S`` takes the body's change, ``missing`` that and
+the head's own change, and only ``missing`` is queued. One subtlety: before the queued rows
+are inserted, the next tick applies deletions and replacements, which may remove a row of
+``S`` that the head held; the reference re-inserts it. :func:`refill` does so, from the head's
+change in the tick so far (``Runtime``'s input step calls it before inserting).
+
+Only a table head (persistent, no TTL: re-inserting a soft-state row refreshes it) written by
+no other ``<+``/``<+-`` rule gets a feed (two rules' rows are checked against each other when
+derived). Key conflicts within ``S`` raise when the conflicting row enters ``S``, as the
+reference's check of the queued rows does; the tick rolls back, the feed with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blooml.engine._zops import ZOp, consolidate
+from blooml.engine.relation import Relation
+
+__all__ = ["Feed", "refill"]
+
+
+class Feed:
+    """The state of one ``<+`` rule over a scratch (see the module docstring)."""
+
+    __slots__ = ("armed", "bykey", "counts", "head", "journal", "missing", "z")
+
+    def __init__(self, z: ZOp, head: Relation) -> None:
+        self.z = z
+        self.head = head
+        self.counts: dict[Any, int] = {}  # S: the rows the reference queues, with counts
+        self.missing: dict[Any, None] = {}  # the rows of S the head lacks
+        self.bykey: dict[Any, dict[Any, None]] = {}  # keyed head: S's rows per key
+        #: whether the last committed tick queued S (the next tick's refill applies)
+        self.armed = False
+        #: this tick's changes, undone in reverse by ``rollback``
+        self.journal: list[tuple[Any, ...]] = []
+
+    def run(self, fresh: bool, where: str) -> list[Any]:
+        """Evaluate the rule at the end of a tick; return the rows to queue."""
+        head = self.head
+        make = head.make_row
+        journal = self.journal
+        if fresh:
+            journal.append(("init", self.counts, self.missing, self.bykey))
+            self.counts, self.missing, self.bykey = {}, {}, {}
+            delta: Any = [(make(r, where), 1) for r in self.z.init() if r is not None]
+        else:
+            delta = [(make(r, where), w) for r, w in self.z.step()]
+        counts, missing = self.counts, self.missing
+        if delta:
+            for r, w in consolidate(delta).items():
+                c0 = counts.get(r, 0)
+                c = c0 + w
+                if c > 0 and not c0:
+                    self._enter(r)
+                    journal.append(("count", r, c0))
+                    counts[r] = c
+                    if r not in head:
+                        journal.append(("missing", r, False))
+                        missing[r] = None
+                elif c > 0:
+                    journal.append(("count", r, c0))
+                    counts[r] = c
+                elif c0:
+                    journal.append(("count", r, c0))
+                    del counts[r]
+                    self._leave(r)
+                    if r in missing:
+                        journal.append(("missing", r, True))
+                        del missing[r]
+        if not fresh:
+            for r, w in head.tick_delta():
+                if r not in counts:
+                    continue
+                if w < 0 and r not in missing and r not in head:
+                    journal.append(("missing", r, False))
+                    missing[r] = None
+                elif w > 0 and r in missing and r in head:
+                    journal.append(("missing", r, True))
+                    del missing[r]
+        journal.append(("armed", self.armed))
+        self.armed = True
+        return list(missing)
+
+    def _enter(self, r: Any) -> None:
+        """``r`` joins S: the key check of the reference's queued rows, then the index."""
+        head = self.head
+        keyfn = head.keyfn
+        if keyfn is None:
+            return
+        k = keyfn(r)
+        rows = self.bykey.get(k)
+        if rows:
+            acc = next(iter(rows))
+            for other in rows:
+                if other != acc:
+                    acc = head._merge(k, acc, other)
+            head._merge(k, acc, r)  # raises KeyConstraintError on a conflict
+        if rows is None:
+            rows = self.bykey[k] = {}
+        rows[r] = None
+        self.journal.append(("enter", k, r))
+
+    def _leave(self, r: Any) -> None:
+        keyfn = self.head.keyfn
+        if keyfn is None:
+            return
+        k = keyfn(r)
+        rows = self.bykey[k]
+        del rows[r]
+        if not rows:
+            del self.bykey[k]
+        self.journal.append(("leave", k, r))
+
+    def rollback(self) -> None:
+        """Undo this tick's changes (see ``journal``)."""
+        for e in reversed(self.journal):
+            kind = e[0]
+            if kind == "count":
+                if e[2]:
+                    self.counts[e[1]] = e[2]
+                else:
+                    self.counts.pop(e[1], None)
+            elif kind == "missing":
+                if e[2]:
+                    self.missing[e[1]] = None
+                else:
+                    self.missing.pop(e[1], None)
+            elif kind == "enter":
+                rows = self.bykey[e[1]]
+                del rows[e[2]]
+                if not rows:
+                    del self.bykey[e[1]]
+            elif kind == "leave":
+                self.bykey.setdefault(e[1], {})[e[2]] = None
+            elif kind == "armed":
+                self.armed = e[1]
+            else:  # init
+                self.counts, self.missing, self.bykey = e[1], e[2], e[3]
+        self.journal = []
+
+    def children(self) -> list[ZOp]:
+        """The body's evaluator (its stateful operators journal too)."""
+        return [self.z]
+
+
+def refill(feeds: list[Feed], now: float) -> None:
+    """The input step of a tick, before queued rows are inserted: put back in each armed
+    feed's head the rows of S that this tick's deletions and replacements removed (the
+    reference inserts every row of S after those)."""
+    for f in feeds:
+        if not f.armed or not f.counts:
+            continue
+        head = f.head
+        gone = [r for r, w in head.tick_delta() if w < 0 and r in f.counts and r not in head]
+        if gone:
+            head.add_many(gone, now, f"<+ into {head.name}")
