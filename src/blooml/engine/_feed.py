@@ -55,7 +55,12 @@ class Feed:
             delta = [(make(r, where), w) for r, w in self.z.step()]
         counts, missing = self.counts, self.missing
         if delta:
-            for r, w in consolidate(delta).items():
+            items = consolidate(delta).items()
+            # rows leaving first: a row replacing another under its key is no conflict
+            for r, w in [
+                *((r, w) for r, w in items if w < 0),
+                *((r, w) for r, w in items if w > 0),
+            ]:
                 c0 = counts.get(r, 0)
                 c = c0 + w
                 if c > 0 and not c0:
