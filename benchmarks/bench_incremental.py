@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import heapq
 import random
 import statistics
 import sys
@@ -384,16 +385,20 @@ class _Workload:
 
 class _PQ(_Workload):
     def fill(self, p: Program) -> None:
-        self.prio = {j: self.rnd.random() for j in range(self.n)} if p is self.inc else self.prio
+        if p is self.inc:
+            self.prio = {j: self.rnd.random() for j in range(self.n)}
+            self.heap = [(v, j) for j, v in self.prio.items()]
+            heapq.heapify(self.heap)
         p.jobs.insert(list(self.prio.items()))  # type: ignore[attr-defined]
 
     def change(self) -> list[tuple[str, str, list[Any]]]:
         # pop the minimum (a priority queue serves its best job) and push a new random job
-        j = min(self.prio, key=self.prio.__getitem__)
-        gone = (j, self.prio.pop(j))
+        v, j = heapq.heappop(self.heap)
+        del self.prio[j]
         new = (self.new_id(), self.rnd.random())
         self.prio[new[0]] = new[1]
-        return [("jobs", "delete", [gone]), ("jobs", "insert", [new])]
+        heapq.heappush(self.heap, (new[1], new[0]))
+        return [("jobs", "delete", [(j, v)]), ("jobs", "insert", [new])]
 
 
 class _LeftJoin(_Workload):

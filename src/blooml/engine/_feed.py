@@ -92,6 +92,10 @@ class Feed:
                     del missing[r]
         journal.append(("armed", self.armed))
         self.armed = True
+        if not missing:
+            # a dict keeps its table when emptied, and iterating it costs that table's size
+            self.missing = {}
+            return []
         return list(missing)
 
     def _enter(self, r: Any) -> None:
