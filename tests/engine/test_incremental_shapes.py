@@ -326,3 +326,37 @@ def test_a_row_deleted_from_outside_is_put_back_by_the_next_tick_rule(incrementa
     p.hist.delete([(2, 4)])
     p.tick()
     assert sorted(map(tuple, p.hist)) == [(1, 2)]  # nothing queued was put back
+
+
+def test_a_rule_into_soft_state_refreshes_its_rows_every_tick() -> None:
+    """A soft-state row's lifetime restarts at each derivation: the semi-naive evaluator took
+    only new rows, so an unchanged body let its rows expire early (found by the differential
+    test: a row derived at time 1 was gone at time 2 with a ttl of 2)."""
+
+    class Clock:
+        t = 0.0
+
+        def __call__(self) -> float:
+            return self.t
+
+    class Soft(Program):
+        a = table(["x", "y"])
+        soft = table(["x", "y"], ttl=2.0)
+
+        @bloom
+        def rules(self) -> None:
+            self.soft <= self.a.filter(lambda r: r.y < 3)
+
+    out = []
+    for incremental in (True, False):
+        clock = Clock()
+        p = Soft(clock=clock, incremental=incremental)
+        p.a.insert([(1, 0)])
+        p.tick()
+        clock.t = 1.0
+        p.tick()  # derived again at 1: lives until 3
+        p.a.delete([(1, 0)])
+        clock.t = 2.0
+        p.tick()
+        out.append(sorted(map(tuple, p.soft)))
+    assert out == [[(1, 0)], [(1, 0)]]

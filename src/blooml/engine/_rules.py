@@ -126,6 +126,8 @@ class CompiledRule:
             head = self.head_rel
             if head is not None and head.persistent and head.removals != self.seen_removals:
                 return True
+            if head is not None and head.ttl is not None:
+                return True  # each derivation refreshes a soft-state row's lifetime
             return any(v.incs for v in self.read_vars)
         return bool(self.read_vars) and any(v.hi > v.lo for v in self.read_vars)
 
