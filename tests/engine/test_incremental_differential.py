@@ -222,6 +222,15 @@ def _next_from_scratch(s: Any) -> None:
     s.hist2 <- s.b.map(lambda r: (r.y, r.z))
 
 
+def _delete_from_scratch(s: Any) -> None:
+    # <- from a scratch: only the rows that delete something are queued, and a row the next
+    # tick's replacement stores is deleted as the reference's full queue would
+    s.kvd <= s.a.map(lambda r: (r.x, r.y))
+    s.kv <- s.kvd
+    s.kv <+- s.inp
+    s.hist2 <- s.inp.filter(lambda r: r.x > 1)
+
+
 def _failing(s: Any) -> None:
     # a next-tick rule: it runs after every stratum, when every other rule has changed its
     # state, so the rollback must undo all of that
@@ -267,6 +276,7 @@ CATALOGUE = {
         _delete,
         _inputs,
         _next_from_scratch,
+        _delete_from_scratch,
         _soft,
         _fused_group,
         _failing,
@@ -339,6 +349,7 @@ def make_program(names: list[str]) -> type[Program]:
         sfg = scratch(["k"], ["s"])
         sfail = scratch(["x", "y"])
         nx = scratch(["x", "y"])
+        kvd = scratch(["x", "y"])
         hist = table(["x"], ["y"])
         hist2 = table(["x", "y"])
 

@@ -360,3 +360,52 @@ def test_a_rule_into_soft_state_refreshes_its_rows_every_tick() -> None:
         p.tick()
         out.append(sorted(map(tuple, p.soft)))
     assert out == [[(1, 0)], [(1, 0)]]
+
+
+class Blocked(Program):
+    tasks = table(["id"], ["v"])
+    blocked = table(["id", "v"])
+    view = scratch(["id", "v"])
+
+    # fmt: off
+    @bloom
+    def rules(self) -> None:
+        self.view <= self.blocked.map(lambda r: (r.id, r.v))
+        self.tasks <- self.view
+    # fmt: on
+
+
+def test_a_delete_rule_over_a_scratch_queues_only_what_deletes() -> None:
+    p = Blocked()
+    p.blocked.insert([(i, 0) for i in range(5000)])
+    p.tasks.insert([(1, 0), (7000, 0)])
+    p.tick()
+    assert p._rt.pending.deletes["tasks"] == [(1, 0)]  # not the 5,000 rows of the view
+    p.tick()
+    assert sorted(map(tuple, p.tasks)) == [(7000, 0)]
+    assert not p._rt.pending.deletes
+    assert p._rt.has_pending()  # as the reference's: its view still queues deletions
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_row_stored_by_a_replacement_is_deleted_by_the_next_tick_rule(incremental) -> None:
+    """The reference replaces, then deletes every queued row of the view."""
+
+    class Both(Blocked):
+        upd = scratch(["id", "v"])
+
+        # fmt: off
+        @bloom
+        def more(self) -> None:
+            self.tasks <+- self.upd
+        # fmt: on
+
+    p = Both(incremental=incremental)
+    p.blocked.insert([(3, 0)])
+    p.tick()
+    p.upd.insert([(3, 0)])  # stored by <+- at the next tick, before the deletions
+    p.tick()
+    p.tick()
+    assert sorted(map(tuple, p.tasks)) == []
+    dropped = p.discard_pending()
+    assert sorted(map(tuple, dropped.deletes["tasks"])) == [(3, 0)]

@@ -178,12 +178,18 @@ def discard(rt: Any, only: Any = None) -> PendingInput:
     for name, items in as_dict(pend).items():
         out[name] = [named(rt, name, r) for r in items]
     for f in getattr(rt, "feeds", ()):
-        # the rows a <+ rule over a scratch queued, though its table held them (see
-        # blooml.engine._feed): dropped, as the reference drops the rows it queued
+        # the rows a <+ (<-) rule over a scratch would have queued, but its table held them
+        # (lacked them; see blooml.engine._feed): dropped, as the reference drops its rows
         if f.armed and f.counts:
-            held = [r for r in f.counts if r not in f.missing]
-            if held:
-                out.setdefault(f.head.name, []).extend(named(rt, f.head.name, r) for r in held)
+            name = f.head.name
+            if hasattr(f, "missing"):
+                held = [r for r in f.counts if r not in f.missing]
+                if held:
+                    out.setdefault(name, []).extend(named(rt, name, r) for r in held)
+            else:
+                idle = [r for r in f.counts if r not in f.present]
+                if idle:
+                    out.deletes.setdefault(name, []).extend(named(rt, name, r) for r in idle)
         f.armed = False
     for name, rows in pend.deletes.items():
         out.deletes[name] = [named(rt, name, r) for r in rows]

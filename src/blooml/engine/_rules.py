@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._codegen import fused_map
-from blooml.engine._feed import Feed
+from blooml.engine._feed import DeleteFeed, Feed
 from blooml.engine._lat_eval import LatEval
 from blooml.engine._net_entry import check_addr
 from blooml.engine._pending_input import NOTE_MARK as _NOTE_MARK
@@ -100,9 +100,9 @@ class CompiledRule:
         #: the incremental evaluator (``blooml.engine._maintain``), for rules it runs
         self.zbody: ZOp | None = None
         self.zfresh = True
-        #: incremental mode, ``<+`` over a scratch into a table: what it keeps
-        #: (``blooml.engine._feed``; set by ``_units.plan_units``)
-        self.feed: Feed | None = None
+        #: incremental mode, ``<+``/``<-`` over a scratch into a table: what it keeps
+        #: (``blooml.engine._feed``; set by ``_units.plan_feeds``)
+        self.feed: Feed | DeleteFeed | None = None
         # the reference (Program(incremental=False)) re-derives every rule each tick but
         # `<~`, whose messages are what a tick derives anew
         self.ref_full = not rt.incremental and rule.op != "<~"
@@ -209,13 +209,14 @@ def run_temporal(rt: Runtime) -> None:
             fire(rt, cr, True)
 
 
-def run_feed(rt: Runtime, cr: CompiledRule, feed: Feed) -> None:
-    """A ``<+`` rule over a scratch with a feed: queue the rows its head lacks."""
+def run_feed(rt: Runtime, cr: CompiledRule, feed: Feed | DeleteFeed) -> None:
+    """A next-tick rule over a scratch with a feed: queue the rows that change its head."""
     rt.firing = cr
     try:
         rows = feed.run(cr.zfresh, cr.where)
         if rows:
-            rt.pending.add("inserts", feed.head.name, rows)
+            kind = "deletes" if type(feed) is DeleteFeed else "inserts"
+            rt.pending.add(kind, feed.head.name, rows)
         if rt._rec is not None and rows:
             rt._rec.rule(cr.rule.index, rows, None)
     except BaseException as exc:

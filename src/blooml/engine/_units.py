@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._dred import DRed
-from blooml.engine._feed import Feed
+from blooml.engine._feed import DeleteFeed, Feed
 from blooml.engine._maintain import Support, zcompile_rule
 from blooml.engine._priority import eligible_heads
 from blooml.engine._rules import (
@@ -128,8 +128,9 @@ def plan_units(rt: Runtime) -> None:
 
 
 def plan_feeds(rt: Runtime) -> None:
-    """Give a feed (``blooml.engine._feed``) to every ``<+`` rule over a collection that does
-    not persist whose head is a table without TTL and no other ``<+``/``<+-`` rule writes."""
+    """Give a feed (``blooml.engine._feed``) to every next-tick rule over a collection that
+    does not persist that can run on changes: a ``<+`` into a table without TTL that no other
+    ``<+``/``<+-`` rule writes, and a ``<-`` from a table."""
     writers: dict[str, int] = {}
     for cr in rt.temporal:
         if cr.op in ("<+", "<+-"):
@@ -138,18 +139,16 @@ def plan_feeds(rt: Runtime) -> None:
     for cr in rt.temporal:
         head = cr.head_rel
         cr.feed = None
-        if (
-            cr.op != "<+"
-            or not cr.transient_full
-            or head is None
-            or not head.persistent
-            or head.ttl is not None
-            or head.info.kind != "table"
-            or writers[cr.rule.head] != 1
-        ):
+        if not cr.transient_full or head is None or head.info.kind != "table":
             continue
-        cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
-        cr.feed = Feed(cr.zbody, head)
+        if cr.op == "<+" and head.ttl is None and writers[cr.rule.head] == 1:
+            cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
+            cr.feed = Feed(cr.zbody, head)
+        elif cr.op == "<-":
+            cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
+            cr.feed = DeleteFeed(cr.zbody, head)
+        else:
+            continue
         rt.feeds.append(cr.feed)
 
 
