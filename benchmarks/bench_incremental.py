@@ -356,6 +356,20 @@ class NextFromScratchShape(Program):
         self.hist < +self.view
 
 
+class DeleteFromScratchShape(Program):
+    """``<-`` from a scratch view of a 100,000-row blocklist: a task whose id is blocked is
+    deleted at the next tick."""
+
+    tasks = table(["id"], ["v"])
+    blocked = table(["id", "v"])
+    view = scratch(["id", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.view <= self.blocked.map(lambda r: (r.id, r.v))
+        self.tasks < -self.view
+
+
 class _Workload:
     """One program at one size, incremental and reference, with its random changes."""
 
@@ -462,11 +476,34 @@ class _NextFromScratch(_Workload):
         return [("items", "delete", [self.items.pop(i)])]
 
 
+class _DeleteFromScratch(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            self.blocked = {i: (i, 0) for i in range(0, 2 * self.n, 2)}  # the even ids
+        p.blocked.insert(list(self.blocked.values()))  # type: ignore[attr-defined]
+        p.tasks.insert([(i, 0) for i in range(1, 2 * self.n, 2)])  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        i = self.rnd.randrange(2 * self.n)
+        r = self.rnd.random()
+        if r < 0.5:  # a new task: deleted at the next tick when its id is blocked
+            return [("tasks", "insert", [(self.new_id() * 2 + (i & 1), 0)])]
+        if r < 0.75:  # a random id is blocked
+            row = self.blocked[i] = (i, 0)
+            return [("blocked", "insert", [row])]
+        j = self.rnd.randrange(0, 2 * self.n, 2)  # a random even id is unblocked (or blocked)
+        if j in self.blocked:
+            return [("blocked", "delete", [self.blocked.pop(j)])]
+        row = self.blocked[j] = (j, 0)
+        return [("blocked", "insert", [row])]
+
+
 SHAPES24: list[tuple[str, type[Program], type[_Workload]]] = [
     ("priority queue: pop the min", PQShape, _PQ),
     ("leftjoin", LeftJoinShape, _LeftJoin),
     ("lattice variable view", LatViewShape, _LatView),
     ("<+ from a scratch", NextFromScratchShape, _NextFromScratch),
+    ("<- from a scratch", DeleteFromScratchShape, _DeleteFromScratch),
 ]
 
 
