@@ -409,3 +409,21 @@ def test_a_row_stored_by_a_replacement_is_deleted_by_the_next_tick_rule(incremen
     assert sorted(map(tuple, p.tasks)) == []
     dropped = p.discard_pending()
     assert sorted(map(tuple, dropped.deletes["tasks"])) == [(3, 0)]
+
+
+def test_values_that_come_and_go_do_not_pile_up_in_the_heap() -> None:
+    """A value pushed each time it reappears, and never the best, stays bounded."""
+    p = Queue()
+    p.jobs.insert([("u", 0, Prio(0))])
+    p.tick()
+    for i in range(300):
+        p.jobs.insert([("u", 1, Prio(1 + i % 7))])
+        p.tick()
+        p.jobs.delete([("u", 1, Prio(1 + i % 7))])
+        p.tick()
+    arg: Any = p._rt.rules[0].zbody  # argmin: each group's rows by value
+    grp: Any = p._rt.rules[1].zbody  # min_: each group's multiset of values
+    heaps = [g.heap.h for g in arg.groups.values()]
+    heaps += [g.slots[0].heap.h for g in grp.groups.values()]
+    assert len(heaps) == 2
+    assert all(len(h) <= 2 * 2 + 16 for h in heaps), [len(h) for h in heaps]

@@ -458,15 +458,24 @@ class _Heap:
         self.h: list[Any] = []
         self.mx = mx
 
-    def push(self, v: Any) -> None:
-        heappush(self.h, _Rev(v) if self.mx else v)  # raises, unchanged, on unlike values
+    def _compact(self, live: Any) -> list[Any]:
+        """Drop the stale entries when they outnumber the live ones (values that come and
+        go without ever reaching the top would otherwise pile up)."""
+        h = self.h
+        if len(h) > 2 * len(live) + 16:
+            h = [_Rev(v) for v in live] if self.mx else list(live)
+            heapify(h)
+            self.h = h
+        return h
+
+    def push(self, v: Any, live: Any) -> None:
+        """Add value ``v``, new among ``live`` (the container of the live values)."""
+        h = self._compact(live)
+        heappush(h, _Rev(v) if self.mx else v)  # raises, unchanged, on unlike values
 
     def best(self, live: Any) -> Any:
         """The best value still in ``live`` (a container of the live values), or MISSING."""
-        h = self.h
-        if len(h) > 2 * len(live) + 16:
-            self.h = h = [_Rev(v) for v in live] if self.mx else list(live)
-            heapify(h)
+        h = self._compact(live)
         mx = self.mx
         while h:
             top = h[0].v if mx else h[0]
@@ -498,7 +507,7 @@ class _Multiset(dict):  # type: ignore[type-arg]
         if c > 0:
             if heap is not None and not c0:
                 better = not self or (v > nb if self.mx else v < nb)  # may raise: unchanged
-                heap.push(v)
+                heap.push(v, self)
                 if better:
                     nb = v
             self[v] = c
@@ -865,7 +874,7 @@ class _Ordered(dict):  # type: ignore[type-arg]
             v = self.val(r)
             rows = self.byval.get(v)
             if rows is None:
-                self.heap.push(v)  # may raise (unlike values): nothing changed
+                self.heap.push(v, self.byval)  # may raise (unlike values): nothing changed
                 rows = self.byval[v] = {}
             rows[r] = None
         dict.__setitem__(self, r, c)
