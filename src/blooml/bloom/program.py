@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Self, TypeVar
 from blooml._factory import new_node, new_runtime, open_durable
 from blooml.bloom._decl import CollectionDecl, DurableLattice
 from blooml.bloom._handles import CollectionHandle, LatticeHandle, Recorder
-from blooml.bloom._reads import function_reads, reads_columns_nonmonotonically
+from blooml.bloom._reads import function_reads, reads_columns_nonmonotonically, shipped_reads
 from blooml.errors import ProgramError
 from blooml.ir import nodes as N
 from blooml.ir.graph import analyze, sources
@@ -262,6 +262,7 @@ class Program:
                 )
             lat_reads = {n: nm for n, nm in reads.items() if n != "tick_count"}
             revealing = _revealing_inputs(s.body, lats)
+            shipped = _shipped(list(N.functions(s.body)), lat_reads, lat_classes, cls)
             rule = Rule(
                 index=i,
                 head=s.head,
@@ -274,6 +275,7 @@ class Program:
                 reads_tick="tick_count" in reads or _uses_tick(s.body),
                 nonmonotone_reads=frozenset(n for n, nm in lat_reads.items() if nm),
                 nonmonotone_inputs=revealing,
+                shipped_reads=shipped,
             )
             _check_rule_types(rule, lats)
             rules.append(rule)
@@ -613,3 +615,18 @@ def _check_rule_types(rule: Rule, lats: dict[str, LatticeInfo]) -> None:
             f"{rule.head!r} is a {getattr(want, 'wrapper_name', want)}; both sides of a lattice "
             "rule must be the same lattice"
         )
+
+
+def _shipped(
+    fns: list[Any], lat_reads: dict[str, bool], lat_classes: dict[str, type], cls: type
+) -> frozenset[str]:
+    """The non-monotone reads of a rule that every function reading them only ships whole
+    (``Rule.shipped_reads``; see ``_reads.shipped_reads``)."""
+    out = set()
+    for name, nm in lat_reads.items():
+        if not nm:
+            continue
+        users = [f for f in fns if name in function_reads(f, lat_classes, cls)]
+        if users and all(name in shipped_reads(f, lat_classes) for f in users):
+            out.add(name)
+    return frozenset(out)
