@@ -188,6 +188,9 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
             for rel in u.scratch:
                 for k in list(rel.store):
                     rel.drop(k)
+            if u.dred is not None:
+                u.dred.reset()  # the heads' versions are rebuilt from their re-derivation
+            for rel in u.scratch:
                 rows = rt.tick_in.get(rel.name)
                 if rows:
                     rel.add_many(rows, now, f"input to {rel.name}")
@@ -195,6 +198,8 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
         run_stratum_prioritized(rt, u.rules, u.prio, force)
     else:
         run_stratum(rt, u.rules, force)
+    if u.dred is not None:
+        u.dred.settle()  # rank what this tick stored in the heads
 
 
 def zfire(rt: Runtime, cr: CompiledRule, gather: list[tuple[Any, int]] | None = None) -> None:
@@ -267,4 +272,5 @@ def journaled(rt: Runtime) -> list[Any]:
             if hasattr(z, "journal"):
                 out.append(z)
             stack.extend(z.children())
+    out.extend(u.dred for units in rt.units for u in units if u.dred is not None)
     return out
