@@ -182,7 +182,7 @@ class DRed:
     limit_share = 0.125
     #: Versions kept per key; older ones are retired (their dependents are checked at the
     #: next retraction), so that a key improved over and over keeps bounded state.
-    cap = 4
+    cap = 8
 
     def __init__(self, rules: list[_Rule], heads: list[Relation]) -> None:
         self.rules = rules
@@ -321,6 +321,7 @@ class DRed:
                     v = checks[key] = rel.index(cols).get
             return v
 
+        gets: dict[_Rule, Any] = {}
         rules_of: dict[str, list[_Rule]] = {h: [] for h in heads}
         for r in self.rules:
             rules_of[r.head.name].append(r)
@@ -376,7 +377,7 @@ class DRed:
                 if v[1] is cur:
                     bound[0] = v[0]
                     ok = _derives(
-                        h, k, cur, rules_of[name], tick_in.get(name), pick, check_view, heads
+                        h, k, cur, rules_of[name], tick_in.get(name), pick, check_view, heads, gets
                     )
             elif v is not None and v[-1][1] is cur:
                 # every version may justify rows ranked above it: check each, keep those
@@ -385,7 +386,7 @@ class DRed:
                 for rank, row in v:
                     bound[0] = rank
                     if _derives(
-                        h, k, row, rules_of[name], tick_in.get(name), pick, check_view, heads
+                        h, k, row, rules_of[name], tick_in.get(name), pick, check_view, heads, gets
                     ):
                         keep.append((rank, row))
                     else:
@@ -442,12 +443,20 @@ def _ranked(rel: Relation, cols: tuple[int, ...], pick: Any) -> Any:
     return probe
 
 
-def _drivers(r: _Rule, keys: Any, h: Relation, pick: Any, heads: Any = ()) -> list[Any]:
+def _drivers(
+    r: _Rule, keys: Any, h: Relation, pick: Any, heads: Any = (), gets: Any = None
+) -> list[Any]:
     """The rows of rule ``r``'s input that give the head key columns, for head ``keys``
-    (through ``pick`` when that input is a head: the versions a check may see)."""
+    (through ``pick`` when that input is a head: the versions a check may see). ``gets``
+    caches index probes while nothing changes (the backward phase)."""
     j, cols, pos = r.inv
     rel = r.rels[j]
-    get = rel.index(cols).get
+    if gets is None:
+        get = rel.index(cols).get
+    else:
+        get = gets.get(r)
+        if get is None:
+            get = gets[r] = rel.index(cols).get
     full = h.keyfn is None or h.nkeys > 1
     out: list[Any] = []
     seen: set[Any] = set()
@@ -476,17 +485,19 @@ def _derives(
     pick: Any,
     view: Any,
     heads: Any,
+    gets: Any,
 ) -> bool:
-    """Whether head ``h``'s row ``cur`` (key ``k``) is what its rules derive from the inputs
-    and the head versions ``pick`` lets them see: the same row, or for lattice columns the
-    same merged value."""
+    """Whether head ``h``'s row ``cur`` (key ``k``) is still derived from the inputs and
+    the head versions ``pick`` lets them see: the same row, or for lattice columns a merged
+    value at least ``cur``'s (an older version is justified by contributions that since
+    grew)."""
     key_of = h.key_of
     outs: list[Any] = [r for r in inputs if key_of(r) == k] if inputs else []
     setlike = h.keyfn is None
     if setlike and cur in outs:
         return True
     for r in rules:
-        drivers = _drivers(r, (k,), h, pick, heads)
+        drivers = _drivers(r, (k,), h, pick, heads, gets)
         if drivers:
             outs.extend(o for o in r.drive(r.inv[0], drivers, view) if key_of(o) == k)
         if setlike and cur in outs:
@@ -497,6 +508,7 @@ def _derives(
     try:
         for o in outs[1:]:
             merged = h._merge(k, merged, o)
+        above = h._merge(k, merged, cur)
     except KeyConstraintError:
         return False
-    return bool(merged == cur)
+    return above is merged or bool(above == merged)
