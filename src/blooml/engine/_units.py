@@ -160,6 +160,7 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
     scratch heads are emptied and re-derived in full when an input it reads lost rows
     (or a non-monotone input changed), which growth alone cannot account for."""
     force = False
+    indexed: list[tuple[Relation, list[tuple[int, ...]]]] = []
     if u.scratch:
         force = rt._reset
         force = force or any(rel.tick_delta() for rel in u.nonmono_rels)
@@ -185,6 +186,7 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
                         cr.seen_removals = cr.head_rel.removals
         if force:
             now = rt.now
+            indexed = [(rel, list(rel.indexes)) for rel in u.scratch]
             for rel in u.scratch:
                 for k in list(rel.store):
                     rel.drop(k)
@@ -200,6 +202,13 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
         run_stratum(rt, u.rules, force)
     if u.dred is not None:
         u.dred.settle()  # rank what this tick stored in the heads
+    if force and u.scratch and not rt._reset:
+        # emptying and refilling the heads outgrew their indexes' change logs, which were
+        # dropped: rebuild them in this tick, which costs the view's size anyway, rather than
+        # at the next one's first probe (an insert after such a tick cost 60x another)
+        for rel, cols in indexed:
+            for c in cols:
+                rel.index(c)
 
 
 def zfire(rt: Runtime, cr: CompiledRule, gather: list[tuple[Any, int]] | None = None) -> None:
