@@ -156,3 +156,87 @@ def test_larger_random_graphs_with_cycles(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(20))
 def test_larger_random_graphs_with_cycles_long(seed: int) -> None:
     run_both(random_ops(100 + seed, 120, 150))
+
+
+class _Drops:
+    """Counts the rows each recursive head drops (``Relation.drop``)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from blooml.engine.relation import Relation
+
+        self.n: dict[str, int] = {}
+        real = Relation.drop
+
+        def counted(rel: Relation, k: Any) -> None:
+            self.n[rel.name] = self.n.get(rel.name, 0) + 1
+            real(rel, k)
+
+        monkeypatch.setattr(Relation, "drop", counted)
+
+
+def test_a_delete_with_an_alternative_derivation_drops_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Node 1 is reached from roots 0 and 100 and heads a chain of 58 nodes; deleting 0 -> 1
+    changes no reachability row, and (checked before deleting) drops none: DRed dropped all
+    59 and re-derived them. The distances below 1 grow by two: those 59 keys, and only those,
+    are recomputed."""
+    p = Rec()
+    chain = [(1, 3, 1)] + [(i, i + 1, 1) for i in range(3, 60)]
+    p.e.insert([(0, 1, 1), (100, 1, 3), *chain])  # type: ignore[attr-defined]
+    p.root.insert([(0,), (100,)])  # type: ignore[attr-defined]
+    p.tick()
+    drops = _Drops(monkeypatch)
+    p.e.delete([(0, 1, 1)])  # type: ignore[attr-defined]
+    p.tick()
+    assert drops.n.get("reach", 0) == 0
+    assert len(p._rt.rels["reach"].store) == 61
+    assert drops.n.get("dist", 0) == 59
+    assert dict(p.dist)[60].reveal() == 61  # type: ignore[attr-defined]
+
+
+def test_a_delete_off_every_shortest_path_drops_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The edge 0 -> 30 (weight 50) is on no shortest path: no distance is recomputed (DRed
+    dropped node 30's distance and the 30 below it). Reachability, whose versions are ranked
+    by derivation order, first reached 30 by that edge: it re-derives 30 and below."""
+    p = Rec()
+    chain = [(i, i + 1, 1) for i in range(60)]
+    p.e.insert([*chain, (0, 30, 50)])  # type: ignore[attr-defined]
+    p.root.insert([(0,)])  # type: ignore[attr-defined]
+    p.tick()
+    drops = _Drops(monkeypatch)
+    p.e.delete([(0, 30, 50)])  # type: ignore[attr-defined]
+    p.tick()
+    assert drops.n.get("dist", 0) == 0
+    assert drops.n.get("reach", 0) == 31
+
+
+class Reach(Program):
+    e = table(["s", "t"], ["w"])
+    root = table(["n"])
+    reach = scratch(["n"])
+
+    @bloom
+    def rules(self) -> None:
+        self.reach <= self.root
+        self.reach <= self.reach.join(self.e, self.reach.n == self.e.s).map(lambda r, e: (e.t,))
+
+
+def test_a_view_re_derived_in_full_keeps_its_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a retraction that re-derives the view (past the backward phase's limit), the
+    view's indexes are rebuilt in that tick, not by the next tick's first probe."""
+    monkeypatch.setattr(DRed, "limit_share", -100.0)
+    p = Reach()
+    p.e.insert([(i, i + 1, 1) for i in range(3000)])  # type: ignore[attr-defined]
+    p.root.insert([(0,)])  # type: ignore[attr-defined]
+    p.tick()
+    p.e.insert([(5000, 5001, 1)])  # type: ignore[attr-defined]
+    p.tick()  # an insert probes the view's index on n
+    reach = p._rt.rels["reach"]
+    before = set(reach.indexes)
+    assert before
+    p.e.delete([(2000, 2001, 1)])  # type: ignore[attr-defined]
+    p.tick()
+    assert len(reach.store) == 2001
+    assert set(reach.indexes) == before
+    assert all(e[1] == len(reach._log) for e in reach.indexes.values())
