@@ -39,6 +39,7 @@ re-derived in full instead.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from blooml.engine._codegen import fused_map
@@ -234,6 +235,18 @@ class DRed:
             self.pos[name] = (h.tick_new, len(h.tick_new))
         self.retired = []
         self.valid = True
+        # the indexes that find a key's derivations, built with the view (whose derivation
+        # costs its size anyway) rather than by the first retraction
+        for r in self.rules:
+            j, cols, _ = r.inv
+            r.rels[j].index(cols)
+
+    def memory(self, name: str) -> tuple[int, int]:
+        """(versions kept, estimated bytes) for head ``name`` (``Program.memory``)."""
+        vers = self.versions[name]
+        n = sum(1 if type(v) is tuple else len(v) for v in vers.values())
+        lists = sum(1 for v in vers.values() if type(v) is list)
+        return n, sys.getsizeof(vers) + n * 64 + lists * 88
 
     def settle(self) -> None:
         """Give every row the heads stored since the last call a version, ranked above all
