@@ -269,7 +269,11 @@ class DRed:
                     if v is None:
                         vers[k] = (rank, row)
                     elif type(v) is tuple:
+                        if v[1] is row:
+                            continue  # appended again to be processed later (``Frontier``)
                         vers[k] = [v, (rank, row)]
+                    elif v[-1][1] is row:
+                        continue
                     else:
                         v.append((rank, row))
                         if len(v) > cap:

@@ -196,10 +196,13 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
                 rows = rt.tick_in.get(rel.name)
                 if rows:
                     rel.add_many(rows, now, f"input to {rel.name}")
+    # several heads: rank their rows in the order they were stored across heads (each rule
+    # evaluation stores into one head), not head by head
+    after = u.dred.settle if u.dred is not None and len(u.dred.heads) > 1 else None
     if u.prio and rt.prioritize:
-        run_stratum_prioritized(rt, u.rules, u.prio, force)
+        run_stratum_prioritized(rt, u.rules, u.prio, force, after)
     else:
-        run_stratum(rt, u.rules, force)
+        run_stratum(rt, u.rules, force, after)
     if u.dred is not None:
         u.dred.settle()  # rank what this tick stored in the heads
     if force and u.scratch and not rt._reset:
