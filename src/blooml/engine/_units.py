@@ -4,8 +4,8 @@
 component's rules), gives every collection that does not persist its derivation counts, and
 an incremental evaluator (``blooml.engine._zops``) to every rule outside recursion that needs
 one; ``run_units`` runs a stratum unit by unit; ``zfire`` applies a rule's signed output to
-its head; ``run_recursive`` runs a recursive unit semi-naively (DRed for its scratch heads:
-``blooml.engine._dred``).
+its head; ``run_recursive`` runs a recursive unit semi-naively (its scratch heads kept under
+retraction by Backward/Forward with ranked versions: ``blooml.engine._dred``).
 """
 
 from __future__ import annotations
@@ -156,9 +156,10 @@ def run_units(rt: Runtime, units: list[Unit]) -> None:
 
 
 def run_recursive(rt: Runtime, u: Unit) -> None:
-    """A recursive unit: semi-naive from what its heads hold, on this tick's changes; its
-    scratch heads are emptied and re-derived in full when an input it reads lost rows
-    (or a non-monotone input changed), which growth alone cannot account for."""
+    """A recursive unit: semi-naive from what its heads hold, on this tick's changes. When
+    an input it reads lost rows, its scratch heads first lose what no longer derives
+    (``DRed.run``); they are emptied and re-derived in full when that does not fit (a rule
+    it cannot check, a non-monotone input that changed, a retraction reaching too much)."""
     force = False
     indexed: list[tuple[Relation, list[tuple[int, ...]]]] = []
     if u.scratch:
