@@ -259,9 +259,15 @@ class DRed:
             if lst is not new:
                 p = 0
             n = len(new)
-            if p < n:
-                vers = self.versions[name]
-                keyfn = h.keyfn
+            vers = self.versions[name]
+            keyfn = h.keyfn
+            if p < n and not vers and keyfn is None:
+                # a set view derived afresh: each row stored once, in order (the bulk path)
+                seg = new[p:n]
+                ranked = zip(range(rank, rank + len(seg)), seg, strict=True)
+                vers.update(zip(seg, ranked, strict=True))
+                rank += len(seg)
+            elif p < n:
                 for i in range(p, n):
                     row = new[i]
                     k = row if keyfn is None else keyfn(row)

@@ -189,6 +189,9 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
             now = rt.now
             indexed = [(rel, list(rel.indexes)) for rel in u.scratch]
             for rel in u.scratch:
+                if not rel.undo and rel._saved is None:
+                    rel.clear()  # untouched this tick: emptied whole, kept for a rollback
+                    continue
                 for k in list(rel.store):
                     rel.drop(k)
             if u.dred is not None:
