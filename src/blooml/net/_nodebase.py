@@ -65,6 +65,8 @@ class NodeBase:
     _thread: threading.Thread | None
     _loop: asyncio.AbstractEventLoop | None
     _wake: asyncio.Event | None
+    _parked: bool
+    _step_soon: bool
     _inbox: deque[bytes]
     _calls: deque[tuple[Callable[[Any], Any], concurrent.futures.Future[Any], str]]
     _last_error: BaseException | None
@@ -81,25 +83,43 @@ class NodeBase:
     _logged_resolve: set[str]
     _udp_inode: int | None
     _server: asyncio.Server | None
-    _conns: set[asyncio.StreamWriter]
+    _conns: set[asyncio.Transport]
     _udp: asyncio.DatagramTransport | None
     _fail_backoff_until: float
     _stop_deadline: float
     _rng: random.Random
     _stats: dict[str, Any]
+    throttle_after: int
+    throttle_share: float
+    throttle_queue: int
+    refusals: deque[Any]
+    _logged_refusals: set[str]
+    _strikes: dict[str, int]
+    _throttled_now: set[str]
+    _slow: deque[tuple[str, Any]]
+    _in_slow: bool
+    _slow_credit: float
+    peer_timeout: float
+    _epoch: int
+    _acks_due: dict[str, int]
+    _received_from: dict[str, int]
+    _liveness: dict[str, list[Any]]
+    _down: set[str]
 
     if TYPE_CHECKING:  # provided by the other parts (see the module docstring)
 
         def sync_do(self, fn: Callable[[Any], Any], timeout: float | None = 30.0) -> Any: ...
         def accept(self, data: bytes) -> bool: ...
         def _datagram(self, data: bytes, source: Any) -> None: ...
-        def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any: ...
+        def _inbox_put(self, data: bytes) -> None: ...
+        def _arrived(self) -> None: ...
         def _queue(
             self,
             what: str,
             fn: Callable[..., Any],
             *args: Any,
             fut: concurrent.futures.Future[Any] | None = None,
+            sender: str | None = None,
         ) -> Any: ...
         def _run_call(
             self, fn: Callable[[Any], Any], fut: concurrent.futures.Future[Any], what: str
@@ -107,6 +127,15 @@ class NodeBase:
         def _tick(self, t0: float | None = None) -> bool: ...
         def _peer(self, addr: str) -> _Peer: ...
         def _send_limit(self) -> int: ...
+        def _send(self, addr: str, groups: dict[str, list[bytes]]) -> None: ...
+        def _send_failed(self, addr: str, exc: BaseException, n: int = 1) -> None: ...
+        def _refuse(self, sender: str, chan_rows: dict[str, int], exc: BaseException) -> None: ...
+        def _enqueue(self, sender: str, batches: Any) -> bool: ...
+        def _throttled(self, sender: str, batches: Any) -> bool: ...
+        def _slow_step(self, busy: bool) -> None: ...
+        def _credit(self, seconds: float) -> None: ...
+        def _drain_udp(self) -> None: ...
+        def _flush_acks(self) -> None: ...
 
     def _count(self, name: str, n: int = 1) -> None:
         self._stats[name] += n

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import threading
 import time
@@ -13,7 +12,7 @@ from typing import Any
 
 from blooml.errors import ProgramError
 from blooml.net._nodebase import NodeBase, log
-from blooml.net._transport import _UDP
+from blooml.net._transport import _UDP, _Frames
 
 
 class Scheduler(NodeBase):
@@ -57,7 +56,8 @@ class Scheduler(NodeBase):
                 t, _ = await loop.create_datagram_endpoint(lambda: _UDP(self), sock=self.sock)
                 self._udp = t  # type: ignore[assignment]
             elif self.transport == "tcp":
-                self._server = await asyncio.start_server(self._on_conn, sock=self.sock)
+                assert self.sock is not None
+                self._server = await loop.create_server(lambda: _Frames(self), sock=self.sock)
         except BaseException as exc:
             failure.append(exc)
             ready.set()
@@ -71,9 +71,17 @@ class Scheduler(NodeBase):
         while True:
             if not self._work_ready():
                 delay = self._timer_delay()
-                if delay is None or delay > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), delay)
+                if delay is None:
+                    self._parked = True
+                    await wake.wait()
+                    self._parked = False
+                elif delay > 0:
+                    # a timer that sets the event (wait_for would make a task per wait)
+                    timer = loop.call_later(delay, wake.set)
+                    self._parked = True
+                    await wake.wait()
+                    self._parked = False
+                    timer.cancel()
             wake.clear()
             self._step()
             if self._closing and (
@@ -84,8 +92,9 @@ class Scheduler(NodeBase):
         self._step()
         for u in self._units:  # held by a failing rule until the end
             u.settle(ProgramError(f"{self.rt.addr}: the node stopped before applying it"))
-        for _ in range(len(self._inbox)):  # arrived too late for stop()'s budget
+        for _ in range(len(self._inbox) + len(self._slow)):  # too late for stop()'s budget
             self._drop("stopping", "the node stopped before applying it")
+        self._slow.clear()
         self._inbox.clear()
         self._inbox_size = 0
         while self._calls:  # queued sync_do/async_do calls that stop()'s budget left unrun
@@ -98,8 +107,8 @@ class Scheduler(NodeBase):
         await asyncio.gather(*(peer.close(budget) for peer in list(self._peers.values())))
         if self._server is not None:
             self._server.close()
-        for w in list(self._conns):
-            w.close()  # peers see EOF now, and reconnect to whoever binds this address next
+        for conn in list(self._conns):
+            conn.close()  # peers see EOF now, and reconnect to whoever binds this address next
         if self._udp is not None:
             self._udp.close()
         rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
@@ -107,12 +116,46 @@ class Scheduler(NodeBase):
             task.cancel()
         await asyncio.gather(*rest, return_exceptions=True)
 
+    def _arrived(self) -> None:
+        """Input arrived (on the loop). When the node's task is parked with nothing to do,
+        step from the loop's next round of callbacks, without waking the task: one
+        hand-off, not three loop rounds, between a request and its tick; and what arrives
+        in the same round of the loop still goes into that one tick. Otherwise wake the
+        task."""
+        wake = self._wake
+        if wake is None:
+            return
+        if self._parked and not wake.is_set():
+            if not self._step_soon:
+                self._step_soon = True
+                assert self._loop is not None
+                self._loop.call_soon(self._step_now)
+            return
+        wake.set()
+
+    def _step_now(self) -> None:
+        """The step ``_arrived`` scheduled; the task takes over again (woken) when more work
+        waits or the step moved a timer (a periodic that fired, a failure's back-off)."""
+        self._step_soon = False
+        wake = self._wake
+        assert wake is not None
+        if not self._parked or wake.is_set() or self._closing:
+            wake.set()  # the task is awake, or stopping: it steps
+            return
+        rt = self.rt
+        timers = (self._fail_backoff_until, rt.next_due())
+        self._step()
+        if self._work_ready() or (self._fail_backoff_until, rt.next_due()) != timers:
+            wake.set()
+
     def _work_ready(self) -> bool:
         if self._closing:
             return True
         if self.rt.clock() < self._fail_backoff_until:
             return False  # a rule keeps failing: wait (new datagrams wait in the inbox)
-        return bool(self._inbox or self._calls or self._units or self.rt.has_pending())
+        return bool(
+            self._inbox or self._calls or self._units or self._slow or self.rt.has_pending()
+        )
 
     def _timer_delay(self) -> float | None:
         now = self.rt.clock()
@@ -129,6 +172,9 @@ class Scheduler(NodeBase):
         rt = self.rt
         if not self._closing and rt.clock() < self._fail_backoff_until:
             return
+        # the event loop reads one datagram per wake-up: take what else has arrived from
+        # the socket now, so that a tick applies what arrived (up to batch_limit), not one
+        self._drain_udp()
         inbox = self._inbox
         taken = 0
         for _ in range(min(len(inbox), self.batch_limit)):
@@ -149,6 +195,10 @@ class Scheduler(NodeBase):
         timer = due is not None and due <= rt.clock()
         if self._units or rt.has_pending() or timer:
             self._tick(t0)
+            self._credit(time.perf_counter() - t0)
+        self._slow_step(busy=bool(self._inbox))
+        if self._acks_due:
+            self._flush_acks()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the loop: apply what arrived, send what is queued, close (see ``Program.stop``).
