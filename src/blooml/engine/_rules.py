@@ -10,6 +10,7 @@ here; the tick loop is ``blooml.engine._tick``, the incremental units ``blooml.e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._codegen import fused_map
@@ -170,19 +171,32 @@ def open_all(rt: Runtime, from_start: bool) -> bool:
     return live
 
 
-def run_stratum(rt: Runtime, rules: list[CompiledRule], force: bool = False) -> None:
+def run_stratum(
+    rt: Runtime,
+    rules: list[CompiledRule],
+    force: bool = False,
+    after: Callable[[], None] | None = None,
+) -> None:
+    """One stratum (or recursive unit) to fixpoint, semi-naively; ``after`` is called after
+    every rule's evaluation (a recursive view ranking what its heads stored, in order)."""
     open_all(rt, True)
     first = True
     while True:
         for cr in rules:
             fire(rt, cr, first, force and first)
+            if after is not None:
+                after()
         first = False
         if not open_all(rt, False):
             break
 
 
 def run_stratum_prioritized(
-    rt: Runtime, rules: list[CompiledRule], heads: list[Relation], force: bool = False
+    rt: Runtime,
+    rules: list[CompiledRule],
+    heads: list[Relation],
+    force: bool = False,
+    after: Callable[[], None] | None = None,
 ) -> None:
     """``_run_stratum`` with the deltas of ``heads`` processed best value first; the
     fixpoint ends only when no window is open and no deferred row is left."""
@@ -192,6 +206,8 @@ def run_stratum_prioritized(
     while True:
         for cr in rules:
             fire(rt, cr, first, force and first)
+            if after is not None:
+                after()
         first = False
         live = open_all(rt, False)
         for f in fronts:

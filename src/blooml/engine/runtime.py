@@ -305,6 +305,10 @@ class Runtime:
         previous outputs of rules re-run in full), with estimated bytes."""
         colls: dict[str, Any] = {}
         total = 0
+        # a recursive view's versions (Backward/Forward, ``engine/_dred.py``) count as support
+        ranked = {
+            h: u.dred for units in self.units for u in units if u.dred for h in u.dred.by_head
+        }
         for name, rel in self.rels.items():
             n = len(rel.store)
             rows_b = sys.getsizeof(rel.store) + sizeof_rows(n, next(iter(rel.store.values()), ()))
@@ -315,6 +319,9 @@ class Runtime:
                 sup_b = sys.getsizeof(sup.counts) + entries * 80
                 if sup.keyed:
                     sup_b += len(sup.counts) * 250
+            dred = ranked.get(name)
+            if dred is not None:
+                entries, sup_b = dred.memory(name)
             colls[name] = {"rows": n, "bytes": rows_b, "support": entries, "support_bytes": sup_b}
             total += rows_b + sup_b
         rules: dict[str, Any] = {}
