@@ -70,6 +70,38 @@ def test_novel_is_the_part_not_held_yet() -> None:
         assert novel(d, c).merge(c) == d.merge(c)
 
 
+def test_novel_looks_up_the_delta_and_never_reveals_the_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A received delta costs its size: before, novel() revealed the whole store on every
+    message, even an empty one (574 ms at 200k keys)."""
+    stores = [
+        lmap({i: lmax(i) for i in range(5_000)}),
+        lset(range(5_000)),
+        lbag(dict.fromkeys(range(5_000), 2)),
+    ]
+    revealed: list[str] = []
+    for cls in (lmap, lset, lbag):
+        real = cls.reveal
+        monkeypatch.setattr(
+            cls,
+            "reveal",
+            lambda self, real=real: (
+                (revealed.append(type(self).__name__), real(self))[1]
+                if len(self) > 100
+                else real(self)
+            ),
+        )
+    m, s, b = stores
+    assert novel(lmap({1: lmax(2), 4_999: lmax(4_999), -1: lmax(0)}), m) == lmap(
+        {1: lmax(2), -1: lmax(0)}
+    )
+    assert novel(lmap(), m) == lmap()
+    assert novel(lset([1, -1]), s) == lset([-1])
+    assert novel(lbag({1: 3, 2: 2}), b) == lbag({1: 3})
+    assert revealed == []
+
+
 def _mesh(sim: Simulation, names: list[str], links: dict[str, list[str]]) -> dict[str, Replica]:
     ps = {n: Replica(addr=n, network=sim) for n in names}
     for n, peers in links.items():

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from blooml import bloom, table
+from blooml import Program, bloom, channel, table
 from blooml.errors import ProgramError
 from blooml.net import Simulation
 from blooml.net.membership import Membership, detection_bound, membership
@@ -131,3 +131,84 @@ def test_peer_down_is_a_point_of_order() -> None:
     """Failure detection is not monotone: the CALM analysis says so."""
     heads = {r.head for r, _ in Watcher.ir().nonmonotone_after_channels()}
     assert {"peer_down", "peer_up", "up"} <= heads
+
+
+# -- membership that forged heartbeats cannot poison or amplify (issue 25, item 6) -----------
+
+
+class Forger(Program):
+    """Sends the heartbeats it is given, once (a forger needs no membership of its own)."""
+
+    heartbeat = channel(["@to", "frm"])
+    forge = table(["to", "frm"])
+
+    # fmt: off
+    @bloom
+    def send(self) -> None:
+        self.heartbeat <~ self.forge.map(lambda f: (f.to, f.frm))
+        self.forge <- self.forge
+    # fmt: on
+
+
+def sent_by(sim: Simulation, src: str, since: float) -> int:
+    return sum(1 for m in sim.messages if m.src == src and m.sent_at >= since)
+
+
+def test_forged_heartbeats_make_a_node_send_no_more_than_it_receives() -> None:
+    """1,000 heartbeats from 1,000 forged senders: before, every one became a member for
+    ever and got a heartbeat every period (10,010 datagrams/s on sockets, for ever); now each
+    gets at most one reply, and the forged members leave once they fall silent."""
+    sim, nodes = cluster("ab")
+    sim.run_until(1.0)
+    forger = Forger(addr="f", network=sim)
+    forger.forge.insert([("a", f"ghost{i}") for i in range(1000)])
+    start = sim.now
+    sim.run_until(start + 3.0)
+    received = 1000  # the forged heartbeats (b's own are answered by the configured traffic)
+    configured = int(3.0 / PERIOD) + 2  # a's heartbeats to b over the 3 s
+    assert sent_by(sim, "a", start) <= received + configured
+    a = nodes["a"]
+    assert {r.addr for r in a.member} == {"b"}  # the ghosts left when they fell silent
+    assert len(a.joined) == 0 and view(a) == {"b"}
+    sim.run_until(sim.now + 2.0)  # and it stays quiet: b only
+    quiet = sim.now - 1.0
+    assert {m.dst for m in sim.messages if m.src == "a" and m.sent_at >= quiet} == {"b"}
+
+
+def test_a_joined_peer_leaves_member_when_it_falls_silent() -> None:
+    sim, nodes = cluster("ab")
+    d = Watcher(addr="d", network=sim)
+    d.member.insert([("a",)])
+    sim.run_until(1.0)
+    assert {r.addr for r in nodes["a"].member} == {"b", "d"}
+    assert {r.addr for r in nodes["a"].joined} == {"d"}
+    sim.crash("d")
+    sim.run_until(sim.now + detection_bound(PERIOD, TIMEOUT, DELAY) + 0.01)
+    assert {r.addr for r in nodes["a"].member} == {"b"} and view(nodes["a"]) == {"b"}
+    assert events(nodes["a"], "d", "down")
+
+
+def test_a_leave_message_removes_a_member_at_once_and_it_falls_silent() -> None:
+    sim, nodes = cluster()
+    sim.run_until(1.0)
+    nodes["c"].leave_cluster()
+    left_at = sim.now
+    sim.run_until(left_at + 2 * PERIOD)  # well within the timeout: the leave, not silence
+    for a in "ab":
+        assert {r.addr for r in nodes[a].member} == set("ab") - {a}
+        assert "c" not in view(nodes[a])
+        (down,) = events(nodes[a], "c", "down")
+        assert down < left_at + TIMEOUT
+    quiet = sim.now
+    sim.run_until(quiet + 1.0)
+    assert sent_by(sim, "c", quiet) == 0
+    assert all("c" not in view(nodes[a]) for a in "ab")
+
+
+def test_a_heartbeat_from_no_address_is_ignored() -> None:
+    """A heartbeat whose sender is not an address (an int, the node itself) joins nobody."""
+    sim, nodes = cluster("ab")
+    forger = Forger(addr="f", network=sim)
+    forger.forge.insert([("a", "a"), ("a", "")])
+    sim.run_until(1.0)
+    assert {r.addr for r in nodes["a"].member} == {"b"} and len(nodes["a"].joined) == 0

@@ -47,8 +47,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from rpds import HashTrieMap
+
 from blooml.bloom import Program, bloom, channel, min_, periodic, scratch, table
 from blooml.lattices import Lattice, lbag, ldompair, lmap, lmax, lmin, lset
+from blooml.lattices.sets import _elems, trie_items
 
 __all__ = ["DeltaGossip", "novel"]
 
@@ -60,21 +63,29 @@ def novel(delta: Lattice, current: Any) -> Lattice:
     for an ``lset``, the elements ``current`` lacks; for an ``lbag``, the elements whose count
     exceeds ``current``'s; for any other lattice, ``delta`` itself unless
     ``delta <= current``. Merging the result into ``current`` gives ``delta ⊔ current``.
+
+    Cost: the size of ``delta`` (each of its keys is looked up in ``current``, O(log n)
+    each); ``current`` is never revealed or copied, so an empty delta costs nothing at any
+    store size. Returns ``delta`` itself when all of it is new.
     """
-    if isinstance(delta, lmap) and isinstance(current, lmap):
-        have = current.reveal()
-        return lmap(
-            {
-                k: v
-                for k, v in delta.reveal().items()
-                if (old := have.get(k)) is None or (v is not old and v != old and not v <= old)
-            }
-        )
-    if isinstance(delta, lset) and isinstance(current, lset):
-        return lset(delta.reveal() - current.reveal())
-    if isinstance(delta, lbag) and isinstance(current, lbag):
-        counts = current.reveal()
-        return lbag({k: n for k, n in delta.reveal().items() if n > counts.get(k, 0)})
+    if type(delta) is lmap and type(current) is lmap:
+        get = current._v.get
+        entries = trie_items(delta._v)
+        out = {
+            bk: v
+            for bk, v in entries
+            if (old := get(bk)) is None or (v is not old and v != old and not v <= old)
+        }
+        return delta if len(out) == len(entries) else lmap._make(HashTrieMap(out))
+    if type(delta) is lset and type(current) is lset:
+        elems = list(_elems(delta._v))
+        fresh = [x for x in elems if x not in current]
+        return delta if len(fresh) == len(elems) else lset(fresh)
+    if type(delta) is lbag and type(current) is lbag:
+        have = current._v.get
+        items = trie_items(delta._v)
+        more = {be: n for be, n in items if n > (have(be) or 0)}
+        return delta if len(more) == len(items) else lbag._make(HashTrieMap(more))
     return type(delta)() if delta <= current else delta
 
 
