@@ -1,15 +1,19 @@
 """blooml.net.membership: heartbeats, up/down events and the detection bound, in the simulator
-(virtual time: the bounds are checked exactly, in milliseconds of wall time)."""
+(virtual time: the bounds are checked exactly, in milliseconds of wall time), and forged
+heartbeats on loopback sockets."""
 
 from __future__ import annotations
 
+import socket
+import time
 from typing import Any
 
 import pytest
+from _net import wait_until
 
 from blooml import Program, bloom, channel, table
 from blooml.errors import ProgramError
-from blooml.net import Simulation
+from blooml.net import Simulation, encode_envelope, encode_row, node
 from blooml.net.membership import Membership, detection_bound, membership
 
 PERIOD, TIMEOUT, DELAY = 0.1, 0.5, 0.01
@@ -212,3 +216,42 @@ def test_a_heartbeat_from_no_address_is_ignored() -> None:
     forger.forge.insert([("a", "a"), ("a", "")])
     sim.run_until(1.0)
     assert {r.addr for r in nodes["a"].member} == {"b"} and len(nodes["a"].joined) == 0
+
+
+# -- on sockets -------------------------------------------------------------------------------
+
+
+def _forge_heartbeat(to: str, frm: str, key: bytes | None = None) -> None:
+    data = encode_envelope("x:1", [("heartbeat", [encode_row((to, frm))])], key=key, dest=to)
+    host, port = to.rsplit(":", 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.sendto(data, (host, int(port)))
+
+
+def _members(p: Any) -> set[str]:
+    return p.sync_do(lambda q: {r.addr for r in q.member})
+
+
+@pytest.mark.parametrize("key", [None, b"k"])
+def test_one_forged_heartbeat_from_no_address_poisons_nothing(
+    key: bytes | None, nodes: list[Any]
+) -> None:
+    """Issue 25: one unsigned heartbeat with ``frm="x"`` made "x" a member; sending to it
+    failed the heartbeat rule on every tick, the rule was quarantined, and the other nodes
+    declared this live node down. With a key the unsigned heartbeat never reaches a rule."""
+    a = Watcher(addr="127.0.0.1:0", cluster_key=key)
+    b = Watcher(addr="127.0.0.1:0", cluster_key=key)
+    nodes += [a, b]
+    a.member.insert([(b.addr,)])
+    b.member.insert([(a.addr,)])
+    a.start()
+    b.start()
+    wait_until(lambda: b.sync_do(view) == {a.addr})
+    _forge_heartbeat(a.addr, "x")
+    if key:
+        wait_until(lambda: a.stats()["dropped"].get("unsigned") == 1)
+    time.sleep(8 * PERIOD)  # more than quarantine_after (5) heartbeat ticks
+    assert node(a).quarantined == {}
+    assert _members(a) == {b.addr}
+    assert b.sync_do(view) == {a.addr}
+    assert not b.sync_do(lambda q: [e for e in q.events if e.event == "down"])

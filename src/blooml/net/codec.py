@@ -681,8 +681,8 @@ def decode_envelope(
         now: the receiver's clock (default ``time.time()``).
         dest: the receiver's address(es), or a predicate on the destination: a datagram sent
             to another address is refused (``misdirected``). With a key, the destination is
-            checked before anything is decoded; without one, a datagram that names no
-            destination (format version 1, or sent with ``dest=""``) passes.
+            checked before anything is decoded. Without a key it is not checked (anyone can
+            forge anything then; and a node reached by a host name would refuse its traffic).
 
     Raises :class:`~blooml.errors.CodecError` with ``reason`` one of ``malformed``,
     ``version``, ``too_deep``, ``lattice_rejected``, ``unknown_lattice``, ``unsigned``,
@@ -724,8 +724,6 @@ def decode_envelope(
         and isinstance(raw, tuple)
     ):
         raise CodecError("malformed", "bad envelope body")
-    if not key and to and dest is not None and not _addressed_to(dest, to):
-        raise CodecError("misdirected", f"the datagram is addressed to {to!r}", to)
     ts = stamp / 1000.0
     for b in raw:
         if not (
