@@ -122,11 +122,13 @@ class _Snapshot:
     """The store at the tick a bulk sync started, and how it is cut into chunks (the keys of
     each, looked up in the persistent value when the chunk is sent: no copy of the store)."""
 
-    __slots__ = ("keys", "size", "value")
+    __slots__ = ("built", "keys", "size", "value")
 
     def __init__(self, value: Any, size: int) -> None:
         self.value = value
         self.size = size
+        #: The chunks built lately (the same chunk goes to every peer syncing from it).
+        self.built: dict[int, Any] = {}
         if type(value) in (lmap, lbag):
             self.keys: list[Any] = [bk for bk, _ in trie_items(value._v)]
         elif type(value) is lset:
@@ -138,6 +140,14 @@ class _Snapshot:
         return max(1, -(-len(self.keys) // self.size))
 
     def chunk(self, i: int) -> Any:
+        c = self.built.get(i)
+        if c is None:
+            c = self.built[i] = self._build(i)
+            while len(self.built) > 32:
+                del self.built[next(iter(self.built))]
+        return c
+
+    def _build(self, i: int) -> Any:
         v = self.value
         part = self.keys[i * self.size : (i + 1) * self.size]
         if type(v) in (lmap, lbag):
@@ -191,11 +201,12 @@ class DeltaGossip(Program, abstract=True):
     ae_horizon = 10_000
     #: Keys (elements) per message: a delta joins buffered changes up to about this many, and
     #: a bulk sync cuts the store into chunks of this many.
-    ae_batch_keys = 10_000
+    ae_batch_keys = 4_000
     #: Chunks of a bulk sync in flight to a peer at a time.
     ae_window = 4
-    #: Seconds before a delta or chunk that was not acked is sent again.
-    ae_resend = 1.0
+    #: Seconds before a delta or chunk that was not acked is sent again (generous: a busy
+    #: peer may take seconds to apply a backlog, and a resend only adds to it).
+    ae_resend = 2.0
     #: Seconds (by the program's clock) a bulk sync may go without an ack before it is given
     #: up; the next starts after that long, then after waits that double up to
     #: ``ae_full_max`` seconds while the peer does not complete one.
@@ -260,20 +271,17 @@ class DeltaGossip(Program, abstract=True):
         return s.count()
 
     def ae_chunks_due(self, count: int, snap: int, acked: lmap, sent: lmap) -> list[int]:
-        """The chunks of a bulk sync to send now: up to ``ae_window`` not acked yet (by the
-        peer's newest incarnation that acked any), when the window moved since it was last
-        sent or ``ae_resend`` seconds passed; none if the snapshot is gone."""
+        """The chunks of a bulk sync to send now: of the first ``ae_window`` not acked yet
+        (by the peer's newest incarnation that acked any), those never sent or sent
+        ``ae_resend`` seconds ago or more (a sliding window); none if the snapshot is gone."""
         if snap not in self._ae_snaps:
             return []
         got = acked.reveal()
         done = got[max(got)].reveal() if got else frozenset()
         todo = [i for i in range(count) if i not in done][: self.ae_window]
-        if not todo:
-            return []
-        last = sent.reveal().get(todo[0])
-        if last is not None and self.ae_now.value.reveal() - last.reveal() < self.ae_resend:
-            return []
-        return todo
+        when = sent.reveal()
+        now = self.ae_now.value.reveal()
+        return [i for i in todo if i not in when or now - when[i].reveal() >= self.ae_resend]
 
     def ae_chunk_of(self, snap: int, index: int) -> list[Any]:
         """``[chunk]`` of a snapshot (``[]`` if the snapshot is gone)."""
@@ -360,13 +368,14 @@ class DeltaGossip(Program, abstract=True):
         ).notin(
             self.ae_full, lambda p, f: p.addr == f.peer and self.ae_recent(f.first, f.at)
         ).notin(self.ae_sync, lambda p, s: p.addr == s.peer)
-        self.ae_sync <+ self.ae_clock.join(self.ae_due).map(
+        # (from tick 1 on: a sync at tick T acks the changes numbered up to T - 1)
+        self.ae_sync <+ self.ae_clock.join(self.ae_due).filter(lambda c, p: self.tick_count > 0).map(
             lambda c, p: (p.addr, self.tick_count, self.ae_snapshot(self.tick_count), lmap(),
                           lmap(), lmax(c.time))
         )
-        self.ae_full <+ self.ae_clock.join(self.ae_due).map(
-            lambda c, p: (p.addr, lmin(c.time), lmax(c.time))
-        )
+        self.ae_full <+ self.ae_clock.join(self.ae_due).filter(
+            lambda c, p: self.tick_count > 0
+        ).map(lambda c, p: (p.addr, lmin(c.time), lmax(c.time)))
         self.ae_go <= self.ae_clock.join(self.ae_sync).flat_map(
             lambda c, s: [(s.peer, s.snap, i)
                           for i in self.ae_chunks_due(s.count, s.snap, s.acked, s.sent)]
