@@ -401,9 +401,10 @@ class DeltaGossip(Program, abstract=True):
                           self.ae_now)
         )
         # a completed sync is an ack of everything before its tick; a stalled one is dropped
-        self.ae_acks <= self.ae_sync.filter(
-            lambda s: self.ae_synced(s.count, s.acked) is not None
-        ).map(lambda s: (s.peer, _ack_state(self.ae_synced(s.count, s.acked), s.snap - 1)))
+        self.ae_acks <= self.ae_sync.flat_map(
+            lambda s: [(s.peer, _ack_state(e, s.snap - 1))
+                       for e in (self.ae_synced(s.count, s.acked),) if e is not None]
+        )
         self.ae_sync <- self.ae_sync.filter(
             lambda s: self.ae_synced(s.count, s.acked) is not None
             or self.ae_now.reveal() - s.at.reveal() > self.ae_full_every
