@@ -113,8 +113,11 @@ def _pct(xs: list[float], q: float) -> float:
     return ys[min(len(ys) - 1, int(q * len(ys)))]
 
 
-def run(kind: str, transport: str, keys: int, limit: float, seed: int = 1) -> dict[str, Any]:
-    """One run of the four phases (see the module docstring); returns the figures."""
+def run(
+    kind: str, transport: str, keys: int, limit: float, seed: int = 1, changes: int = 5
+) -> dict[str, Any]:
+    """One run of the four phases (see the module docstring), with ``changes`` 10-key
+    changes; returns the figures."""
     rng = random.Random(seed)
     cls = Whole if kind == "whole" else Delta
     value = lmap({f"key{i}": lmax((1, f"value{i}")) for i in range(keys)})
@@ -155,7 +158,7 @@ def run(kind: str, transport: str, keys: int, limit: float, seed: int = 1) -> di
         elapsed = time.monotonic() - t1
         out["steady"] = (_sent(ps) - before) / elapsed
         out["steady_cpu"] = (time.process_time() - cpu) / elapsed
-        for n in range(5):
+        for n in range(changes):
             at = rng.randrange(3)
             old = [f"key{rng.randrange(keys)}" for _ in range(5)]
             kv = lmap(

@@ -236,9 +236,6 @@ class DeltaGossip(Program, abstract=True):
         wait = min(max(self.ae_full_every, at.reveal() - first.reveal()), self.ae_full_max)
         return bool(self.ae_now.value.reveal() - at.reveal() < wait)
 
-    def ae_fly_blocks(self, *args: Any) -> bool:  # pragma: no cover - kept for subclasses
-        return False
-
     def ae_in_flight(self, upto: lmax, at: lmax, state: ldompair) -> bool:
         """Whether the last delta sent to a peer is still awaited: it covers more than the
         peer acked, and was sent less than ``ae_resend`` seconds ago."""
