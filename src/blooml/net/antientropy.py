@@ -21,8 +21,10 @@ Data Types", 2018) as a mixin of Bloom^L rules:
 * a peer it has no usable ack from (new, restarted, or behind changes no longer buffered) gets
   the whole state as a **bulk sync**: the store at that tick, cut into chunks of
   ``ae_batch_keys`` keys, sent ``ae_window`` chunks at a time, each acked; when every chunk is
-  acked, deltas resume from that tick. A sync that makes no progress for ``ae_full_every``
-  seconds is given up and started again after waits that double up to ``ae_full_max``. A
+  acked, deltas resume from that tick. An unacked chunk is sent again after ``ae_resend``
+  seconds, doubling with each resend; a sync that gets no ack for ``ae_stall`` seconds is
+  given up and started again after waits that double from ``ae_full_every`` up to
+  ``ae_full_max``. A
   restart is recognised by the peer's *epoch* (its start time in ns, carried in everything it
   sends, so an incarnation's acks never speak for the next), and an ack names the sender's
   epoch it acknowledges (a restarted sender ignores acks of its previous incarnation);
@@ -207,11 +209,13 @@ class DeltaGossip(Program, abstract=True):
     #: Seconds before a delta or chunk that was not acked is sent again (generous: a busy
     #: peer may take seconds to apply a backlog, and a resend only adds to it).
     ae_resend = 2.0
-    #: Seconds (by the program's clock) a bulk sync may go without an ack before it is given
-    #: up; the next starts after that long, then after waits that double up to
-    #: ``ae_full_max`` seconds while the peer does not complete one.
+    #: Seconds (by the program's clock) between the starts of two bulk syncs to a peer that
+    #: has not completed one; the waits double up to ``ae_full_max`` seconds.
     ae_full_every = 5.0
     ae_full_max = 60.0
+    #: Seconds a bulk sync may go without any chunk acked before it is given up (and started
+    #: again after the waits above).
+    ae_stall = 30.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -267,18 +271,34 @@ class DeltaGossip(Program, abstract=True):
                 del self._ae_snaps[min(self._ae_snaps)]
         return s.count()
 
-    def ae_chunks_due(self, count: int, snap: int, acked: lmap, sent: lmap) -> list[int]:
-        """The chunks of a bulk sync to send now: of the first ``ae_window`` not acked yet
-        (by the peer's newest incarnation that acked any), those never sent or sent
-        ``ae_resend`` seconds ago or more (a sliding window); none if the snapshot is gone."""
-        if snap not in self._ae_snaps:
+    def ae_chunks_due(self, count: int, snap: int, acked: lmap, sent: lmap, at: lmax) -> list[int]:
+        """The chunks of a bulk sync to send now (a sliding window): of the first
+        ``ae_window`` not acked yet (by the peer's newest incarnation that acked any), every
+        one never sent, and the first whose ack is overdue (``ae_resend`` seconds, doubling
+        with each resend of it: a busy peer is not buried under copies). None if the sync is
+        complete, stalled (no ack for ``ae_stall`` seconds) or its snapshot is gone."""
+        now = self.ae_now.value.reveal()
+        if snap not in self._ae_snaps or now - at.reveal() > self.ae_stall:
             return []
         got = acked.reveal()
         done = got[max(got)].reveal() if got else frozenset()
         todo = [i for i in range(count) if i not in done][: self.ae_window]
         when = sent.reveal()
-        now = self.ae_now.value.reveal()
-        return [i for i in todo if i not in when or now - when[i].reveal() >= self.ae_resend]
+        out = [i for i in todo if i not in when]
+        for i in todo:
+            if i in when:
+                tries, last = when[i].reveal()
+                wait = min(self.ae_resend * 2 ** (tries - 1), self.ae_full_max)
+                if now - last >= wait:
+                    out.append(i)
+                    break
+        return sorted(out)
+
+    def ae_sent_mark(self, sent: lmap, index: int) -> lmap:
+        """``sent`` for chunk ``index`` sent now: ``lmax((times sent, time))``."""
+        old = sent.reveal().get(index)
+        tries = old.reveal()[0] if old is not None else 0
+        return lmap({index: lmax((tries + 1, self.ae_now.value.reveal()))})
 
     def ae_chunk_of(self, snap: int, index: int) -> list[Any]:
         """``[chunk]`` of a snapshot (``[]`` if the snapshot is gone)."""
@@ -375,7 +395,7 @@ class DeltaGossip(Program, abstract=True):
         ).map(lambda c, p: (p.addr, lmin(c.time), lmax(c.time)))
         self.ae_go <= self.ae_clock.join(self.ae_sync).flat_map(
             lambda c, s: [(s.peer, s.snap, i)
-                          for i in self.ae_chunks_due(s.count, s.snap, s.acked, s.sent)]
+                          for i in self.ae_chunks_due(s.count, s.snap, s.acked, s.sent, s.at)]
         )
         self.ae_chunk <~ self.ae_go.join(
             self.ae_sync, self.ae_go.peer == self.ae_sync.peer, self.ae_go.snap == self.ae_sync.snap
@@ -386,8 +406,8 @@ class DeltaGossip(Program, abstract=True):
         self.ae_sync <+ self.ae_go.join(
             self.ae_sync, self.ae_go.peer == self.ae_sync.peer, self.ae_go.snap == self.ae_sync.snap
         ).map(
-            lambda g, s: (s.peer, s.snap, s.count, lmap(), lmap({g.index: self.ae_now}),
-                          lmax(0.0))
+            lambda g, s: (s.peer, s.snap, s.count, lmap(), self.ae_sent_mark(s.sent, g.index),
+                          s.at)
         )
         self.ae_sync <= self.ae_chunk_ack.join(
             self.ae_sync,
@@ -404,7 +424,7 @@ class DeltaGossip(Program, abstract=True):
         )
         self.ae_sync <- self.ae_sync.filter(
             lambda s: self.ae_synced(s.count, s.acked) is not None
-            or self.ae_now.reveal() - s.at.reveal() > self.ae_full_every
+            or self.ae_now.reveal() - s.at.reveal() > self.ae_stall
         )
         self.ae_full <- self.ae_full.join(
             self.ae_acks, self.ae_full.peer == self.ae_acks.peer
