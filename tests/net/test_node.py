@@ -103,12 +103,13 @@ def test_unknown_type_fails_the_sending_rule_naming_the_column() -> None:
         node(b).stop()
 
 
-def test_a_bad_address_fails_the_sending_rule() -> None:
+def test_a_bad_address_is_a_bad_row_not_a_failed_rule() -> None:
+    # (issue 25: it used to fail the sending rule, so one bad row silenced the others)
     a = Echo(addr="127.0.0.1:0")
     try:
         a.out.insert([("nowhere", 1, 1)])
-        with pytest.raises(ProgramError, match="host:port"):
-            a.tick()
+        a.tick()
+        assert node(a).stats()["send_failures"] == {"nowhere": 1}
     finally:
         node(a).stop()
 
@@ -160,7 +161,7 @@ def test_bad_datagrams_are_dropped_counted_and_change_nothing(
     reasons = [r.getMessage() for r in caplog.records if "dropped a datagram" in r.getMessage()]
     assert len(reasons) == len(s["dropped"])
     # and the node still serves
-    good = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 1, 2))])])
+    good = encode_envelope("127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 1, 2))])])
     _udp_send(b.addr, [good])
     wait_until(lambda: got(b) == {("s", 1, 2)})
 
@@ -171,14 +172,14 @@ def test_cluster_key(nodes: list[Any]) -> None:
     nodes += [a, b]
     a.sync_do(lambda p: p.out.insert([(b.addr, 1, 1)]))
     wait_until(lambda: got(b) == {(a.addr, 1, 1)})
-    unsigned = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 2, 2))])])
-    wrong = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 3, 3))])], key=b"k2")
+    unsigned = encode_envelope("127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 2, 2))])])
+    wrong = encode_envelope("127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 3, 3))])], key=b"k2")
     _udp_send(b.addr, [unsigned, wrong])
     wait_until(lambda: b.stats()["dropped_total"] == 2)
     assert b.stats()["dropped"] == {"unsigned": 1, "bad_signature": 1}
     # a replayed datagram (captured off the wire) is dropped too
     signed = encode_envelope(
-        "x:1", [("msg", [encode_row((b.addr, "s", 4, 4))])], key=b"k1", dest=b.addr
+        "127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 4, 4))])], key=b"k1", dest=b.addr
     )
     _udp_send(b.addr, [signed, signed])
     wait_until(lambda: b.stats()["dropped"].get("replay") == 1)
@@ -258,7 +259,7 @@ def test_a_flood_keeps_the_inbox_bounded_and_the_node_alive(nodes: list[Any]) ->
     node(b).inbox_limit = 50
     b.start()
     nodes.append(b)
-    good = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 1, 1))])])
+    good = encode_envelope("127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 1, 1))])])
     _udp_send(b.addr, [good] * 3000)
     wait_until(lambda: b.stats()["received"] + b.stats()["dropped_total"] > 0)
     time.sleep(0.2)
@@ -293,7 +294,7 @@ def test_a_failing_tick_is_rolled_back_reported_and_set_aside(nodes: list[Any]) 
     a.on_error(errors.append)
 
     def send(v: str) -> None:
-        _udp_send(a.addr, [encode_envelope("x:1", [("msg", [encode_row((a.addr, v))])])])
+        _udp_send(a.addr, [encode_envelope("127.0.0.1:9", [("msg", [encode_row((a.addr, v))])])])
 
     send("ok1")
     wait_until(lambda: a.sync_do(lambda p: len(list(p.seen))) == 1)
@@ -528,7 +529,7 @@ def test_a_too_large_tcp_frame_is_dropped_and_counted(nodes: list[Any]) -> None:
         s.sendall(struct.pack(">I", 2**31) + b"x" * 100)  # announces 2 GiB
         wait_until(lambda: b.stats()["dropped"].get("too_large") == 1)
     # a well-formed frame on a new connection still gets through
-    data = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 1, 1))])])
+    data = encode_envelope("127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 1, 1))])])
     with socket.create_connection((host, int(port)), timeout=5) as s:
         s.sendall(struct.pack(">I", len(data)) + data)
         wait_until(lambda: got(b) == {("s", 1, 1)})

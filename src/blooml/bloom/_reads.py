@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from blooml.errors import ProgramError
 
-__all__ = ["READS_ATTR", "declared_reads", "function_reads", "reads"]
+__all__ = ["READS_ATTR", "declared_reads", "function_reads", "reads", "shipped_reads"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -137,6 +137,34 @@ def function_reads(
                     stack.append(attr.__code__)
         stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return out
+
+
+def shipped_reads(fn: Any, lattices: Mapping[str, type]) -> frozenset[str]:
+    """The lattice variables ``fn`` reads only to put their whole value, as the last column,
+    into the row it returns (``lambda t, p: (p.addr, self.cart)``: state-based gossip).
+
+    Such a read is non-monotone for stratification (the row holds the value as it is when
+    the rule fires), but a message or ``<+`` row that carries the tick's final value whole is
+    the CRDT idiom, not a point of order: the receiver merges what it gets. Nested functions
+    and helper methods are not looked into (a read there is not shipped)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:
+        return frozenset()
+    shipped: set[str] = set()
+    other: set[str] = set()
+    ins = list(dis.get_instructions(code))
+    for j, i in enumerate(ins):
+        if not _loads_self(i) or j + 1 >= len(ins) or ins[j + 1].opname not in _ATTR_LOADS:
+            continue
+        name = ins[j + 1].argval
+        if name not in lattices:
+            continue
+        tail = [x.opname for x in ins[j + 2 : j + 4]]
+        (shipped if tail == ["BUILD_TUPLE", "RETURN_VALUE"] else other).add(name)
+    for c in code.co_consts:  # a read in a nested function is some other use
+        if isinstance(c, types.CodeType):
+            other.update(n for n in c.co_names if n in lattices)
+    return frozenset(shipped - other)
 
 
 def _merge(out: dict[str, bool], more: Mapping[str, bool]) -> None:

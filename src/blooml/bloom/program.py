@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Self, TypeVar
 from blooml._factory import new_node, new_runtime, open_durable
 from blooml.bloom._decl import CollectionDecl, DurableLattice
 from blooml.bloom._handles import CollectionHandle, LatticeHandle, Recorder
-from blooml.bloom._reads import function_reads
+from blooml.bloom._reads import function_reads, shipped_reads
 from blooml.errors import ProgramError
 from blooml.ir import nodes as N
 from blooml.ir.graph import analyze
@@ -261,6 +261,7 @@ class Program:
                     f"variable of {cls.__qualname__} (its lattice variables: {known})"
                 )
             lat_reads = {n: nm for n, nm in reads.items() if n != "tick_count"}
+            shipped = _shipped(list(N.functions(s.body)), lat_reads, lat_classes, cls)
             rule = Rule(
                 index=i,
                 head=s.head,
@@ -272,6 +273,7 @@ class Program:
                 reads=frozenset(lat_reads),
                 reads_tick="tick_count" in reads or _uses_tick(s.body),
                 nonmonotone_reads=frozenset(n for n, nm in lat_reads.items() if nm),
+                shipped_reads=shipped,
             )
             _check_rule_types(rule, lats)
             rules.append(rule)
@@ -590,3 +592,18 @@ def _check_rule_types(rule: Rule, lats: dict[str, LatticeInfo]) -> None:
             f"{rule.head!r} is a {getattr(want, 'wrapper_name', want)}; both sides of a lattice "
             "rule must be the same lattice"
         )
+
+
+def _shipped(
+    fns: list[Any], lat_reads: dict[str, bool], lat_classes: dict[str, type], cls: type
+) -> frozenset[str]:
+    """The non-monotone reads of a rule that every function reading them only ships whole
+    (``Rule.shipped_reads``; see ``_reads.shipped_reads``)."""
+    out = set()
+    for name, nm in lat_reads.items():
+        if not nm:
+            continue
+        users = [f for f in fns if name in function_reads(f, lat_classes, cls)]
+        if users and all(name in shipped_reads(f, lat_classes) for f in users):
+            out.add(name)
+    return frozenset(out)
