@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import heapq
 import random
 import statistics
 import sys
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bloom_util import Verdicts, header
 
-from blooml import Program, bloom, scratch, table
+from blooml import Program, bloom, lmap, lmax, scratch, table
 from blooml.bloom import count, max_, min_, sum_
 
 GROUPS = 100  # distinct values of k: groups of N / 100 rows
@@ -293,12 +294,302 @@ def run_shape(
     )
 
 
+# -- issue 24: the shapes re-evaluated in full before, on random changes ------------------------
+#
+# Each program is loaded at two sizes (1,000 and 100,000 rows), incremental and reference, and
+# the sizes are interleaved tick by tick; every changed row is drawn at random (a popped job is
+# the queue's minimum, as a queue pops it). Per tick: process CPU time. Reported: median, 90th
+# and 99th percentile of the incremental engine, and the reference's median, in the same run.
+# Targets: median growth 1k -> 100k <= 2x; the 90th percentile at most the reference's median.
+
+
+class PQShape(Program):
+    """A priority queue: one group of every job, its best job (argmin) and its minimum."""
+
+    jobs = table(["job"], ["prio"])
+    best = scratch(["job"], ["prio"])
+    lo = scratch([], ["prio"])
+
+    @bloom
+    def rules(self) -> None:
+        self.best <= self.jobs.argmin([], "prio")
+        self.lo <= self.jobs.group([], min_("prio"))
+
+
+class LeftJoinShape(Program):
+    """Orders left-joined with their customer (ten orders per customer)."""
+
+    orders = table(["id"], ["cust", "v"])
+    custs = table(["cust"], ["name"])
+    out = scratch(["id", "name", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.out <= self.orders.leftjoin(self.custs, self.orders.cust == self.custs.cust).map(
+            lambda o, c: (o.id, c.name if c else None, o.v)
+        )
+
+
+class LatViewShape(Program):
+    """A view over an lmap lattice variable (one key per item, its largest value)."""
+
+    items = table(["id", "v"])
+    m = lmap()
+    out = scratch(["id"], ["v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.m <= self.items.map(lambda r: (r.id, lmax(r.v)))
+        self.out <= self.m.to_collection()
+
+
+class NextFromScratchShape(Program):
+    """``<+`` from a scratch view of every item into a table (a history)."""
+
+    items = table(["id"], ["v"])
+    view = scratch(["id", "v"])
+    hist = table(["id", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.view <= self.items.map(lambda r: (r.id, r.v * 2))
+        self.hist < +self.view
+
+
+class DeleteFromScratchShape(Program):
+    """``<-`` from a scratch view of a 100,000-row blocklist: a task whose id is blocked is
+    deleted at the next tick."""
+
+    tasks = table(["id"], ["v"])
+    blocked = table(["id", "v"])
+    view = scratch(["id", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.view <= self.blocked.map(lambda r: (r.id, r.v))
+        self.tasks < -self.view
+
+
+class _Workload:
+    """One program at one size, incremental and reference, with its random changes."""
+
+    def __init__(self, cls: type[Program], n: int, seed: int) -> None:
+        self.n = n
+        self.rnd = random.Random(seed)
+        self.inc = cls()
+        self.ref = cls(incremental=False)
+        self.next_id = n  # ids of new rows
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def load(self) -> None:
+        for p in (self.inc, self.ref):
+            self.fill(p)
+            p.tick()
+
+    def fill(self, p: Program) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:  # pragma: no cover - abstract
+        """This tick's change: (collection, "insert" or "delete", rows), drawn at random."""
+        raise NotImplementedError
+
+
+class _PQ(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            self.prio = {j: self.rnd.random() for j in range(self.n)}
+            self.heap = [(v, j) for j, v in self.prio.items()]
+            heapq.heapify(self.heap)
+        p.jobs.insert(list(self.prio.items()))  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        # pop the minimum (a priority queue serves its best job) and push a new random job
+        v, j = heapq.heappop(self.heap)
+        del self.prio[j]
+        new = (self.new_id(), self.rnd.random())
+        self.prio[new[0]] = new[1]
+        heapq.heappush(self.heap, (new[1], new[0]))
+        return [("jobs", "delete", [(j, v)]), ("jobs", "insert", [new])]
+
+
+class _LeftJoin(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            nc = max(1, self.n // 10)
+            self.orders = {i: (i, self.rnd.randrange(nc), i % 97) for i in range(self.n)}
+            self.custs = {c: (c, f"c{c}") for c in range(nc) if self.rnd.random() < 0.9}
+            self.nc = nc
+        p.orders.insert(list(self.orders.values()))  # type: ignore[attr-defined]
+        p.custs.insert(list(self.custs.values()))  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        r = self.rnd.random()
+        if r < 0.25:  # a new order of a random customer
+            i = self.new_id()
+            row = self.orders[i] = (i, self.rnd.randrange(self.nc), 1)
+            return [("orders", "insert", [row])]
+        if r < 0.5:  # a random order leaves
+            i = self.rnd.randrange(self.n)
+            while i not in self.orders:
+                i = self.rnd.randrange(self.n)
+            return [("orders", "delete", [self.orders.pop(i)])]
+        c = self.rnd.randrange(self.nc)  # a random customer appears or leaves
+        if c in self.custs:
+            return [("custs", "delete", [self.custs.pop(c)])]
+        row = self.custs[c] = (c, f"c{c}")
+        return [("custs", "insert", [row])]
+
+
+class _LatView(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            self.top = {i: self.rnd.randrange(1000) for i in range(self.n)}
+        p.items.insert(list(self.top.items()))  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        if self.rnd.random() < 0.5:  # a random key grows
+            i = self.rnd.randrange(self.n)
+            self.top[i] += 1 + self.rnd.randrange(100)
+        else:  # a new key
+            i = self.new_id()
+            self.top[i] = self.rnd.randrange(1000)
+        return [("items", "insert", [(i, self.top[i])])]
+
+
+class _NextFromScratch(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            self.items = {i: (i, self.rnd.randrange(1000)) for i in range(self.n)}
+        p.items.insert(list(self.items.values()))  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        if self.rnd.random() < 0.5:
+            i = self.new_id()
+            row = self.items[i] = (i, self.rnd.randrange(1000))
+            return [("items", "insert", [row])]
+        i = self.rnd.randrange(self.n)
+        while i not in self.items:
+            i = self.rnd.randrange(self.n)
+        return [("items", "delete", [self.items.pop(i)])]
+
+
+class _DeleteFromScratch(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            self.blocked = {i: (i, 0) for i in range(0, 2 * self.n, 2)}  # the even ids
+        p.blocked.insert(list(self.blocked.values()))  # type: ignore[attr-defined]
+        p.tasks.insert([(i, 0) for i in range(1, 2 * self.n, 2)])  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        i = self.rnd.randrange(2 * self.n)
+        r = self.rnd.random()
+        if r < 0.5:  # a new task: deleted at the next tick when its id is blocked
+            return [("tasks", "insert", [(self.new_id() * 2 + (i & 1), 0)])]
+        if r < 0.75:  # a random id is blocked
+            row = self.blocked[i] = (i, 0)
+            return [("blocked", "insert", [row])]
+        j = self.rnd.randrange(0, 2 * self.n, 2)  # a random even id is unblocked (or blocked)
+        if j in self.blocked:
+            return [("blocked", "delete", [self.blocked.pop(j)])]
+        row = self.blocked[j] = (j, 0)
+        return [("blocked", "insert", [row])]
+
+
+SHAPES24: list[tuple[str, type[Program], type[_Workload]]] = [
+    ("priority queue: pop the min", PQShape, _PQ),
+    ("leftjoin", LeftJoinShape, _LeftJoin),
+    ("lattice variable view", LatViewShape, _LatView),
+    ("<+ from a scratch", NextFromScratchShape, _NextFromScratch),
+    ("<- from a scratch", DeleteFromScratchShape, _DeleteFromScratch),
+]
+
+
+def _pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def _cpu_tick(p: Program) -> float:
+    t0 = time.process_time()
+    p.tick()
+    return (time.process_time() - t0) * 1000
+
+
+def run_shape24(
+    cls: type[Program], work: type[_Workload], sizes: list[int], ticks: int, ref_ticks: int
+) -> tuple[dict[int, list[float]], dict[int, list[float]], bool]:
+    """Per size: the incremental ticks' and the reference's CPU ms; whether they agreed."""
+    ws = [work(cls, n, seed=n) for n in sizes]
+    for w in ws:
+        w.load()
+    inc: dict[int, list[float]] = {n: [] for n in sizes}
+    ref: dict[int, list[float]] = {n: [] for n in sizes}
+    same = True
+    gc.collect()
+    for t in range(ticks):
+        for w in ws:  # sizes interleaved tick by tick
+            ch = w.change()
+            both = t < ref_ticks
+            for p in (w.inc, w.ref) if both else (w.inc,):
+                for name, op, rows in ch:
+                    getattr(getattr(p, name), op)(rows)
+            inc[w.n].append(_cpu_tick(w.inc))
+            if both:
+                ref[w.n].append(_cpu_tick(w.ref))
+                same = same and contents(w.inc) == contents(w.ref)
+    return inc, ref, same
+
+
+def shapes24(args: argparse.Namespace, v: Verdicts) -> None:
+    """The issue-24 section (see the comment above ``PQShape``)."""
+    sizes = [1000, 100_000] if not args.quick else [1000, 10_000]
+    ticks = 60 if args.quick else 200
+    ref_ticks = 8 if args.quick else 15
+    print()
+    print(
+        f"   {'issue 24 shape':28} {'N':>7} {'median':>8} {'p90':>8} {'p99':>8} "
+        f"{'ref med':>9} {'ref/med':>8}   (CPU ms per tick)"
+    )
+    for name, cls, work in SHAPES24:
+        if args.only and args.only not in name:
+            continue
+        inc, ref, same = run_shape24(cls, work, sizes, ticks, ref_ticks)
+        med = {n: statistics.median(inc[n]) for n in sizes}
+        for n in sizes:
+            rmed = statistics.median(ref[n])
+            print(
+                f"   {name:28} {n:>7} {med[n]:>8.3f} {_pct(inc[n], 0.9):>8.3f} "
+                f"{_pct(inc[n], 0.99):>8.3f} {rmed:>9.3f} {rmed / med[n]:>8.1f}"
+            )
+        lo, hi = sizes[0], sizes[-1]
+        v.check(f"{name}: equal to the reference", same, "every compared tick")
+        v.check(
+            f"{name}: median growth",
+            med[hi] <= SCALE * med[lo],
+            f"{med[hi]:.3f} ms at N={hi} / {med[lo]:.3f} ms at N={lo} = "
+            f"{med[hi] / med[lo]:.2f} (<= {SCALE})",
+        )
+        for n in sizes:
+            p90, rmed = _pct(inc[n], 0.9), statistics.median(ref[n])
+            v.check(
+                f"{name}: p90 at N={n}",
+                p90 <= rmed,
+                f"{p90:.3f} ms (<= the reference's median, {rmed:.3f} ms)",
+            )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="N = 1,000 and 10,000, fewer ticks")
     ap.add_argument("--ticks", type=int, default=200)
     ap.add_argument("--sizes", default="")
     ap.add_argument("--only", default="", help="run the shapes whose name contains this")
+    ap.add_argument(
+        "--section", default="", help="run one section: 'issue19' or 'issue24' (default: all)"
+    )
     args = ap.parse_args()
     sizes = [1000, 10_000] if args.quick else [1000, 10_000, 100_000]
     if args.sizes:
@@ -314,6 +605,8 @@ def main() -> int:
         f"{'B/row':>7} {'ref B/row':>9}"
     )
     for name, cls, load, change, scale in SHAPES:
+        if args.section not in ("", "issue19"):
+            break
         if args.only and args.only not in name:
             continue
         per: dict[int, float] = {}
@@ -340,6 +633,8 @@ def main() -> int:
         if hi >= 100_000:
             v.check(f"{name}: time", per[hi] <= LIMIT_MS, f"{per[hi]:.3f} ms (<= {LIMIT_MS})")
         v.check(f"{name}: memory", worst_mem <= 3.0, f"{worst_mem:.2f}x the reference (<= 3)")
+    if args.section in ("", "issue24"):
+        shapes24(args, v)
     return v.exit_code()
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._dred import DRed
+from blooml.engine._feed import DeleteFeed, Feed
 from blooml.engine._maintain import Support, zcompile_rule
 from blooml.engine._priority import eligible_heads
 from blooml.engine._rules import (
@@ -122,7 +123,33 @@ def plan_units(rt: Runtime) -> None:
             if len(feeding) > 1 and len(heads) == 1 and next(iter(heads)) in rt.support:
                 unit.shared = next(iter(heads))
     rt.units = plans
+    plan_feeds(rt)
     rt._stateful = journaled(rt)
+
+
+def plan_feeds(rt: Runtime) -> None:
+    """Give a feed (``blooml.engine._feed``) to every next-tick rule over a collection that
+    does not persist that can run on changes: a ``<+`` into a table without TTL that no other
+    ``<+``/``<+-`` rule writes, and a ``<-`` from a table."""
+    writers: dict[str, int] = {}
+    for cr in rt.temporal:
+        if cr.op in ("<+", "<+-"):
+            writers[cr.rule.head] = writers.get(cr.rule.head, 0) + 1
+    rt.feeds = []
+    for cr in rt.temporal:
+        head = cr.head_rel
+        cr.feed = None
+        if not cr.transient_full or head is None or head.info.kind != "table":
+            continue
+        if cr.op == "<+" and head.ttl is None and writers[cr.rule.head] == 1:
+            cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
+            cr.feed = Feed(cr.zbody, head)
+        elif cr.op == "<-":
+            cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
+            cr.feed = DeleteFeed(cr.zbody, head)
+        else:
+            continue
+        rt.feeds.append(cr.feed)
 
 
 def run_units(rt: Runtime, units: list[Unit]) -> None:
@@ -260,6 +287,7 @@ def journaled(rt: Runtime) -> list[Any]:
     """The incremental state that a tick changes and a rollback undoes: the derivation
     counts of maintained collections and the operators that keep state."""
     out: list[Any] = list(rt.support.values())
+    out.extend(rt.feeds)
     for cr in rt.rules:
         stack = [cr.zbody] if cr.zbody is not None else []
         while stack:
