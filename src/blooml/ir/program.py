@@ -119,6 +119,12 @@ class Rule:
             method not marked ``@morph``/``@monotone``, the bare value): a non-monotone edge,
             so the variable is final (an earlier stratum) before the rule runs.
         reads_tick: whether a function reads ``self.tick_count``.
+        nonmonotone_inputs: collections (and lattice variables, through
+            ``to_collection()``) whose rows reach a rule function that reads their lattice
+            columns non-monotonically (``reveal()``, a lattice method not marked
+            ``@morph``/``@monotone``): a non-monotone edge, so those rows are final (an
+            earlier stratum; a recursive lattice view has reached its fixpoint) before the
+            rule runs.
         shipped_reads: the subset of ``nonmonotone_reads`` whose whole value a function only
             puts, as the last column, into the row it returns (state-based gossip:
             ``(p.addr, self.cart)``); in a ``<~``/``<+`` rule, not a point of order.
@@ -134,6 +140,7 @@ class Rule:
     reads: frozenset[str] = frozenset()
     reads_tick: bool = False
     nonmonotone_reads: frozenset[str] = frozenset()
+    nonmonotone_inputs: frozenset[str] = frozenset()
     shipped_reads: frozenset[str] = frozenset()
 
     @property

@@ -40,6 +40,9 @@ class NodeBase:
     transport: str | None
     key: bytes | None
     guard: ReplayGuard | None
+    aliases: set[str]
+    _seq: int
+    _wildcard_port: int | None
     inbox_limit: int
     max_datagram: int
     max_message: int

@@ -75,6 +75,34 @@ def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
     )
 
 
+_LOCAL: dict[str, bool] = {}
+
+
+def _local_host(host: str) -> bool:
+    """Whether ``host`` names this machine: ``localhost``, its host name, or an IP address
+    assigned to one of its interfaces (a socket can bind it). Cached; never resolves names."""
+    hit = _LOCAL.get(host)
+    if hit is None:
+        if host in ("localhost", socket.gethostname()):
+            hit = True
+        else:
+            try:
+                ip = ipaddress.ip_address(host.split("%")[0])
+            except ValueError:
+                hit = False
+            else:
+                family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+                try:
+                    with socket.socket(family, socket.SOCK_DGRAM) as s:
+                        s.bind((host, 0))
+                    hit = True
+                except OSError:
+                    hit = False
+        if len(_LOCAL) < 1024:  # forged destinations cannot grow it without bound
+            _LOCAL[host] = hit
+    return hit
+
+
 def _is_addr(addr: Any) -> bool:
     """Whether ``addr`` is a ``host:port`` a socket can send to (see ``parse_addr``)."""
     try:
@@ -185,6 +213,25 @@ class Transport(NodeBase):
             max_message=self.max_message,
         )
 
+    def address_ok(self, addr: Any) -> bool:
+        """Whether this node can send to ``addr`` (a ``host:port``); used by membership to
+        refuse joins from no address."""
+        return _is_addr(addr)
+
+    def addressed_to(self, dest: str) -> bool:
+        """Whether a datagram sent to ``dest`` is for this node (checked with a cluster key):
+        its address, one of ``aliases``, or, for a node bound to every interface (``0.0.0.0``,
+        ``::``), its port on an IP address of this machine, ``localhost`` or the host name."""
+        if dest == self.rt.addr or dest in self.aliases:
+            return True
+        if self._wildcard_port is None:
+            return False
+        try:
+            host, port = parse_addr(dest)
+        except ProgramError:
+            return False
+        return port == self._wildcard_port and _local_host(host)
+
     def deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
         """After the tick commits: send the messages for ``addr`` (over UDP as few datagrams
         as hold them, a tuple larger than a datagram in fragments; over TCP, one frame per
@@ -244,7 +291,10 @@ class Transport(NodeBase):
 
     def _send(self, addr: str, groups: dict[str, list[bytes]]) -> None:
         now = time.time()
-        data = encode_envelope(str(self.rt.addr), groups.items(), self.key, now)
+        self._seq += 1
+        data = encode_envelope(
+            str(self.rt.addr), groups.items(), self.key, now, dest=addr, seq=self._seq
+        )
         self._stats["sent"] += 1
         self._stats["sent_tuples"] += sum(map(len, groups.values()))
         if self.transport == "udp":
@@ -548,7 +598,7 @@ class Transport(NodeBase):
         and counted (``stats()["dropped"]``). Returns whether it was accepted."""
         rt = self.rt
         try:
-            env = decode_envelope(data, self.key, self.guard)
+            env = decode_envelope(data, self.key, self.guard, dest=self.addressed_to)
         except CodecError as exc:
             self._drop(exc.reason, str(exc))
             return False

@@ -227,6 +227,12 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         #: The batches set aside after failed ticks (the most recent 100).
         self.discarded: deque[dict[str, list[Any]]] = deque(maxlen=100)
         self.sock: socket.socket | None = None
+        #: Other addresses this node answers to (``"localhost:7000"`` for a node bound at
+        #: ``127.0.0.1:7000``, a public name behind NAT): with a cluster key, a datagram
+        #: addressed to any other is refused (``misdirected``).
+        self.aliases: set[str] = set()
+        self._seq = 0
+        self._wildcard_port: int | None = None
         if transport is not None:
             if transport not in ("udp", "tcp"):
                 raise ProgramError(f"transport must be 'udp' or 'tcp', got {transport!r}")
@@ -238,6 +244,8 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
             bound_port = self.sock.getsockname()[1]
             shown = f"[{host}]" if ":" in host else host
             rt.addr = f"{shown}:{bound_port}"
+            if host in ("0.0.0.0", "::", ""):  # bound to every interface: any host, this port
+                self._wildcard_port = bound_port
         rt.network = self if transport is not None else None
         rt.node = self
 
