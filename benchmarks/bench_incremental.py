@@ -370,6 +370,19 @@ class DeleteFromScratchShape(Program):
         self.tasks < -self.view
 
 
+class UpsertFromScratchShape(Program):
+    """``<+-`` from a scratch view of every item into a table (the latest value per id)."""
+
+    items = table(["id"], ["v"])
+    view = scratch(["id"], ["v"])
+    latest = table(["id"], ["v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.view <= self.items.map(lambda r: (r.id, r.v * 2))
+        self.latest < +-self.view
+
+
 class _Workload:
     """One program at one size, incremental and reference, with its random changes."""
 
@@ -498,12 +511,35 @@ class _DeleteFromScratch(_Workload):
         return [("blocked", "insert", [row])]
 
 
+class _UpsertFromScratch(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            self.items = {i: (i, self.rnd.randrange(1000)) for i in range(self.n)}
+        p.items.insert(list(self.items.values()))  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        r = self.rnd.random()
+        if r < 0.25:  # a new item
+            i = self.new_id()
+            row = self.items[i] = (i, self.rnd.randrange(1000))
+            return [("items", "insert", [row])]
+        i = self.rnd.choice(list(self.items)) if len(self.items) < 64 else -1
+        while i not in self.items:
+            i = self.rnd.randrange(self.next_id + 1)
+        old = self.items.pop(i)
+        if r < 0.4:  # a random item leaves (its latest value stays)
+            return [("items", "delete", [old])]
+        row = self.items[i] = (i, self.rnd.randrange(1000))  # a random item's value changes
+        return [("items", "delete", [old]), ("items", "insert", [row])]
+
+
 SHAPES24: list[tuple[str, type[Program], type[_Workload]]] = [
     ("priority queue: pop the min", PQShape, _PQ),
     ("leftjoin", LeftJoinShape, _LeftJoin),
     ("lattice variable view", LatViewShape, _LatView),
     ("<+ from a scratch", NextFromScratchShape, _NextFromScratch),
     ("<- from a scratch", DeleteFromScratchShape, _DeleteFromScratch),
+    ("<+- from a scratch", UpsertFromScratchShape, _UpsertFromScratch),
 ]
 
 

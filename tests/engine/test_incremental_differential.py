@@ -231,6 +231,28 @@ def _delete_from_scratch(s: Any) -> None:
     s.hist2 <- s.inp.filter(lambda r: r.x > 1)
 
 
+def _upsert_from_scratch(s: Any) -> None:
+    # <+- from scratches into tables: only the rows whose key's stored row differs are
+    # queued; a same-tick rule and a <- write the same table, and it is deleted from
+    # outside (del_hist); a lattice column merges several rows of the scratch under one key
+    s.up <= s.a.group(["x"], max_("y"))
+    s.ukv <+- s.up
+    s.ukv <= s.b.group(["y"], max_("z")).map(lambda r: (r[0] + 10, r[1]))
+    s.ud <= s.b.map(lambda r: (r.y, r.z))
+    s.ukv <- s.ud
+    s.nu <= s.a.map(lambda r: (r.x % 2, r.y))
+    s.ulat <+- s.nu.map(lambda r: (r.x, lmax(r.y)))
+
+
+def _upsert_fallbacks(s: Any) -> None:
+    # <+- from a scratch where every row is queued every tick, as before: into soft state
+    # (each replacement refreshes a row's lifetime), and next to another <+ writer
+    s.up2 <= s.a.group(["x"], min_("y"))
+    s.usoft <+- s.up2
+    s.kv2 <+- s.up2
+    s.kv2 <+ s.inp.filter(lambda r: r.x > 2)
+
+
 def _failing(s: Any) -> None:
     # a next-tick rule: it runs after every stratum, when every other rule has changed its
     # state, so the rollback must undo all of that
@@ -280,6 +302,8 @@ CATALOGUE = {
         _soft,
         _fused_group,
         _failing,
+        _upsert_from_scratch,
+        _upsert_fallbacks,
     )
 }
 
@@ -352,6 +376,14 @@ def make_program(names: list[str]) -> type[Program]:
         kvd = scratch(["x", "y"])
         hist = table(["x"], ["y"])
         hist2 = table(["x", "y"])
+        up = scratch(["x"], ["y"])
+        ukv = table(["x"], ["y"])
+        ud = scratch(["x", "y"])
+        nu = scratch(["x", "y"])
+        ulat = table(["x"], ["m"])
+        up2 = scratch(["x"], ["y"])
+        usoft = table(["x"], ["y"], ttl=2.0)
+        kv2 = table(["x"], ["y"])
 
         @bloom
         def rules(self) -> None:
@@ -395,6 +427,7 @@ def apply(p: Program, kind: str, rows: list[tuple[int, int]]) -> None:
     elif kind == "del_hist":  # deleted from outside: a <+ over a scratch puts them back
         p.hist.delete(rows)  # type: ignore[attr-defined]
         p.hist2.delete(rows)  # type: ignore[attr-defined]
+        p.ukv.delete(rows)  # type: ignore[attr-defined]
     elif kind == "fail":  # a new row reaches the failing rule (both engines evaluate it)
         p.a.insert([(9, 9)])  # type: ignore[attr-defined]
     elif kind == "inp":
@@ -445,6 +478,34 @@ def test_incremental_equals_the_reference_at_every_tick(
     names: list[str], ops: list[tuple[str, list[Any]]]
 ) -> None:
     run_both(names, ops)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    extra=st.lists(
+        st.sampled_from(
+            [
+                "upsert_fallbacks",
+                "delete_from_scratch",
+                "next_from_scratch",
+                "replace",
+                "failing",
+                "soft",
+                "map",
+            ]
+        ),
+        max_size=3,
+        unique=True,
+    ),
+    ops=st.lists(op, min_size=1, max_size=25),
+)
+def test_upsert_from_a_scratch_equals_the_reference_at_every_tick(
+    extra: list[str], ops: list[tuple[str, list[Any]]]
+) -> None:
+    """``<+-`` from a scratch queues only the rows whose key's stored row differs; beside
+    ``<-``, ``<+``, soft state, deletions from outside and failed ticks it must leave every
+    collection as the reference's full queue does."""
+    run_both(["upsert_from_scratch", *extra], ops)
 
 
 @pytest.mark.parametrize("name", sorted(CATALOGUE))

@@ -411,6 +411,85 @@ def test_a_row_stored_by_a_replacement_is_deleted_by_the_next_tick_rule(incremen
     assert sorted(map(tuple, dropped.deletes["tasks"])) == [(3, 0)]
 
 
+class Evaluated:
+    """How many rows the counted rule's function was called on."""
+
+    n = 0
+
+    @classmethod
+    def counted(cls, r: Any) -> tuple[int, int]:
+        cls.n += 1
+        return (r.id, r.v)
+
+
+class Latest(Program):
+    items = table(["id"], ["v"])
+    other = table(["id"], ["v"])
+    view = scratch(["id"], ["v"])
+    latest = table(["id"], ["v"])
+
+    # fmt: off
+    @bloom
+    def rules(self) -> None:
+        self.view <= self.items.map(lambda r: (r.id, r.v * 2))
+        self.latest <+- self.view
+        self.latest <= self.other.map(Evaluated.counted)
+    # fmt: on
+
+
+def test_a_replace_rule_over_a_scratch_queues_only_the_rows_that_change_its_table() -> None:
+    """``<+-`` from a scratch: a row its key's stored row equals replaces nothing, so it is
+    not queued, and the table loses no row, so a same-tick rule into it is not re-evaluated
+    in full (it was, every tick, when each of the view's rows deleted and re-inserted its
+    stored row)."""
+    p = Latest()
+    p.items.insert([(i, i) for i in range(5000)])
+    p.other.insert([(i, 0) for i in range(10_000, 12_000)])
+    p.tick()
+    assert len(p._rt.pending.replaces["latest"]) == 5000  # the first tick: all of it
+    p.tick()
+    assert len(p.latest) == 7000
+    assert "latest" not in p._rt.pending.replaces  # every row is stored: nothing replaces
+    assert p._rt.has_pending()  # as the reference's: its view still queues rows
+    p.items.delete([(1, 1)])
+    p.items.insert([(1, 7), (9000, 1)])
+    Evaluated.n = 0
+    p.tick()
+    assert sorted(p._rt.pending.replaces["latest"]) == [(1, 14), (9000, 2)]
+    assert Evaluated.n == 0
+    p.tick()  # (1, 2) is replaced: the same-tick rule into latest re-derives its rows once
+    assert Evaluated.n == 2000
+    assert "latest" not in p._rt.pending.replaces
+    Evaluated.n = 0
+    for _ in range(3):
+        p.tick()
+    assert Evaluated.n == 0
+    assert (1, 14) in p.latest and len(p.latest) == 7001
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_replaced_row_deleted_from_outside_comes_back_as_in_the_reference(
+    incremental: bool,
+) -> None:
+    p = Latest(incremental=incremental)
+    p.items.insert([(1, 1), (2, 2)])
+    p.tick()
+    p.tick()
+    p.latest.delete([(1, 2)])
+    p.tick()  # the queued replacements come first, then the deletion
+    assert sorted(map(tuple, p.latest)) == [(2, 4)]
+    p.tick()
+    assert sorted(map(tuple, p.latest)) == [(1, 2), (2, 4)]
+    dropped = p.discard_pending()  # what the reference queued: the view's rows
+    assert sorted(map(tuple, dropped["latest"])) == [(1, 2), (2, 4)]
+    assert not p._rt.has_pending()
+    p.latest.delete([(2, 4)])
+    p.tick()
+    assert sorted(map(tuple, p.latest)) == [(1, 2)]  # nothing queued was put back
+    p.tick()
+    assert sorted(map(tuple, p.latest)) == [(1, 2), (2, 4)]  # queued again at the last tick
+
+
 def test_values_that_come_and_go_do_not_pile_up_in_the_heap() -> None:
     """A value pushed each time it reappears, and never the best, stays bounded."""
     p = Queue()

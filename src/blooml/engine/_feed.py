@@ -26,7 +26,7 @@ from blooml.engine.relation import MISSING as _ABSENT
 from blooml.engine.relation import Relation
 from blooml.lattices._base import Lattice
 
-__all__ = ["DeleteFeed", "Feed", "refill", "unfeed"]
+__all__ = ["DeleteFeed", "Feed", "UpsertFeed", "refill", "unfeed"]
 
 
 class Feed:
@@ -311,3 +311,153 @@ def unfeed(feeds: list[Any]) -> None:
             if w > 0:
                 for s in list(f.bykey.get(f._key(r), ())):
                     head.remove(s)
+
+
+class UpsertFeed:
+    """``head <+- body`` over a collection that does not persist: the reference queues every
+    row of S (the body's rows) every tick; at the next tick each deletes the row stored under
+    its key and is inserted. Under a key whose stored row is the one row of S under it, that
+    changes nothing; only the rows of S under the other keys (``stale``: no row stored, or
+    another, or several rows of S to merge) are queued. Nothing changes the head between the
+    end of a tick and the next tick's replacements (no TTL, no other ``<+``/``<+-`` rule), so
+    the head is the same after them as the reference's."""
+
+    __slots__ = ("armed", "bykey", "counts", "head", "journal", "stale", "z")
+
+    def __init__(self, z: ZOp, head: Relation) -> None:
+        self.z = z
+        self.head = head
+        self.counts: dict[Any, int] = {}  # S, with counts
+        self.bykey: dict[Any, dict[Any, None]] = {}  # S's rows per head key
+        self.stale: dict[Any, None] = {}  # the keys whose rows of S are queued
+        self.armed = False
+        self.journal: list[tuple[Any, ...]] = []
+
+    def _key(self, r: Any) -> Any:
+        keyfn = self.head.keyfn
+        return r if keyfn is None else keyfn(r)
+
+    def _mark(self, k: Any) -> None:
+        """Set ``k``'s place in ``stale`` from S and the head as they are now."""
+        rows = self.bykey.get(k)
+        if rows:
+            if len(rows) == 1:
+                old = self.head.store.get(k, _ABSENT)
+                now = old is _ABSENT or old != next(iter(rows))
+            else:
+                now = True
+        else:
+            now = False
+        was = k in self.stale
+        if now and not was:
+            self.journal.append(("stale", k, False))
+            self.stale[k] = None
+        elif was and not now:
+            self.journal.append(("stale", k, True))
+            del self.stale[k]
+
+    def _enter(self, k: Any, r: Any) -> None:
+        """``r`` joins S: the reference's checks of a queued replacement, then the index."""
+        head = self.head
+        head.info.check_keys(r)
+        rows = self.bykey.get(k)
+        if rows:
+            acc = next(iter(rows))
+            for other in rows:
+                if other != acc:
+                    acc = head._merge(k, acc, other)
+            head._merge(k, acc, r)  # raises KeyConstraintError on a conflict
+        if rows is None:
+            rows = self.bykey[k] = {}
+        rows[r] = None
+        self.journal.append(("enter", k, r))
+
+    def run(self, fresh: bool, where: str) -> list[Any]:
+        """Evaluate the rule at the end of a tick; return the rows to queue."""
+        head = self.head
+        make = head.make_row
+        journal = self.journal
+        if fresh:
+            journal.append(("init", self.counts, self.stale, self.bykey))
+            self.counts, self.stale, self.bykey = {}, {}, {}
+            delta: Any = [(make(r, where), 1) for r in self.z.init() if r is not None]
+        else:
+            delta = [(make(r, where), w) for r, w in self.z.step()]
+        counts = self.counts
+        touched: dict[Any, None] = {}
+        if delta:
+            items = consolidate(delta).items()
+            # rows leaving first: a row replacing another under its key is no conflict
+            for r, w in [
+                *((r, w) for r, w in items if w < 0),
+                *((r, w) for r, w in items if w > 0),
+            ]:
+                c0 = counts.get(r, 0)
+                c = c0 + w
+                if c == c0:
+                    continue
+                k = self._key(r)
+                if c > 0 and not c0:
+                    self._enter(k, r)
+                journal.append(("count", r, c0))
+                if c > 0:
+                    counts[r] = c
+                else:
+                    del counts[r]
+                    rows = self.bykey[k]
+                    del rows[r]
+                    if not rows:
+                        del self.bykey[k]
+                    journal.append(("leave", k, r))
+                touched[k] = None
+        if not fresh:
+            for r, _ in head.tick_delta():
+                k = self._key(r)
+                if k in self.bykey or k in self.stale:
+                    touched[k] = None
+        for k in touched:
+            self._mark(k)
+        journal.append(("armed", self.armed))
+        self.armed = True
+        if not self.stale:
+            self.stale = {}  # an emptied dict keeps (and iterates) its table
+            return []
+        bykey = self.bykey
+        return [r for k in self.stale for r in bykey[k]]
+
+    def rollback(self) -> None:
+        """Undo this tick's changes (see ``journal``)."""
+        for e in reversed(self.journal):
+            kind = e[0]
+            if kind == "count":
+                if e[2]:
+                    self.counts[e[1]] = e[2]
+                else:
+                    self.counts.pop(e[1], None)
+            elif kind == "stale":
+                if e[2]:
+                    self.stale[e[1]] = None
+                else:
+                    self.stale.pop(e[1], None)
+            elif kind == "enter":
+                rows = self.bykey[e[1]]
+                del rows[e[2]]
+                if not rows:
+                    del self.bykey[e[1]]
+            elif kind == "leave":
+                self.bykey.setdefault(e[1], {})[e[2]] = None
+            elif kind == "armed":
+                self.armed = e[1]
+            else:  # init
+                self.counts, self.stale, self.bykey = e[1], e[2], e[3]
+        self.journal = []
+
+    def held(self) -> list[Any]:
+        """The rows of S the reference queues but this feed does not (their key's stored row
+        is theirs): what ``discard_pending()`` reports besides the queued ones."""
+        stale = self.stale
+        return [r for k, rows in self.bykey.items() if k not in stale for r in rows]
+
+    def children(self) -> list[ZOp]:
+        """The body's evaluator (its stateful operators journal too)."""
+        return [self.z]

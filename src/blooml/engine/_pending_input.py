@@ -178,11 +178,16 @@ def discard(rt: Any, only: Any = None) -> PendingInput:
     for name, items in as_dict(pend).items():
         out[name] = [named(rt, name, r) for r in items]
     for f in getattr(rt, "feeds", ()):
-        # the rows a <+ (<-) rule over a scratch would have queued, but its table held them
-        # (lacked them; see blooml.engine._feed): dropped, as the reference drops its rows
+        # the rows a <+ (<-, <+-) rule over a scratch would have queued, but its table held
+        # them (lacked them, stored them; see blooml.engine._feed): dropped, as the
+        # reference drops its rows
         if f.armed and f.counts:
             name = f.head.name
-            if hasattr(f, "missing"):
+            if hasattr(f, "stale"):  # <+-: those whose key's stored row is theirs
+                held = f.held()
+                if held:
+                    out.setdefault(name, []).extend(named(rt, name, r) for r in held)
+            elif hasattr(f, "missing"):
                 held = [r for r in f.counts if r not in f.missing]
                 if held:
                     out.setdefault(name, []).extend(named(rt, name, r) for r in held)

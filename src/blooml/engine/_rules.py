@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._codegen import fused_map
-from blooml.engine._feed import DeleteFeed, Feed
+from blooml.engine._feed import DeleteFeed, Feed, UpsertFeed
 from blooml.engine._lat_eval import LatEval
 from blooml.engine._net_entry import check_addr
 from blooml.engine._pending_input import NOTE_MARK as _NOTE_MARK
@@ -103,7 +103,7 @@ class CompiledRule:
         self.zfresh = True
         #: incremental mode, ``<+``/``<-`` over a scratch into a table: what it keeps
         #: (``blooml.engine._feed``; set by ``_units.plan_feeds``)
-        self.feed: Feed | DeleteFeed | None = None
+        self.feed: Feed | DeleteFeed | UpsertFeed | None = None
         # the reference (Program(incremental=False)) re-derives every rule each tick but
         # `<~`, whose messages are what a tick derives anew
         self.ref_full = not rt.incremental and rule.op != "<~"
@@ -225,13 +225,16 @@ def run_temporal(rt: Runtime) -> None:
             fire(rt, cr, True)
 
 
-def run_feed(rt: Runtime, cr: CompiledRule, feed: Feed | DeleteFeed) -> None:
+_FEED_KINDS: dict[type, str] = {Feed: "inserts", DeleteFeed: "deletes", UpsertFeed: "replaces"}
+
+
+def run_feed(rt: Runtime, cr: CompiledRule, feed: Feed | DeleteFeed | UpsertFeed) -> None:
     """A next-tick rule over a scratch with a feed: queue the rows that change its head."""
     rt.firing = cr
     try:
         rows = feed.run(cr.zfresh, cr.where)
         if rows:
-            kind = "deletes" if type(feed) is DeleteFeed else "inserts"
+            kind = _FEED_KINDS[type(feed)]
             rt.pending.add(kind, feed.head.name, rows)
         if rt._rec is not None and rows:
             rt._rec.rule(cr.rule.index, rows, None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._dred import DRed
-from blooml.engine._feed import DeleteFeed, Feed
+from blooml.engine._feed import DeleteFeed, Feed, UpsertFeed
 from blooml.engine._maintain import Support, zcompile_rule
 from blooml.engine._priority import eligible_heads
 from blooml.engine._rules import (
@@ -129,8 +129,8 @@ def plan_units(rt: Runtime) -> None:
 
 def plan_feeds(rt: Runtime) -> None:
     """Give a feed (``blooml.engine._feed``) to every next-tick rule over a collection that
-    does not persist that can run on changes: a ``<+`` into a table without TTL that no other
-    ``<+``/``<+-`` rule writes, and a ``<-`` from a table."""
+    does not persist that can run on changes: a ``<+`` or ``<+-`` into a table without TTL
+    that no other ``<+``/``<+-`` rule writes, and a ``<-`` from a table."""
     writers: dict[str, int] = {}
     for cr in rt.temporal:
         if cr.op in ("<+", "<+-"):
@@ -144,6 +144,9 @@ def plan_feeds(rt: Runtime) -> None:
         if cr.op == "<+" and head.ttl is None and writers[cr.rule.head] == 1:
             cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
             cr.feed = Feed(cr.zbody, head)
+        elif cr.op == "<+-" and head.ttl is None and writers[cr.rule.head] == 1:
+            cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
+            cr.feed = UpsertFeed(cr.zbody, head)
         elif cr.op == "<-":
             cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
             cr.feed = DeleteFeed(cr.zbody, head)

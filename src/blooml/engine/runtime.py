@@ -26,7 +26,7 @@ from typing import Any
 
 from blooml.engine import _net_entry
 from blooml.engine._codegen import FusedMapEval
-from blooml.engine._feed import DeleteFeed, Feed
+from blooml.engine._feed import DeleteFeed, Feed, UpsertFeed
 from blooml.engine._maintain import Support
 from blooml.engine._pending_input import discard
 from blooml.engine._priority import eligible_heads
@@ -135,8 +135,8 @@ class Runtime:
         self.prio_heads = [eligible_heads((cr.rule for cr in s), self.rels) for s in self.strata]
         #: incremental mode: per stratum, its units in dependency order (``_units.plan_units``)
         self.units: list[list[Unit]] = []
-        #: incremental mode: the feeds of ``<+``/``<-`` rules over scratches (``plan_feeds``)
-        self.feeds: list[Feed | DeleteFeed] = []
+        #: incremental mode: the feeds of next-tick rules over scratches (``plan_feeds``)
+        self.feeds: list[Feed | DeleteFeed | UpsertFeed] = []
         #: incremental mode: the derivation counts of each maintained collection
         self.support: dict[str, Support] = {}
         #: incremental mode: the input rows of this tick and the last one, per collection that
@@ -351,7 +351,7 @@ class Runtime:
         p = self.pending
         if p.inserts or p.deletes or p.replaces or p.lats:
             return True
-        # a <+ or <- rule over a scratch queues its rows every tick (those that change its
+        # a <+, <- or <+- rule over a scratch queues its rows every tick (those that change its
         # table: see blooml.engine._feed)
         return any(f.armed and f.counts for f in self.feeds)
 
