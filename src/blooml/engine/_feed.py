@@ -1,5 +1,5 @@
-"""``head <+ body`` and ``head <- body`` over a collection that does not persist, at the cost
-of what changed (:class:`Feed`, :class:`DeleteFeed`).
+"""``head <+ body``, ``head <- body`` and ``head <+- body`` over a collection that does not
+persist, at the cost of what changed (:class:`Feed`, :class:`DeleteFeed`, :class:`UpsertFeed`).
 
 The reference (and Bud) evaluates such a rule over the whole scratch every tick and queues
 every row for the next tick, where the rows the table already holds change nothing. In
