@@ -38,7 +38,7 @@ from blooml.engine._rel_eval import JoinEval, ScanEval, norm_rows
 from blooml.engine.compile import flatten_rows
 from blooml.engine.relation import Relation
 from blooml.errors import ProgramError
-from blooml.ir.aggregates import apply_aggregate
+from blooml.ir.aggregates import ExactSum, apply_aggregate
 
 __all__ = ["ZFull", "ZOp", "consolidate", "sizeof_rows"]
 
@@ -482,7 +482,7 @@ class ZGroup(ZOp):
             if fn in ("min", "max", "accum") or (fn == "count" and a.col is not None):
                 g.slots[i] = _Multiset(fn == "max", fn in ("min", "max"))
             elif fn in ("sum", "avg"):
-                g.slots[i] = [0, 0, None]  # total, count of values, non-int values multiset
+                g.slots[i] = [ExactSum(), None]  # ints and floats, a multiset of the others
             elif fn in ("bool_and", "bool_or"):
                 g.slots[i] = [0, 0]  # truthy, falsy
         return g
@@ -521,23 +521,23 @@ class ZGroup(ZOp):
 
     @staticmethod
     def _slot(s: Any, fn: str, v: Any, w: int) -> None:
-        if s is None:  # count(): the group's row count
+        if s is None or v is None:  # count(): the group's row count; NULL is skipped
             return
         if type(s) is _Multiset:
             s.add(v, w)
         elif fn in ("sum", "avg"):
-            if type(v) is int or type(v) is bool:
-                s[0] += v * w
-            else:  # exact arithmetic only for ints: other values are summed afresh
-                ms = s[2]
+            t = type(v)
+            if t is int or t is float or t is bool:
+                s[0].add(v, w)
+            else:  # other numbers (Decimal, ...) are summed afresh with +
+                ms = s[1]
                 if ms is None:
-                    ms = s[2] = {}
+                    ms = s[1] = {}
                 c = ms.get(v, 0) + w
                 if c > 0:
                     ms[v] = c
                 else:
                     del ms[v]
-            s[1] += w
         else:  # bool_and, bool_or
             s[0 if v else 1] += w
 
@@ -549,14 +549,18 @@ class ZGroup(ZOp):
         if fn in ("min", "max"):
             return s.best if s else None
         if fn == "accum":
-            return frozenset(s) if s else None
+            return frozenset(s)
         if fn in ("sum", "avg"):
-            if not s[1]:
+            exact, ms = s
+            n = exact.n + (sum(ms.values()) if ms else 0)
+            if not n:
                 return None
-            total = s[0]
-            if s[2]:
-                total = sum((v * c for v, c in s[2].items()), total)
-            return total if fn == "sum" else total / s[1]
+            total = exact.value()
+            if ms:
+                total = sum((v * c for v, c in ms.items()), 0 if total is None else total)
+            if fn == "sum":
+                return total
+            return (float(total) if type(total) is int else total) / n
         if not (s[0] or s[1]):
             return None
         return s[1] == 0 if fn == "bool_and" else s[0] > 0
@@ -781,6 +785,8 @@ class ZArgAgg(_Keyed):
         out: list[Any] = []
         for r, n in rows.items():
             v = r[c]
+            if v is None:  # NULL is never a group's extreme (SQL's min/max skip it)
+                continue
             if not out or (v > best if mx else v < best):
                 best = v
                 out = [r] * n
@@ -790,6 +796,8 @@ class ZArgAgg(_Keyed):
 
     def _worse(self, r: Any, best: Any) -> bool:
         v, b = r[self.col], best[self.col]
+        if v is None:
+            return True
         return bool(v < b) if self.mx else bool(v > b)
 
 
