@@ -24,7 +24,8 @@ from blooml.net import decode_envelope, encode_envelope, encode_row, node
 from blooml.net._fragment import FRAGMENT_OVERHEAD, Reassembler, fragment
 from blooml.net.codec import ReplayGuard
 
-node_mod = importlib.import_module("blooml.net.node")  # the attribute is the node() function
+# the node's transport (name resolution) lives in blooml.net._transport
+transport_mod = importlib.import_module("blooml.net._transport")
 
 
 def _env(n: int = 1, key: bytes | None = b"k", ts: float | None = None) -> bytes:
@@ -274,7 +275,7 @@ def test_names_resolve_off_the_node_thread_and_are_refreshed(
         return real(host, *args, **kw)
 
     monkeypatch.setattr(socket, "getaddrinfo", fake)
-    monkeypatch.setattr(node_mod, "RESOLVE_TTL", 0.3)
+    monkeypatch.setattr(transport_mod, "RESOLVE_TTL", 0.3)
     name = f"replica.test:{port}"
     t0 = time.monotonic()
     a.sync_do(lambda p: p.out.insert([(name, 1, "first")]))

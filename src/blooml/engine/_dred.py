@@ -14,7 +14,7 @@ steps whose cost follows what depends on the change, not the size of the view:
    ``x`` comes from ``r``), so the rows that could derive a marked key are found by probing
    that input's index with the key, and the rule runs on them alone against the new state.
 3. **Insert.** What was re-derived, and what the tick added to the unit's inputs, propagate
-   by the ordinary semi-naive rounds (``Runtime._run_recursive``).
+   by the ordinary semi-naive rounds (``blooml.engine._units.run_recursive``).
 
 A unit it cannot handle (a rule function run as Python, a head key computed rather than
 read, a lattice variable or ``tick_count`` read, a non-monotone input that changed) is

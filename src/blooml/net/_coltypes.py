@@ -2,7 +2,7 @@
 
 The program says, through its rules, what a channel column must hold: a rule
 ``v <= ch.map(lambda m: m.col)`` folds the column into lattice variable ``v`` (so it must be
-something ``v``'s builder takes, as ``Runtime._fold`` adds it, that then merges with what ``v``
+something ``v``'s builder takes, as ``_rules.fold`` adds it, that then merges with what ``v``
 holds), and a rule ``v <= ch.map(lambda m: (m.k, m.col))`` into an ``lmap`` makes it the value
 under key ``m.k`` (so it must merge with what ``v`` holds under that key, or, for a new key,
 with a value of its class held under another key). :class:`ColumnTypes` finds those rules
@@ -99,7 +99,7 @@ class ColumnTypes:
                     item = (row[key_col], row[c])
                 else:
                     continue
-                # what the rule's fold makes of this one row (as Runtime._fold does)
+                # what the rule's fold makes of this one row (as the engine's _rules.fold does)
                 why: str | None
                 try:
                     b = var.cls.builder()

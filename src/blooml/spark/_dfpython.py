@@ -60,7 +60,7 @@ from blooml.ir import (
 )
 from blooml.lattices import lbool, lmax, lmin
 from blooml.lattices._base import Lattice
-from blooml.spark._dfengine import DataFramePlan, _Unlowerable
+from blooml.spark._dfplan import DataFramePlan, _Unlowerable
 from blooml.spark._errors import WorkerErrors
 from blooml.spark._formats import column_format, spec_of
 
@@ -79,7 +79,7 @@ __all__ = [
     "runs_python",
 ]
 
-#: lattice classes whose cells merge in Spark SQL (see ``_dfengine._CELL``)
+#: lattice classes whose cells merge in Spark SQL (see ``_dfplan._CELL``)
 _SQL_MERGED = (lmax, lmin, lbool)
 
 

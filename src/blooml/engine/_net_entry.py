@@ -1,0 +1,153 @@
+"""A runtime's network entry points: where messages leave a program (``check_addr`` in the
+sending rule, ``send`` once the tick has committed) and where they enter it (``receive``,
+``receive_batch``), with the tracing hooks of both ends. See ``docs/net.md``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from blooml.engine.relation import MISSING
+from blooml.engine.trace import message_key
+from blooml.errors import ProgramError
+
+if TYPE_CHECKING:
+    from blooml.engine.runtime import Runtime
+
+
+# While a runtime hands its messages to the transport: (sender address, message identities by
+# content key, or None when the sender does not trace), so that an in-process receiver can
+# record who sent what (a transport from elsewhere passes the sender to receive_batch).
+_sending = threading.local()
+
+
+def send_outbox(
+    rt: Runtime,
+    outbox: list[tuple[Any, str, tuple[Any, ...], Any]],
+    ids: dict[str, list[str]] | None,
+) -> None:
+    """Send a committed tick's messages, batched by address (``ids``: their identities by
+    content key when the tick is traced, for an in-process receiver to record them)."""
+    batches: dict[Any, list[tuple[str, tuple[Any, ...], Any]]] = {}
+    for addr, chan, row, wire in outbox:
+        b = batches.get(addr)
+        if b is None:
+            batches[addr] = b = []
+        b.append((chan, row, wire))
+    prev = getattr(_sending, "info", None)
+    _sending.info = (rt.addr, ids)
+    try:
+        for addr, batch in batches.items():
+            rt.send(addr, batch)
+    finally:
+        _sending.info = prev
+
+
+def check_addr(rt: Runtime, addr: Any, chan: str, row: Any, where: str = "") -> Any:
+    """Check a message at its sending rule (inside the tick: an error rolls it back).
+
+    Returns the transport's token for the message (a socket transport encodes the row
+    here, so a value that cannot travel fails the rule), passed back to ``deliver``.
+    """
+    if rt.network is not None:
+        return rt.network.check(rt, addr, chan, row, where)
+    if addr != rt.addr:
+        raise ProgramError(
+            f"channel {chan!r}: message {tuple(row)!r} is addressed to {addr!r}, but this "
+            f"program ({rt.addr!r}) has no network; only its own address is delivered "
+            "(loopback). Pass network=LocalNetwork() to connect programs, or bind a "
+            "host:port address"
+        )
+    return None
+
+
+def send(rt: Runtime, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
+    """Hand the messages a committed tick sends to ``addr`` to the transport, together.
+
+    ``batch`` holds ``(channel, row, token)`` in the order the rules produced them
+    (``token`` is what the transport's ``check`` returned). The one place sends leave a
+    program (tracing hooks here).
+    """
+    if rt.network is not None:
+        rt.network.deliver(rt, addr, batch)
+    else:
+        for chan, row, _ in batch:
+            rt.receive(chan, row)
+
+
+def receive(rt: Runtime, chan: str, row: tuple[Any, ...]) -> None:
+    """A message arrived on channel ``chan`` (in-process): visible at this program's next
+    tick. A key conflict with another queued message fails that tick, as any conflict."""
+    rt.receive_batch(None, [(chan, [row])], refuse_conflicts=False)
+
+
+def receive_batch(rt: Runtime, sender: Any, batches: Any, refuse_conflicts: bool = True) -> int:
+    """Messages arrived (from ``sender``, if known): visible at this program's next tick.
+
+    ``batches`` holds ``(channel, rows)`` pairs. All or nothing: raises ``ProgramError``
+    with nothing queued if a channel is not a channel of this program or a row does not
+    fit it (wrong arity, a lattice in a key column, an unhashable value) or, with
+    ``refuse_conflicts`` (network arrivals), if a row's key conflicts with a message
+    already queued for the same tick (which would fail that tick for every message).
+    Returns the number of rows queued. The one place messages enter a program (tracing
+    hooks here).
+    """
+    checked = []
+    staged: dict[str, dict[Any, Any]] = {}
+    for chan, rows in batches:
+        rel = rt.rels.get(chan)
+        if rel is None or rel.info.kind != "channel":
+            raise ProgramError(
+                f"message on {chan!r} from {sender!r}: this program has no channel of that name"
+            )
+        where = f"message on {chan}"
+        out = rel.check_rows(list(rows), where)
+        try:
+            for r in out:
+                hash(r)
+        except TypeError:
+            raise ProgramError(f"{where} from {sender!r}: an unhashable value in {r!r}") from None
+        if refuse_conflicts and rel.keyfn is not None:
+            # a key conflict with a message already queued for this tick would fail the
+            # whole tick: refuse this message instead (nothing queued)
+            keyfn = rel.keyfn
+            queued = rt.pending.chan_keys.get(chan, {})
+            mine = staged.setdefault(chan, {})
+            for r in out:
+                k = keyfn(r)
+                old = mine.get(k, queued.get(k, MISSING))
+                if old is MISSING:
+                    mine[k] = r
+                elif old != r:
+                    try:
+                        mine[k] = rel._merge(k, old, r)
+                    except Exception as exc:
+                        raise ProgramError(f"{where} from {sender!r}: {exc}") from None
+        checked.append((chan, out))
+    n = 0
+    for chan, rows in checked:
+        rt.pending.add("inserts", chan, rows)
+        n += len(rows)
+    for chan, keyed in staged.items():
+        rt.pending.chan_keys.setdefault(chan, {}).update(keyed)
+    if rt.tracer is not None:
+        trace_receipts(rt, sender, checked)
+    return n
+
+
+def trace_receipts(rt: Runtime, sender: Any, checked: list[tuple[str, list[Any]]]) -> None:
+    """Record arrived messages; an in-process delivery tells who sent them, and which."""
+    assert rt.tracer is not None
+    info = getattr(_sending, "info", None)
+    ids = None
+    if info is not None:
+        sender = sender if sender is not None else info[0]
+        ids = info[1]
+    for chan, rows in checked:
+        for row in rows:
+            msg = None
+            if ids:
+                queue = ids.get(message_key(chan, rt.addr, row))
+                msg = queue.pop(0) if queue else None
+            rt.tracer.recv(rt, chan, row, sender, msg)

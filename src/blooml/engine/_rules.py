@@ -1,0 +1,327 @@
+"""Rules bound to one runtime, and their semi-naive evaluation.
+
+``CompiledRule`` holds a rule's evaluator, head and incremental bookkeeping; the functions
+here fire rules (``fire``), apply what they derive to their heads (``emit``, ``fold``), queue
+the facts of ``<+ <- <+- <~`` rules for the next tick (``defer``) and run a stratum to its
+fixpoint, semi-naively (``run_stratum``; best value first: ``run_stratum_prioritized``).
+The reference mode, and the rules that keep the semi-naive evaluator in incremental mode, run
+here; the tick loop is ``blooml.engine._tick``, the incremental units ``blooml.engine._units``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from blooml.engine._codegen import fused_map
+from blooml.engine._lat_eval import LatEval
+from blooml.engine._net_entry import check_addr
+from blooml.engine._pending_input import NOTE_MARK as _NOTE_MARK
+from blooml.engine._priority import Frontier
+from blooml.engine._reads import MonotoneRead, guard_class, undeclared_read
+from blooml.engine._rel_eval import Eval, MapEval
+from blooml.engine._state import LatVarState
+from blooml.engine._zops import ZOp
+from blooml.engine.compile import compile_node, flatten_rows
+from blooml.engine.relation import MISSING, Relation
+from blooml.engine.trace import TickRecorder
+from blooml.ir.graph import sources
+from blooml.ir.program import Rule
+
+if TYPE_CHECKING:
+    from blooml.engine.runtime import Runtime
+
+
+def note(exc: BaseException, text: str) -> None:
+    notes = getattr(exc, "__notes__", ())
+    if not any(n.startswith(_NOTE_MARK) for n in notes):
+        exc.add_note(_NOTE_MARK + text)
+
+
+def _to_rows(rel: Relation, out: Any, where: str) -> list[Any]:
+    """Rule results as rows of ``rel`` (for the facts queued for the next tick)."""
+    make = rel.make_row
+    return [make(r, where) for r in out if r is not None]
+
+
+class CompiledRule:
+    """A rule bound to one runtime: its evaluator, head and incremental bookkeeping."""
+
+    __slots__ = (
+        "body",
+        "fresh",
+        "guards",
+        "head_lat",
+        "head_rel",
+        "is_lat_body",
+        "op",
+        "persistent",
+        "read_modes",
+        "read_vars",
+        "ref_full",
+        "rule",
+        "seen_removals",
+        "transient_full",
+        "where",
+        "zbody",
+        "zfresh",
+    )
+
+    def __init__(self, rule: Rule, rt: Runtime) -> None:
+        self.rule = rule
+        self.op = rule.op
+        self.where = rule.describe()
+        self.head_rel: Relation | None = rt.rels.get(rule.head)
+        self.head_lat: LatVarState | None = rt.lats.get(rule.head)
+        body: Any = fused_map(rule.body, rt, self.head_rel, rule.op) if rt.inline else None
+        if body is None:
+            body = compile_node(rule.body, rt, raw=self.head_rel is not None)
+        if isinstance(body, Eval) and body.width > 1:
+            # rows of a join (e.g. join(...).filter(...)) reach a head: concatenate them
+            body = MapEval(body, flatten_rows, raw=self.head_rel is not None)
+        self.body = body
+        self.is_lat_body = isinstance(self.body, LatEval)
+        self.read_vars = [rt.lats[v] for v in sorted(rule.reads)]
+        # name -> the function may use the value freely (a non-monotone read, stratified
+        # before this rule) or only through @morph/@monotone methods (a MonotoneRead guard)
+        self.read_modes = {v: v in rule.nonmonotone_reads for v in rule.reads}
+        self.guards: dict[str, MonotoneRead] = {}
+        if self.head_rel is not None:
+            # A message is an event: `<~` sends what the body derives anew (as for a table
+            # head); a scratch head must hold every derivation, every tick.
+            self.persistent = rule.op == "<~" or (
+                self.head_rel.persistent and rule.op in ("<=", "<+", "<+-")
+            )
+        else:
+            self.persistent = True
+        self.fresh = True
+        self.seen_removals = 0
+        #: the incremental evaluator (``blooml.engine._maintain``), for rules it runs
+        self.zbody: ZOp | None = None
+        self.zfresh = True
+        # the reference (Program(incremental=False)) re-derives every rule each tick but
+        # `<~`, whose messages are what a tick derives anew
+        self.ref_full = not rt.incremental and rule.op != "<~"
+        # incrementally, a next-tick rule over a collection that does not persist sees its
+        # whole contents each tick (a scratch's rows are not new just because it kept them)
+        self.transient_full = (
+            rt.incremental
+            and rule.temporal
+            and any(
+                name in rt.rels and not rt.rels[name].persistent for name, _ in sources(rule.body)
+            )
+        )
+
+    def full_mode(self, first_round: bool) -> bool:
+        """Whether this evaluation must be over the whole state (see the module docstring)."""
+        if first_round:
+            if self.fresh or not self.persistent or self.rule.reads_tick:
+                return True
+            if self.ref_full or self.transient_full:
+                return True
+            head = self.head_rel
+            if head is not None and head.persistent and head.removals != self.seen_removals:
+                return True
+            return any(v.incs for v in self.read_vars)
+        return bool(self.read_vars) and any(v.hi > v.lo for v in self.read_vars)
+
+    def read(self, var: LatVarState) -> Any:
+        """``self.<var>`` read by one of this rule's functions (verified against the IR)."""
+        free = self.read_modes.get(var.name)
+        if free is None:
+            undeclared_read(self.where, var.name)
+        value = var.value
+        if free:
+            return value
+        g = self.guards.get(var.name)
+        if g is None or g._value is not value:
+            g = guard_class(var.cls)(value, var.name, self.where)
+            self.guards[var.name] = g
+        return g
+
+    def evaluate(self, full: bool) -> Any:
+        """The body's rows (or lattice value) to apply to the head."""
+        b = self.body
+        if self.is_lat_body:
+            return b.value() if full else b.delta()
+        return b.full() if full else b.delta()
+
+
+def open_all(rt: Runtime, from_start: bool) -> bool:
+    """Advance every delta window; return whether any is non-empty."""
+    live = False
+    for rel in rt.rels.values():
+        if from_start:
+            rel.lo = 0
+        else:
+            rel.lo = rel.hi
+        rel.hi = len(rel.tick_new)
+        live = live or rel.hi > rel.lo
+    for var in rt.lats.values():
+        var.lo = 0 if from_start else var.hi
+        var.hi = len(var.incs)
+        live = live or var.hi > var.lo
+    return live
+
+
+def run_stratum(rt: Runtime, rules: list[CompiledRule], force: bool = False) -> None:
+    open_all(rt, True)
+    first = True
+    while True:
+        for cr in rules:
+            fire(rt, cr, first, force and first)
+        first = False
+        if not open_all(rt, False):
+            break
+
+
+def run_stratum_prioritized(
+    rt: Runtime, rules: list[CompiledRule], heads: list[Relation], force: bool = False
+) -> None:
+    """``_run_stratum`` with the deltas of ``heads`` processed best value first; the
+    fixpoint ends only when no window is open and no deferred row is left."""
+    open_all(rt, True)
+    fronts = [Frontier(rel) for rel in heads]
+    first = True
+    while True:
+        for cr in rules:
+            fire(rt, cr, first, force and first)
+        first = False
+        live = open_all(rt, False)
+        for f in fronts:
+            live = f.narrow() or live
+        if not live:
+            break
+
+
+def run_temporal(rt: Runtime) -> None:
+    open_all(rt, True)
+    for cr in rt.temporal:
+        fire(rt, cr, True)
+
+
+def fire(rt: Runtime, cr: CompiledRule, first: bool, force: bool = False) -> None:
+    rt.firing = cr
+    full = force or cr.full_mode(first)
+    try:
+        if rt._rec is not None:
+            fire_observed(rt, cr, full, rt._rec)
+        else:
+            out = cr.evaluate(full)
+            if cr.op == "<=":
+                emit(rt, cr, out)
+            else:
+                defer(rt, cr, out)
+    except BaseException as exc:
+        if rt._failed is None:
+            rt._failed = cr.rule
+        note(exc, f"in {cr.where}")
+        raise
+    cr.fresh = False
+    if cr.head_rel is not None:
+        cr.seen_removals = cr.head_rel.removals
+
+
+def fire_observed(rt: Runtime, cr: CompiledRule, full: bool, rec: TickRecorder) -> None:
+    """``_fire``'s evaluation, recording what the rule derived and added."""
+    out = cr.evaluate(full)
+    if cr.is_lat_body:
+        items = [] if out is None else [out]
+    else:
+        out = out if isinstance(out, list) else list(out)
+        items = [r for r in out if r is not None]
+    if cr.op != "<=":
+        defer(rt, cr, out)
+        if items:
+            rec.rule(cr.rule.index, items, None)
+        return
+    rel, var = cr.head_rel, cr.head_lat
+    before = len(rel.tick_new) if rel is not None else len(var.incs) if var else 0
+    emit(rt, cr, out)
+    after = len(rel.tick_new) if rel is not None else len(var.incs) if var else 0
+    if items:
+        rec.rule(cr.rule.index, items, after - before)
+
+
+def emit(rt: Runtime, cr: CompiledRule, out: Any) -> None:
+    rel = cr.head_rel
+    if rel is not None:
+        if out:
+            rel.add_many(out if isinstance(out, list) else list(out), rt.now, cr.where)
+        return
+    var = cr.head_lat
+    assert var is not None
+    value = fold(rt, cr, out)
+    if value is not None:
+        var.merge_in(value, cr.where)
+
+
+def fold(rt: Runtime, cr: CompiledRule, out: Any) -> Any:
+    """A lattice head: the body's value, or its rows folded with merge."""
+    if cr.is_lat_body:
+        return out
+    var = cr.head_lat
+    assert var is not None
+    b = None
+    for r in out:
+        if r is None:
+            continue
+        item = (r[0] if len(r) == 1 else tuple(r)) if isinstance(r, tuple) else r
+        if b is None:
+            b = var.cls.builder()
+        b.add(item)
+    return None if b is None else b.freeze()
+
+
+def defer(rt: Runtime, cr: CompiledRule, out: Any) -> None:
+    op = cr.op
+    if cr.head_lat is not None:
+        value = fold(rt, cr, out)
+        if value is not None:
+            if type(value) is not cr.head_lat.cls:
+                cr.head_lat.merge_in(value, cr.where)  # raises the type error
+            rt.pending.add("lats", cr.rule.head, [value])
+        return
+    rel = cr.head_rel
+    assert rel is not None
+    rows = _to_rows(rel, out, cr.where)
+    if not rows:
+        return
+    if op == "<~":
+        loc = rel.info.loc
+        assert loc is not None
+        sent = rt._sent
+        for row in rows:
+            # a channel holds a set of messages per tick: one derived twice is sent once
+            key = (rel.name, row)
+            if key in sent:
+                continue
+            sent.add(key)
+            wire = check_addr(rt, row[loc], rel.name, row, cr.where)
+            rt.outbox.append((row[loc], rel.name, tuple(row), wire))
+        return
+    kind = {"<+": "inserts", "<-": "deletes", "<+-": "replaces"}[op]
+    if kind != "inserts":
+        for row in rows:
+            rel.info.check_keys(row)
+    if kind != "deletes" and rel.keyfn is not None and rel.ttl is None:
+        check_deferred_keys(rt, rel, kind, rows)
+    rt.pending.add(kind, rel.name, rows)
+
+
+def check_deferred_keys(rt: Runtime, rel: Relation, kind: str, rows: list[Any]) -> None:
+    """Raise now, in the deriving rule, the key conflict that facts for the next tick
+    (``<+`` or ``<+-``, with those already queued this tick) would raise when applied:
+    two of them under one key that differ in a non-lattice column. Conflicts with stored
+    rows are not known yet (a ``<-`` of the old row may come first, as in Bud's KVS)."""
+    keyfn = rel.keyfn
+    assert keyfn is not None
+    seen: dict[Any, Any] = {}
+    queued = getattr(rt.pending, kind).get(rel.name, ())
+    for rows_ in (queued, rows):
+        for r in rows_:
+            k = keyfn(r)
+            old = seen.get(k, MISSING)
+            if old is MISSING:
+                seen[k] = r
+            elif old != r:
+                seen[k] = rel._merge(k, old, r)  # raises KeyConstraintError

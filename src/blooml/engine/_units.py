@@ -1,0 +1,270 @@
+"""The incremental unit runner (``Program(incremental=True)``, the default).
+
+``plan_units`` splits each stratum into units (the rules writing one head, or a recursive
+component's rules), gives every collection that does not persist its derivation counts, and
+an incremental evaluator (``blooml.engine._zops``) to every rule outside recursion that needs
+one; ``run_units`` runs a stratum unit by unit; ``zfire`` applies a rule's signed output to
+its head; ``run_recursive`` runs a recursive unit semi-naively (DRed for its scratch heads:
+``blooml.engine._dred``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from blooml.engine._dred import DRed
+from blooml.engine._maintain import Support, zcompile_rule
+from blooml.engine._priority import eligible_heads
+from blooml.engine._rules import (
+    CompiledRule,
+    fire,
+    fold,
+    note,
+    open_all,
+    run_stratum,
+    run_stratum_prioritized,
+)
+from blooml.engine._state import LatVarState
+from blooml.engine.relation import Relation
+from blooml.ir.graph import has_nonmonotone, rule_units, sources
+
+if TYPE_CHECKING:
+    from blooml.engine.runtime import Runtime
+
+
+class Unit:
+    """One step of a stratum in incremental mode: the rules writing one head, or a recursive
+    component's rules. A recursive unit runs semi-naively (its heads are its own delta); its
+    scratch heads are re-derived in full when something it read was retracted (``dirty``)."""
+
+    __slots__ = (
+        "dred",
+        "nonmono_rels",
+        "nonmono_vars",
+        "outside",
+        "prio",
+        "recursive",
+        "rules",
+        "scratch",
+        "shared",
+    )
+
+    def __init__(self, rt: Runtime, recursive: bool, rules: list[CompiledRule]) -> None:
+        self.recursive = recursive
+        self.rules = rules
+        heads = {cr.rule.head for cr in rules}
+        self.scratch = [
+            rt.rels[h]
+            for h in dict.fromkeys(cr.rule.head for cr in rules)
+            if h in rt.rels and not rt.rels[h].persistent
+        ]
+        self.prio = eligible_heads((cr.rule for cr in rules), rt.rels) if recursive else []
+        outside: dict[str, Relation] = {}
+        nonmono: dict[str, Relation] = {}
+        nm_vars: dict[str, LatVarState] = {}
+        for cr in rules:
+            for name, nm in sources(cr.rule.body):
+                if name in heads or name not in rt.rels:
+                    continue
+                (nonmono if nm else outside)[name] = rt.rels[name]
+            for name in cr.rule.nonmonotone_reads:
+                nm_vars[name] = rt.lats[name]
+        self.outside = list(outside.values())
+        self.nonmono_rels = list(nonmono.values())
+        self.nonmono_vars = list(nm_vars.values())
+        self.dred = DRed.build(rules, rt, self.scratch) if recursive and self.scratch else None
+        #: the unit's maintained head when several of its rules feed it: their changes are
+        #: applied together (set by ``Runtime._plan_units``)
+        self.shared: str | None = None
+
+
+def plan_units(rt: Runtime) -> None:
+    """Incremental mode: split each stratum into units, give every collection that does
+    not persist (but the scratch heads of recursive units) its derivation counts, and an
+    incremental evaluator to every rule outside recursion that needs one: a rule into a
+    maintained collection, or with a non-monotone body. A rule into a table or a lattice
+    variable with a monotone body keeps the semi-naive evaluator, which already costs
+    what changed (the head keeps what it derived; the body only gains)."""
+    rec_heads: set[str] = set()
+    plans = []
+    for stratum in rt.strata:
+        units = []
+        for recursive, rules in rule_units([cr.rule for cr in stratum]):
+            crs = [rt.rules[r.index] for r in rules]
+            unit = Unit(rt, recursive, crs)
+            units.append(unit)
+            if recursive:
+                for rel in unit.scratch:
+                    rec_heads.add(rel.name)
+                for cr in crs:
+                    if cr.head_rel is not None and not cr.head_rel.persistent:
+                        cr.persistent = True  # maintained: evaluated on deltas
+        plans.append(units)
+    # a collection no same-tick rule writes holds its input rows alone: they come and go
+    # by key, without counts
+    written = {cr.rule.head for cr in rt.rules if cr.rule.op == "<="}
+    rt._rec_heads = rec_heads
+    for name, rel in rt.rels.items():
+        if not rel.persistent and name not in rec_heads and name in written:
+            rt.support[name] = Support(rel)
+    for units in plans:
+        for unit in units:
+            if unit.recursive:
+                continue
+            for cr in unit.rules:
+                rule = cr.rule
+                if cr.is_lat_body:
+                    continue
+                if rule.head in rt.support or has_nonmonotone(rule.body) or rule.nonmonotone_reads:
+                    cr.zbody = zcompile_rule(rule, rt, cr.head_rel is not None, cr.read_vars)
+            heads = {cr.rule.head for cr in unit.rules if cr.zbody is not None}
+            feeding = [cr for cr in unit.rules if cr.zbody is not None]
+            if len(feeding) > 1 and len(heads) == 1 and next(iter(heads)) in rt.support:
+                unit.shared = next(iter(heads))
+    rt.units = plans
+    rt._stateful = journaled(rt)
+
+
+def run_units(rt: Runtime, units: list[Unit]) -> None:
+    """Incremental mode: one stratum, unit by unit in dependency order."""
+    for u in units:
+        if u.recursive:
+            run_recursive(rt, u)
+            continue
+        gather: list[tuple[Any, int]] | None = None
+        if u.shared is not None:
+            gather = []
+        for cr in u.rules:
+            if cr.zbody is not None:
+                zfire(rt, cr, gather)
+            else:  # a lattice-valued body: the semi-naive evaluator, one round
+                open_all(rt, True)
+                fire(rt, cr, True)
+        if gather:
+            # several rules into one maintained collection: their changes are applied
+            # together, so that a key moving from one rule's row to another's (one
+            # retracts what the other derives) is never seen holding both
+            sup = rt.support[u.shared]  # type: ignore[index]
+            try:
+                sup.apply(gather, sup.rel.name)
+            except BaseException as exc:
+                if rt._failed is None:
+                    rt._failed = u.rules[0].rule
+                rules = ", ".join(f"rule {cr.rule.index}" for cr in u.rules)
+                note(exc, f"in {rules} (into {sup.rel.name})")
+                raise
+
+
+def run_recursive(rt: Runtime, u: Unit) -> None:
+    """A recursive unit: semi-naive from what its heads hold, on this tick's changes; its
+    scratch heads are emptied and re-derived in full when an input it reads lost rows
+    (or a non-monotone input changed), which growth alone cannot account for."""
+    force = False
+    if u.scratch:
+        force = rt._reset
+        force = force or any(rel.tick_delta() for rel in u.nonmono_rels)
+        force = force or any(v.incs for v in u.nonmono_vars)
+        removed: dict[str, list[Any]] = {}
+        if not force:
+            for rel in u.outside:
+                gone = [r for r, w in rel.tick_delta() if w < 0]
+                if gone:
+                    removed[rel.name] = gone
+            for rel in u.scratch:
+                if rel.name in rt.rec_dirty:  # last tick's input rows left
+                    now_in = set(rt.tick_in.get(rel.name, ()))
+                    gone = [r for r in rt.prev_in.get(rel.name, ()) if r not in now_in]
+                    if gone:
+                        removed[rel.name] = gone
+        if removed:
+            if u.dred is None or not u.dred.run(rt, removed):
+                force = True
+            else:
+                for cr in u.rules:  # the heads lost rows on purpose: stay on deltas
+                    if cr.head_rel is not None:
+                        cr.seen_removals = cr.head_rel.removals
+        if force:
+            now = rt.now
+            for rel in u.scratch:
+                for k in list(rel.store):
+                    rel.drop(k)
+                rows = rt.tick_in.get(rel.name)
+                if rows:
+                    rel.add_many(rows, now, f"input to {rel.name}")
+    if u.prio and rt.prioritize:
+        run_stratum_prioritized(rt, u.rules, u.prio, force)
+    else:
+        run_stratum(rt, u.rules, force)
+
+
+def zfire(rt: Runtime, cr: CompiledRule, gather: list[tuple[Any, int]] | None = None) -> None:
+    """Run a rule's incremental evaluator and apply its signed output to the head: counts
+    of a maintained collection (or, with ``gather``, add them to it, to be applied with
+    the other rules' of the unit), the rows it gained for a table, the merge of its new
+    rows for a lattice variable."""
+    rt.firing = cr
+    z = cr.zbody
+    assert z is not None
+    head = cr.head_rel
+    try:
+        # a table that lost rows gets what the body still derives; soft state is
+        # refreshed by every derivation, so a rule into it derives all of it each tick
+        fresh = cr.zfresh or (
+            head is not None
+            and head.persistent
+            and (head.removals != cr.seen_removals or head.ttl is not None)
+        )
+        if fresh:
+            rows = z.init()
+            delta: list[tuple[Any, int]] | None = None
+        else:
+            delta = z.step()
+            rows = [r for r, w in delta if w > 0]
+        rec = rt._rec
+        before = 0
+        if rec is not None:
+            before = len(head.tick_new) if head is not None else len(cr.head_lat.incs)  # type: ignore[union-attr]
+        if head is not None:
+            sup = rt.support.get(head.name)
+            if sup is not None:
+                make, where = head.make_row, cr.where
+                if delta is None:
+                    made = [(make(r, where), 1) for r in rows]
+                else:
+                    made = [(make(r, where), w) for r, w in delta]
+                if gather is not None:
+                    gather.extend(made)
+                elif made:
+                    sup.apply(made, where)
+            elif rows:
+                head.add_many(rows, rt.now, cr.where)
+        elif rows:
+            value = fold(rt, cr, rows)
+            if value is not None:
+                cr.head_lat.merge_in(value, cr.where)  # type: ignore[union-attr]
+        if rec is not None and rows:
+            after = len(head.tick_new) if head is not None else len(cr.head_lat.incs)  # type: ignore[union-attr]
+            rec.rule(cr.rule.index, rows, after - before)
+    except BaseException as exc:
+        if rt._failed is None:
+            rt._failed = cr.rule
+        note(exc, f"in {cr.where}")
+        raise
+    cr.zfresh = False
+    cr.fresh = False
+    if head is not None:
+        cr.seen_removals = head.removals
+
+
+def journaled(rt: Runtime) -> list[Any]:
+    """The incremental state that a tick changes and a rollback undoes: the derivation
+    counts of maintained collections and the operators that keep state."""
+    out: list[Any] = list(rt.support.values())
+    for cr in rt.rules:
+        stack = [cr.zbody] if cr.zbody is not None else []
+        while stack:
+            z = stack.pop()
+            if hasattr(z, "journal"):
+                out.append(z)
+            stack.extend(z.children())
+    return out

@@ -1,0 +1,122 @@
+"""A node's outgoing TCP connections, one per peer address: bounded queues of frames, and a
+task per peer that connects (again after the peer restarts) and writes them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+
+from blooml.net._nodebase import NodeBase
+from blooml.net._transport import parse_addr
+
+#: Seconds a TCP connect may take. Generous: the clock runs while the node's own ticks block
+#: its loop (seconds, when they decode large states), and with 2 s a busy node never connected.
+CONNECT_TIMEOUT = 30.0
+
+
+class _Peer:
+    """An outgoing TCP connection to one address: frames queue here; a task connects (again
+    after the peer restarts) and writes them."""
+
+    def __init__(self, node: NodeBase, addr: str, limit: int) -> None:
+        self.node = node
+        self.addr = addr
+        self.frames: deque[bytes] = deque()
+        self.limit = limit  # bytes queued at most
+        self.queued = 0
+        self.inflight = 0  # frames written but not drained yet
+        self.event = asyncio.Event()
+        self.writer: asyncio.StreamWriter | None = None
+        self.task = asyncio.get_running_loop().create_task(self.run())
+
+    def push(self, frame: bytes) -> None:
+        if self.queued + len(frame) > self.limit:
+            self.node._count("send_dropped")  # a dead or slow peer: drop, never grow
+            return
+        self.frames.append(frame)
+        self.queued += len(frame)
+        self.event.set()
+
+    def take(self) -> tuple[bytes, int]:
+        data, n = b"".join(self.frames), len(self.frames)
+        self.frames.clear()
+        self.queued = 0
+        return data, n
+
+    async def _watch(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(OSError, asyncio.IncompleteReadError):
+            await reader.read()  # the peer never writes: EOF or an error means it is gone
+        if self.writer is writer:
+            self.writer = None
+            self.event.set()
+
+    async def run(self) -> None:
+        node = self.node
+        host, port = parse_addr(self.addr)
+        backoff = 0.02
+        while True:
+            if node._closing and not self.frames:
+                break
+            if self.writer is None:
+                if not self.frames:
+                    self.event.clear()
+                    await self.event.wait()
+                    continue
+                try:
+                    reader, writer = await asyncio.wait_for(
+                        asyncio.open_connection(host, port), CONNECT_TIMEOUT
+                    )
+                except (OSError, TimeoutError):
+                    node._count("connect_failures")
+                    if node._closing:
+                        node._count("send_dropped", self.take()[1])
+                        break
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
+                    continue
+                backoff = 0.02
+                self.writer = writer
+                asyncio.get_running_loop().create_task(self._watch(reader, writer))
+            if not self.frames:
+                self.event.clear()
+                await self.event.wait()
+                continue
+            data, n = self.take()
+            w = self.writer
+            if w is None:
+                continue
+            self.inflight = n
+            try:
+                w.write(data)
+                await w.drain()
+            except (OSError, RuntimeError):
+                node._count("send_dropped", n)
+                self.writer = None
+            self.inflight = 0
+        if self.writer is not None:
+            self.writer.close()
+
+    async def close(self, budget: float) -> None:
+        """Flush within ``budget`` seconds; then drop what is left (counted) and close."""
+        self.event.set()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.task), budget)
+        except (TimeoutError, asyncio.CancelledError):
+            self.task.cancel()
+            self.node._count("send_dropped", self.take()[1] + self.inflight)
+        if self.writer is not None:
+            self.writer.transport.abort()  # a peer that never reads cannot hold us
+
+
+class Peers(NodeBase):
+    """The node's outgoing TCP connections (``_peers``: address -> :class:`_Peer`)."""
+
+    def _send_limit(self) -> int:
+        return 2 * self.max_message if self.send_buffer is None else self.send_buffer
+
+    def _peer(self, addr: str) -> _Peer:
+        peer = self._peers.get(addr)
+        if peer is None:
+            peer = self._peers[addr] = _Peer(self, addr, self._send_limit())
+        return peer

@@ -1,0 +1,226 @@
+"""A node's tick scheduling: its thread and asyncio loop, what wakes it (datagrams, timers,
+``sync_do``/``async_do`` calls), how much of the inbox one tick applies, and stopping."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from blooml.errors import ProgramError
+from blooml.net._nodebase import NodeBase, log
+from blooml.net._transport import _UDP
+
+
+class Scheduler(NodeBase):
+    """The node's loop: ``start``, ``stop``, ``run`` and one step of work (``_step``)."""
+
+    def start(self) -> None:
+        """Start the node's thread and loop (see ``Program.start``)."""
+        if self.running:
+            raise ProgramError(f"{self.rt.addr}: the node is running already")
+        if self._closing:
+            raise ProgramError(f"{self.rt.addr}: the node was stopped; make a new program")
+        ready = threading.Event()
+        failure: list[BaseException] = []
+        self._thread = threading.Thread(
+            target=self._thread_main, args=(ready, failure), name=f"blooml-node {self.rt.addr}"
+        )
+        self._thread.daemon = True
+        self.running = True
+        self._thread.start()
+        ready.wait(10.0)
+        if failure:
+            self.running = False
+            raise failure[0]
+
+    def _thread_main(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main(ready, failure))
+        finally:
+            loop.close()
+            self.running = False
+            ready.set()
+
+    async def _main(self, ready: threading.Event, failure: list[BaseException]) -> None:
+        loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        try:
+            if self.transport == "udp":
+                assert self.sock is not None
+                t, _ = await loop.create_datagram_endpoint(lambda: _UDP(self), sock=self.sock)
+                self._udp = t  # type: ignore[assignment]
+            elif self.transport == "tcp":
+                self._server = await asyncio.start_server(self._on_conn, sock=self.sock)
+        except BaseException as exc:
+            failure.append(exc)
+            ready.set()
+            return
+        ready.set()
+        for addr, frame in self._pre_start:
+            self._peer(addr).push(frame)
+        self._pre_start = []
+        self._pre_start_size = 0
+        wake = self._wake
+        while True:
+            if not self._work_ready():
+                delay = self._timer_delay()
+                if delay is None or delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(wake.wait(), delay)
+            wake.clear()
+            self._step()
+            if self._closing and (
+                not (self._inbox or self._calls) or time.monotonic() >= self._stop_deadline
+            ):
+                break
+            await asyncio.sleep(0)
+        self._step()
+        for u in self._units:  # held by a failing rule until the end
+            u.settle(ProgramError(f"{self.rt.addr}: the node stopped before applying it"))
+        for _ in range(len(self._inbox)):  # arrived too late for stop()'s budget
+            self._drop("stopping", "the node stopped before applying it")
+        self._inbox.clear()
+        self._inbox_size = 0
+        while self._calls:  # queued sync_do/async_do calls that stop()'s budget left unrun
+            _fn, fut, _what = self._calls.popleft()
+            if fut is not None and not fut.done():
+                fut.set_exception(ProgramError(f"{self.rt.addr}: the node stopped first"))
+        # every peer flushes at once, within the budget stop() gave: a peer that never reads
+        # loses what is queued for it (counted in send_dropped), it does not hold the stop
+        budget = max(0.05, self._stop_deadline - time.monotonic())
+        await asyncio.gather(*(peer.close(budget) for peer in list(self._peers.values())))
+        if self._server is not None:
+            self._server.close()
+        for w in list(self._conns):
+            w.close()  # peers see EOF now, and reconnect to whoever binds this address next
+        if self._udp is not None:
+            self._udp.close()
+        rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in rest:
+            task.cancel()
+        await asyncio.gather(*rest, return_exceptions=True)
+
+    def _work_ready(self) -> bool:
+        if self._closing:
+            return True
+        if self.rt.clock() < self._fail_backoff_until:
+            return False  # a rule keeps failing: wait (new datagrams wait in the inbox)
+        return bool(self._inbox or self._calls or self._units or self.rt.has_pending())
+
+    def _timer_delay(self) -> float | None:
+        now = self.rt.clock()
+        if now < self._fail_backoff_until:
+            return self._fail_backoff_until - now
+        due = self.rt.next_due()
+        if due is None:
+            return None
+        return max(due - now, 0.0)
+
+    def _step(self) -> None:
+        """Apply arrived datagrams, run one queued call, tick if there is anything to do."""
+        t0 = time.perf_counter()
+        rt = self.rt
+        if not self._closing and rt.clock() < self._fail_backoff_until:
+            return
+        inbox = self._inbox
+        taken = 0
+        for _ in range(min(len(inbox), self.batch_limit)):
+            if self._closing and time.monotonic() >= self._stop_deadline:
+                break
+            if taken and taken + len(inbox[0]) > self.batch_bytes:
+                break
+            data = inbox.popleft()
+            self._inbox_size -= len(data)
+            taken += len(data)
+            self.accept(data)
+        # one queued call per tick (as Bud's sync_do/async_do): what it inserts is applied
+        # by a tick of its own
+        if self._calls:
+            fn, fut, what = self._calls.popleft()
+            self._run_call(fn, fut, what)
+        due = rt.next_due()
+        timer = due is not None and due <= rt.clock()
+        if self._units or rt.has_pending() or timer:
+            self._tick(t0)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop: apply what arrived, send what is queued, close (see ``Program.stop``).
+
+        Bounded: queued TCP frames get half of ``timeout`` to leave; what a peer has not taken
+        by then is dropped (counted in ``send_dropped``) and its connection aborted. If the
+        node's thread still runs after ``timeout`` (a callback that blocks), a warning is
+        logged and ``stop`` returns.
+        """
+        if not self.running or self._loop is None:
+            self._closing = True
+            if self.sock is not None:
+                self.sock.close()
+            return
+        if self.on_own_thread():
+            raise ProgramError("stop() from the node's own thread (a callback) would deadlock")
+        loop = self._loop
+
+        self._stop_deadline = time.monotonic() + timeout / 2
+
+        def close() -> None:
+            self._closing = True
+            assert self._wake is not None
+            self._wake.set()
+
+        loop.call_soon_threadsafe(close)
+        assert self._thread is not None
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            log.warning(
+                "%s: the node's thread did not end within %s s (a callback that blocks?); "
+                "it is a daemon thread and ends with the process",
+                self.rt.addr,
+                timeout,
+            )
+
+    def run(
+        self,
+        *,
+        duration: float | None = None,
+        every: float | None = None,
+        on_every: Callable[[], Any] | None = None,
+        on_start: Callable[[], Any] | None = None,
+    ) -> None:
+        """Start, then wait in the foreground until SIGINT/SIGTERM (or ``duration`` seconds, or
+        the node stops), then stop. ``on_start()`` runs once the node is started, ``on_every()``
+        every ``every`` seconds (``blooml run`` prints its summaries so)."""
+        stop = threading.Event()
+        previous = {}
+
+        def handler(signum: int, frame: Any) -> None:
+            stop.set()
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handler)
+        try:
+            self.start()
+            if on_start is not None:
+                on_start()
+            now = time.monotonic()
+            deadline = None if duration is None else now + duration
+            next_call = None if every is None or on_every is None else now + every
+            step = 0.2 if every is None else min(0.2, every)
+            while not stop.is_set() and self.running:
+                now = time.monotonic()
+                if deadline is not None and now >= deadline:
+                    break
+                if next_call is not None and on_every is not None and now >= next_call:
+                    on_every()
+                    next_call = now + (every or 0.0)
+                stop.wait(step)
+        finally:
+            for sig, h in previous.items():
+                signal.signal(sig, h)
+            self.stop()

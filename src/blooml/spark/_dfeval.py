@@ -1,0 +1,246 @@
+"""Evaluating rule bodies as Spark DataFrames: scans of the state or of a round's delta,
+selections and projections lowered from recovered expressions (:class:`_Lowering`), equi-joins
+(the smallest input broadcast by its exact size, the others filtered by the values of a few
+rows on the driver), anti-joins for ``notin`` and ``groupBy`` for aggregates.
+
+This module knows the IR and nothing of the DSL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from blooml.ir import (
+    ArgAgg,
+    Choose,
+    Filter,
+    FlatMap,
+    Group,
+    Join,
+    Literal,
+    Map,
+    Node,
+    NotIn,
+    Reduce,
+    Scan,
+)
+from blooml.ir import exprs as X
+from blooml.lattices import lmax
+from blooml.spark._dfstate import _State
+
+
+class _Lowering:
+    """Turns recovered expressions into Spark Columns (input i's columns are ``i{i}_{col}``)."""
+
+    def __init__(self, columns: list[tuple[str, ...]], types: list[list[type | None]]) -> None:
+        self.columns = columns
+        self.types = types
+
+    def name(self, i: int, col: int) -> str:
+        return f"i{i}_{col}"
+
+    def col(self, e: X.Expr) -> Any:
+        from pyspark.sql import functions as F
+
+        if isinstance(e, X.Attr) and isinstance(e.obj, X.Arg):
+            i = e.obj.index
+            return F.col(self.name(i, self.columns[i].index(e.name)))
+        if isinstance(e, X.Item) and isinstance(e.obj, X.Arg):
+            return F.col(self.name(e.obj.index, e.key.value))  # type: ignore[attr-defined]
+        if isinstance(e, X.Const):
+            return F.lit(e.value)
+        if isinstance(e, X.BinOp):
+            a, b = self.col(e.left), self.col(e.right)
+            return {"+": a + b, "-": a - b, "*": a * b}[e.op]  # ⊥ (NULL) + n stays ⊥
+        if isinstance(e, X.Compare):
+            a, b = self.col(e.left), self.col(e.right)
+            return {
+                "<": a < b,
+                "<=": a <= b,
+                "==": a == b,
+                "!=": a != b,
+                ">": a > b,
+                ">=": a >= b,
+            }[e.op]
+        if isinstance(e, X.Unary):
+            a = self.col(e.operand)
+            return -a if e.op == "-" else ~a
+        if isinstance(e, X.LatNew):
+            return self.col(e.args[0])
+        if isinstance(e, X.Method):
+            a, b = self.col(e.obj), self.col(e.args[0])
+            cls = self.type_of(e.obj)
+            keeps_bottom = (cls is lmax) == (e.name == "min_of")  # min with -inf / max with +inf
+            out = F.least(a, b) if e.name == "min_of" else F.greatest(a, b)
+            return F.when(a.isNull(), F.lit(None)).otherwise(out) if keeps_bottom else out
+        raise AssertionError(f"unchecked expression {e!r}")  # pragma: no cover - planned
+
+    def type_of(self, e: X.Expr) -> type | None:
+        if isinstance(e, X.Attr) and isinstance(e.obj, X.Arg):
+            i = e.obj.index
+            return self.types[i][self.columns[i].index(e.name)]
+        if isinstance(e, X.LatNew):
+            return e.cls
+        if isinstance(e, (X.BinOp, X.Method)):
+            return self.type_of(e.left if isinstance(e, X.BinOp) else e.obj)
+        return None
+
+
+class _Run(_State):
+    """One tick's evaluation: :class:`~blooml.spark._dfstate._State` and the DataFrame of each
+    rule body over it."""
+
+    # the relational part ---------------------------------------------------------------------
+
+    def eval(self, node: Node, delta_at: int | None, counter: list[int]) -> Any:
+        """A DataFrame of ``node``'s rows (columns c0..), or None for no rows."""
+        from pyspark.sql import functions as F
+
+        if isinstance(node, Scan):
+            idx = counter[0]
+            width = len(self.ir.collections[node.name].columns)
+            if node.name in self.recursive:
+                counter[0] += 1
+                if delta_at is not None and idx == delta_at:
+                    delta = self.delta.get(node.name)
+                    if delta is not None:
+                        self.sizes[id(delta)] = (delta, self.n_delta[node.name], width)
+                    return delta
+            old = self.state.get(node.name)
+            if old is not None:
+                self.sizes[id(old)] = (old, self.state_rows(node.name), width)
+            return old
+        if isinstance(node, Literal):
+            if not node.rows:
+                return None
+            return self.spark.createDataFrame(
+                [tuple(r) for r in node.rows], [f"c{i}" for i in range(len(node.rows[0]))]
+            )
+        if isinstance(node, (Map, Filter, FlatMap)) and self.plan.python_nodes.get(id(node)):
+            return _dfpython.eval_python(self, node, delta_at, counter)
+        if isinstance(node, (Map, Filter)):
+            inputs = node.input.inputs if isinstance(node.input, Join) else (node.input,)
+            if isinstance(node.input, Join):
+                df = self._join(node.input, delta_at, counter)
+            else:
+                df = self.eval(node.input, delta_at, counter)
+                if df is not None:
+                    df = df.toDF(*[f"i0_{c[1:]}" for c in df.columns])
+            if df is None:
+                return None
+            low = self._lowering(inputs)
+            expr = node.expr
+            assert expr is not None  # planned
+            if isinstance(node, Filter):
+                width = len(df.columns)
+                out = df.where(low.col(expr))
+                return out.toDF(*[f"c{j}" for j in range(width)])
+            items = expr.items if isinstance(expr, X.TupleExpr) else (expr,)
+            return df.select(*[low.col(e).alias(f"c{j}") for j, e in enumerate(items)])
+        if isinstance(node, Join):
+            df = self._join(node, delta_at, counter)
+            if df is None:
+                return None
+            return df.toDF(*[f"c{j}" for j in range(len(df.columns))])
+        if isinstance(node, NotIn) and node.fn is not None:
+            return _dfpython.eval_notin(self, node, delta_at, counter)
+        if isinstance(node, (ArgAgg, Choose, Reduce)):
+            return _dfpython.eval_grouped(self, node, counter)
+        if isinstance(node, NotIn):
+            left = self.eval(node.left, delta_at, counter)
+            if left is None:
+                return None
+            right = self.eval(node.right, None, counter)
+            if right is None:
+                return left
+            pairs = [(p.lcol, p.rcol) for p in node.preds] or [
+                (i, i) for i in range(len(left.columns))
+            ]
+            r = right.toDF(*[f"r{c}" for c in right.columns])
+            cond = [left[f"c{a}"].eqNullSafe(r[f"rc{b}"]) for a, b in pairs]
+            return left.join(r, cond, "left_anti")
+        if isinstance(node, Group):
+            df = self.eval(node.input, None, counter)
+            if df is None:
+                return None
+            _dfpython.check_group(self.plan, node, df)
+            keys = [F.col(f"c{k}") for k in node.keys]
+            aggs = []
+            for j, a in enumerate(node.aggs):
+                aggs.append(_aggregate(a.fn, a.col).alias(f"c{len(node.keys) + j}"))
+            out = df.groupBy(*keys).agg(*aggs)
+            return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(out.columns)])
+        raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
+
+    def _lowering(self, inputs: tuple[Node, ...]) -> _Lowering:
+        columns, types = [], []
+        for inp in inputs:
+            t = self.plan._types(inp, "")
+            columns.append(inp.columns or tuple(f"_{i}" for i in range(len(t))))  # type: ignore[attr-defined]
+            types.append(t)
+        return _Lowering(columns, types)
+
+    def _join(self, node: Join, delta_at: int | None, counter: list[int]) -> Any:
+        from pyspark.sql import functions as F
+
+        parts = [self.eval(inp, delta_at, counter) for inp in node.inputs]
+        if any(p is None for p in parts):
+            return None
+        # an input of rows on the driver: the other side of each equality with it filtered
+        # by its values, which a state read back from sorted files prunes row groups with
+        for p in node.preds:
+            for a, ac, b, bc in (
+                (p.left, p.lcol, p.right, p.rcol),
+                (p.right, p.rcol, p.left, p.lcol),
+            ):
+                got = self.local_frames.get(id(parts[a]))
+                if got is None or got[0] is not parts[a] or id(parts[b]) in self.local_frames:
+                    continue
+                vals = list(dict.fromkeys(r[ac] for r in got[1] if r[ac] is not None))
+                col = parts[b].columns[bc]
+                t = parts[b].schema[col].dataType
+                keep = parts[b]
+                hit = F.col(col).isin([F.lit(v).cast(t) for v in vals])
+                if len(vals) < len({r[ac] for r in got[1]}):  # None matches None
+                    hit = hit | F.col(col).isNull()
+                parts[b] = keep.where(hit)
+                if id(keep) in self.sizes:
+                    self.sizes[id(parts[b])] = (parts[b], *self.sizes[id(keep)][1:])
+        # broadcast the smallest input when its exact size allows (usually the delta): the
+        # other inputs are then scanned in place, not shuffled, every round
+        sized = [
+            (self.sizes[id(p)][1:], i)
+            for i, p in enumerate(parts)
+            if id(p) in self.sizes and self.sizes[id(p)][0] is p
+        ]
+        if sized:
+            (rows, width), i = min(sized)
+            parts[i] = self.small(parts[i], rows, width)
+        # columns by position (i{input}_{position}), as the lowering names them; equalities
+        # NULL-safe (None matches None, as in the local engine), still planned as equi-joins
+        named = [p.toDF(*[f"i{i}_{c[1:]}" for c in p.columns]) for i, p in enumerate(parts)]
+        acc = named[0]
+        for j in range(1, len(named)):
+            cond = [f"i{p.left}_{p.lcol} <=> i{j}_{p.rcol}" for p in node.preds if p.right == j]
+            if cond:  # one SQL condition: a Column per equality costs a JVM call each
+                acc = acc.join(named[j], F.expr(" AND ".join(cond)), "inner")
+            else:
+                acc = acc.crossJoin(named[j])
+        return acc
+
+
+def _aggregate(fn: str, col: int | None) -> Any:
+    """The Spark aggregate of a ``group`` aggregate, as :func:`blooml.ir.apply_aggregate`
+    defines it: ``count()`` counts rows, ``count(c)`` the distinct values of ``c`` (NULL, like
+    Python's None, is one value of them; SQL's ``count(DISTINCT c)`` skips it)."""
+    from pyspark.sql import functions as F
+
+    if col is None:
+        return F.count(F.lit(1))
+    c = F.col(f"c{col}")
+    if fn == "count":
+        return F.count_distinct(c) + F.max(c.isNull().cast("int"))
+    return getattr(F, fn)(c)
+
+
+from blooml.spark import _dfpython  # noqa: E402  (it builds on this module)

@@ -1,0 +1,471 @@
+"""The Spark tick driver: one tick of a planned program (:func:`run_plan`), stratum by
+stratum and round by round, semi-naive within a tick and across ticks (only rules whose inputs
+changed run, over the rows that changed), and what a tick hands the next (:class:`Carry`).
+
+This module knows the IR and nothing of the DSL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from blooml.errors import NotSupportedOnSpark, ProgramError
+from blooml.ir import Group, Lat, LatConst, LatMethod, LatVar, Node, Rule, Scan, sources
+from blooml.lattices._base import Lattice
+from blooml.spark import _dfpython, _jobs
+from blooml.spark._dfeval import _Run
+from blooml.spark._dfplan import _INCREMENTAL, DataFramePlan
+from blooml.spark._dfstate import (
+    SMALL_DELTA,
+    _atomic,
+    _checkpoint,
+    anti_join,
+    checkpoint_dir,
+    learn_types,
+)
+from blooml.spark._formats import column_format
+
+__all__ = ["Carry", "run_plan"]
+
+
+def _rules(indexes: list[int]) -> str:
+    """``(rule 3)`` / ``(rules 0, 1)``: what a job label names as the source of its rows."""
+    return f"(rule{'s' if len(indexes) > 1 else ''} {', '.join(map(str, indexes))})"
+
+
+class Carry:
+    """What one tick hands the next besides the state itself: the exact row count of every
+    stored collection (no job counts them again) and the scratches that inputs or pending
+    facts fed (those start the next tick empty; the others keep their rows until a rule that
+    derives them has a changed input); and, for whoever saves the state, what the tick
+    changed (``delta``, ``shrunk``)."""
+
+    __slots__ = ("counts", "delta", "fed", "layers", "shrunk")
+
+    def __init__(self, counts: dict[str, int] | None = None, fed: set[str] | None = None) -> None:
+        self.counts = dict(counts or {})
+        self.fed = set(fed or ())
+        #: collection -> the local layers on its last materialized frame (0: the frame is new
+        #: and whoever keeps it writes it; n > 0: it is that frame plus n small layers)
+        self.layers: dict[str, int] = {}
+        #: after a tick: collection -> the rows it gained or that grew (keyed: the merged rows)
+        self.delta: dict[str, Any] = {}
+        #: after a tick: the collections that lost rows (deleted, replaced, recomputed scratches)
+        self.shrunk: set[str] = set()
+
+
+def run_plan(
+    spark: Any,
+    plan: DataFramePlan,
+    inputs: Mapping[str, Any],
+    *,
+    checkpoint_every: int,
+    max_rounds: int,
+    state: Mapping[str, Any] | None = None,
+    lattices: Mapping[str, Lattice] | None = None,
+    pending: Mapping[str, Mapping[str, Any]] | None = None,
+    carry: Carry | None = None,
+) -> tuple[
+    dict[str, Any],
+    dict[str, Lattice],
+    tuple[int, ...],
+    list[list[int]],
+    dict[str, dict[str, Any]],
+]:
+    """Evaluate one tick; returns (state DataFrames, lattice values, rounds per stratum, rows
+    touched per round per stratum, the facts for the next tick by op and collection).
+
+    ``state``, ``lattices``, ``pending`` and ``carry`` carry a previous tick's results (``carry``
+    is updated in place for the next tick): tables persist, scratches start empty, and the
+    previous tick's ``<+-`` (replace by key), ``<-`` (delete, matched on the non-lattice
+    columns) and ``<+`` (insert) facts apply first.
+
+    With a previous tick the evaluation is semi-naive across ticks, as in the local engine: a
+    rule none of whose inputs changed this tick is not evaluated (a scratch it derives keeps the
+    rows it had), and the first round of a stratum joins only the rows the tick changed with
+    the state; a rule that reads a changed input non-monotonically (``notin``'s right side, a
+    ``group``, ``argmin``, ...) or that derives a scratch that must be recomputed runs over the
+    whole state. A tick that changes nothing runs no Spark job."""
+    ir = plan.ir
+    run = _Run(spark, plan, checkpoint_every)
+    if carry is None:
+        carry = Carry()
+    pend = pending or {}
+    _jobs.label(what="inputs")
+    fed = {n for n, df in inputs.items() if df is not None} | {
+        n for by in pend.values() for n in by
+    }
+    scratch_fed = {n for n in fed | carry.fed if not ir.collections[n].persistent}
+    derived = {r.head for r in ir.rules}
+    for n, df in (state or {}).items():
+        info = ir.collections[n]
+        # a scratch keeps its rows only while rules alone derive it: rows an input or a
+        # pending fact gave it (now or last tick) belong to that tick
+        if info.persistent or (n in derived and n not in scratch_fed):
+            run.state[n] = df
+            if n in carry.counts:
+                run.n_state[n] = carry.counts[n]
+        else:
+            run.shrunk.add(n)
+            if n in derived:
+                run.reset.add(n)
+    run.fresh = state is None
+    run.layers = {n: k for n, k in carry.layers.items() if n in run.state}
+    run.lattices.update(lattices or {})
+    for name, rows in pend.get("<+-", {}).items():
+        old = run.state.get(name)
+        info = ir.collections[name]
+        nk = len(info.keys) if info.values else len(info.columns)
+        keys = run.cols(name)[:nk]
+        if old is not None:
+            run.state[name] = anti_join(old, rows.select(*keys).distinct(), keys)
+            run.n_state.pop(name, None)
+            run.rewrite.add(name)  # a new frame: kept in full
+            run.shrunk.add(name)
+        run.merge(name, rows)
+    for name, rows in pend.get("<-", {}).items():
+        old = run.state.get(name)
+        if old is not None:
+            match = [c for i, c in enumerate(run.cols(name)) if i not in plan.lattice_cols[name]]
+            run.state[name] = anti_join(old, rows.select(*match).distinct(), match)
+            run.n_state.pop(name, None)
+            run.rewrite.add(name)
+            run.shrunk.add(name)
+    for name, rows in pend.get("<+", {}).items():
+        run.merge(name, rows)
+    for name, df in inputs.items():
+        if df is None:
+            continue
+        cols = run.cols(name)
+        given = None if hasattr(df, "schema") and hasattr(df, "columns") else list(df)
+        df = _as_frame(
+            spark,
+            df if given is None else given,
+            ir.collections[name].columns,
+            plan.lattice_cols[name],
+        )
+        if df is None:
+            continue  # no rows
+        if len(df.columns) != len(cols):
+            raise ProgramError(
+                f"input {name!r}: {ir.collections[name].kind} {name!r} has columns "
+                f"{list(ir.collections[name].columns)}; the DataFrame has {df.columns}"
+            )
+        df = df.toDF(*cols)
+        if given is None or not run.merge_local(name, df, given):
+            run.merge(name, df)
+    run.fed = {n for n in fed if not ir.collections[n].persistent}
+    rounds: list[int] = []
+    for s_index, stratum in enumerate(ir.strata):
+        rules = [ir.rules[i] for i in stratum]
+        _jobs.label(stratum=s_index)
+        try:
+            rounds.append(_stratum(run, rules, max_rounds))
+        except Exception as exc:
+            why = _jobs.failure(exc, ir, stratum)
+            _jobs.log.warning("%s stratum %d failed: %s", ir.name, s_index, why)
+            raise
+    # end of tick: the temporal rules over the final state; their facts wait for the next tick
+    run.recursive = set()
+    nxt: dict[str, dict[str, Any]] = {}
+    for i in ir.temporal:
+        rule = ir.rules[i]
+        _jobs.label(end=True, rule=rule)
+        rows = run.eval(rule.body, None, [0])
+        if rows is None:
+            continue
+        rows = rows.select(*[rows[c].alias(f"c{j}") for j, c in enumerate(rows.columns)])
+        learn_types(plan, rule.head, rows)
+        by_head = nxt.setdefault(rule.op, {})
+        prev = by_head.get(rule.head)
+        by_head[rule.head] = rows if prev is None else prev.unionByName(rows)
+    for op, by_head in nxt.items():
+        for name in by_head:
+            idx = [i for i in ir.temporal if ir.rules[i].head == name and ir.rules[i].op == op]
+            _jobs.label(end=True, what=f"{op} facts for the next tick into {name} {_rules(idx)}")
+            by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
+    # layers piled up: the state materialized (written to the checkpoint directory by the
+    # engine when the session has one, else checkpointed here)
+    reliable = checkpoint_dir(spark) is not None
+    for name in run.rewrite:
+        run.layers[name] = 0
+    for name, k in list(run.layers.items()):
+        if name not in run.state:
+            del run.layers[name]
+        elif k >= run.checkpoint_every:
+            run.layers[name] = 0
+            if not reliable:
+                run.state[name] = _checkpoint(run.state[name])
+    carry.layers = dict(run.layers)
+    carry.counts = {n: c for n, c in run.n_state.items() if n in run.state}
+    carry.fed = set(run.fed)
+    carry.shrunk = set(run.shrunk) | (set(run.state) if run.fresh else set())
+    carry.delta = {}
+    for name, parts in run.tick_delta.items():
+        df = parts[0][0]
+        for p, _ in parts[1:]:
+            df = df.unionByName(p)
+        carry.delta[name] = df
+    return run.state, run.lattices, tuple(rounds), run.touched, nxt
+
+
+def _as_frame(spark: Any, data: Any, columns: tuple[str, ...], lat: dict[int, type]) -> Any:
+    if hasattr(data, "schema") and hasattr(data, "columns"):
+        return data
+    rows = []
+    for r in data:
+        r = tuple(r) if isinstance(r, tuple) else (r,)
+        rows.append(
+            tuple(column_format(type(c)).to_cell(c) if isinstance(c, Lattice) else c for c in r)
+        )
+    if not rows:
+        return None
+    return spark.createDataFrame(rows, list(columns))
+
+
+def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
+    ir = run.ir
+    heads = {r.head for r in rules}
+    reads = {name for r in rules for name, _ in sources(r.body)}
+    run.recursive = {h for h in heads if h in reads and h in ir.collections}
+    run.delta = {}
+    touched_log: list[int] = []
+    changed_lats: set[str] = set()
+    first_rules = _first_round(run, rules)
+    rounds = 0
+    while True:
+        rounds += 1
+        if rounds > max_rounds:
+            raise ProgramError(
+                f"{ir.name}: the stratum of rules {[r.index for r in rules]} did not reach a "
+                f"fixpoint in {max_rounds} rounds (raise max_rounds if it should)"
+            )
+        first = rounds == 1
+        derived: dict[str, list[Any]] = {}
+        lat_news: dict[str, list[Lattice]] = {}
+        incr: dict[str, int] = {}  # heads updated incrementally: rows changed
+        incr_delta: dict[str, Any] = {}
+        # heads whose rows this round came only from rules joining the tick's delta
+        from_delta: set[str] = set()
+        from_state: set[str] = set()
+        for rule in rules:
+            if first and first_rules[rule.index] == "skip":
+                continue
+            _jobs.label(round=rounds, rule=rule)
+            if isinstance(rule.body, Lat):
+                if first or {n for n, _ in sources(rule.body)} & changed_lats:
+                    lat_news.setdefault(rule.head, []).append(_eval_lat(run, rule, rule.body))
+                continue
+            if first and first_rules[rule.index] == "incr":
+                _jobs.label(round=rounds, what=f"update {rule.head} (rule {rule.index})")
+                delta, n = run.incr_group(rule)
+                incr[rule.head] = n
+                if delta is not None and rule.head in reads:
+                    incr_delta[rule.head] = delta
+                continue
+            if first and first_rules[rule.index] == "delta":
+                parts = _tick_delta_rows(run, rule)
+                from_delta.add(rule.head)
+            else:
+                parts = _rule_rows(run, rule, first)
+                from_state.add(rule.head)
+            if ir.is_lattice(rule.head):
+                cls = ir.lattices[rule.head].cls
+                for df in parts:
+                    lat_news.setdefault(rule.head, []).append(
+                        _dfpython.fold_rows(run.plan, df, cls, rule)
+                    )
+            else:
+                derived.setdefault(rule.head, []).extend(parts)
+        changed_lats = set()
+        for name, values in lat_news.items():
+            old = run.lattices[name]
+            new = old
+            for v in values:
+                new = new.merge(v)
+            if new != old:
+                run.lattices[name] = new
+                changed_lats.add(name)
+        run.tick_lats |= changed_lats
+        # rows joined from small deltas only (a later tick): counted before they are merged
+        small = not run.fresh and all(v <= SMALL_DELTA for v in run.n_delta.values())
+        new_delta: dict[str, Any] = dict(incr_delta)
+        run.n_delta = {h: incr[h] for h in incr_delta}
+        run.sizes = {}
+        touched = sum(incr.values())
+        rows_new = {h: 0 for h in heads if h in ir.collections} | incr
+        for name, parts in derived.items():
+            if not parts:
+                continue
+            idx = [r.index for r in rules if r.head == name]
+            _jobs.label(round=rounds, what=f"merge into {name} {_rules(idx)}")
+            rows = _union(name, parts, rules)
+            precount = name in from_delta - from_state if first else small
+            delta, n = run.merge(name, rows, precount=precount)
+            rows_new[name] = n
+            touched += n
+            if delta is not None and name in reads:
+                new_delta[name] = delta
+                run.n_delta[name] = n
+        touched_log.append(touched)
+        _jobs.log_round(ir.name, len(run.touched), rounds, rows_new, changed_lats)
+        run.delta = new_delta
+        if not (set(new_delta) | changed_lats) & reads:
+            run.touched.append(touched_log)
+            return rounds
+
+
+def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
+    """How each rule of a stratum runs in its first round: ``"full"`` (over the whole state),
+    ``"delta"`` (over the rows this tick changed, joined with the state) or ``"skip"`` (no
+    input changed). A scratch derived by a rule that must run is recomputed from nothing, so
+    every rule deriving it runs in full."""
+    ir = run.ir
+    if run.fresh:
+        return {r.index: "full" for r in rules}
+    changed = set(run.tick_delta) | run.tick_lats
+    how: dict[int, str] = {}
+    for rule in rules:
+        srcs = list(sources(rule.body))
+        if isinstance(rule.body, Lat):
+            how[rule.index] = "full" if {n for n, _ in srcs} & run.tick_lats else "skip"
+            continue
+        if _incremental(run, rule, rules):
+            how[rule.index] = "incr"
+        elif any(nm and (n in changed or n in run.shrunk) for n, nm in srcs) or any(
+            n in run.tick_lats for n, _ in srcs
+        ):
+            how[rule.index] = "full"
+        elif any(n in changed for n, _ in srcs):
+            how[rule.index] = "delta"
+        else:
+            how[rule.index] = "skip"
+    redo = {
+        r.head
+        for r in rules
+        if r.head in ir.collections
+        and not ir.collections[r.head].persistent
+        and (how[r.index] not in ("skip", "incr") or r.head in run.fed or r.head in run.reset)
+    }
+    for name in redo - run.fed:  # recomputed from nothing (a fed scratch holds this tick's rows)
+        if run.state.pop(name, None) is not None:
+            run.shrunk.add(name)
+        run.n_state.pop(name, None)
+    for rule in rules:
+        if rule.head in redo:
+            how[rule.index] = "full"
+    return how
+
+
+def _incremental(run: _Run, rule: Rule, rules: list[Rule]) -> bool:
+    """Whether ``rule`` keeps its head up to date incrementally this tick (:meth:`_Run.
+    incr_group`): a ``group`` by ``count()``, ``sum``, ``min`` or ``max`` straight over a
+    table that only gained rows this tick, few and on the driver (no NULL among the aggregated
+    values); its head a keyed scratch keyed by the group's keys, that this rule alone derives
+    and no other rule of the stratum reads, holding the rows of the previous tick."""
+    node = rule.body
+    if not isinstance(node, Group) or not isinstance(node.input, Scan):
+        return False
+    src, head = node.input.name, rule.head
+    rows = run.tick_local.get(src)
+    info = run.ir.collections.get(head)
+    if (
+        not rows
+        or info is None
+        or info.persistent
+        or src in run.shrunk
+        or head not in run.state
+        or head in run.fed
+        or head in run.reset
+        or len(info.keys) != len(node.keys)
+        or run.plan.lattice_cols[head]
+        or run.plan.python_nodes.get(id(node))
+    ):
+        return False
+    for a in node.aggs:
+        if a.fn not in _INCREMENTAL or (a.fn == "count") != (a.col is None):
+            return False
+        if a.col is not None and any(r[a.col] is None for r in rows):
+            return False
+    if sum(1 for r in run.ir.rules if r.head == head) != 1:
+        return False
+    if not _atomic(run.state[head].schema):  # its touched groups become local rows
+        return False
+    return not any(r is not rule and head in {n for n, _ in sources(r.body)} for r in rules)
+
+
+def _tick_delta_rows(run: _Run, rule: Rule) -> list[Any]:
+    """The rows of ``rule`` that this tick's changes make derivable: one evaluation per
+    occurrence of a changed collection, that occurrence reading the tick's delta of it and the
+    others the whole state (which includes the delta)."""
+    saved = run.recursive, run.delta, run.n_delta
+    names = {n for n, _ in sources(rule.body) if n in run.tick_delta}
+    run.recursive = names
+    run.delta, run.n_delta = {}, {}
+    for n in names:
+        parts = run.tick_delta[n]
+        df = parts[0][0]
+        for p, _ in parts[1:]:
+            df = df.unionByName(p)
+        run.delta[n] = df
+        run.n_delta[n] = sum(c for _, c in parts)
+        rows = run.tick_local.get(n)
+        if rows is not None:
+            run.local_frames[id(df)] = (df, rows)
+    try:
+        return _rule_rows(run, rule, False)
+    finally:
+        run.recursive, run.delta, run.n_delta = saved
+
+
+def _union(name: str, parts: list[Any], rules: list[Rule]) -> Any:
+    """The union of rule outputs for one head; columns must have one Spark type."""
+    from pyspark.sql.types import NullType, NumericType
+
+    if len(parts) == 1:
+        return parts[0]
+    types = [[f.dataType for f in p.schema.fields] for p in parts]
+    for j in range(len(types[0])):
+        seen = {t[j] for t in types if not isinstance(t[j], NullType)}
+        if len(seen) > 1 and not all(isinstance(t, NumericType) for t in seen):
+            names = ", ".join(sorted(t.simpleString() for t in seen))
+            raise NotSupportedOnSpark(
+                ", ".join(r.describe() for r in rules if r.head == name),
+                f"column {j} of {name!r} is derived with different Spark types ({names}); a "
+                "DataFrame column has one type: run this program on the RDD path "
+                "(SparkEngine(spark, path='rdd'))",
+            )
+    rows = parts[0]
+    for p in parts[1:]:
+        rows = rows.unionByName(p)
+    return rows
+
+
+def _rule_rows(run: _Run, rule: Rule, first: bool) -> list[Any]:
+    if first:
+        out = run.eval(rule.body, None, [0])
+        return [] if out is None else [out]
+    occurrences = sum(1 for name, _ in sources(rule.body) if name in run.recursive)
+    parts = []
+    for i in range(occurrences):
+        out = run.eval(rule.body, i, [0])
+        if out is not None:
+            parts.append(out)
+    return parts
+
+
+def _eval_lat(run: _Run, rule: Rule, node: Node) -> Any:
+    if isinstance(node, LatVar):
+        return run.lattices[node.name]
+    if isinstance(node, LatConst):
+        return node.value
+    if isinstance(node, LatMethod):
+        target = _eval_lat(run, rule, node.target)
+        args = [_eval_lat(run, rule, a) if isinstance(a, Node) else a for a in node.args]
+        try:
+            return getattr(target, node.name)(*args)
+        except Exception as exc:
+            exc.add_note(f"in {rule.describe()} (on Spark)")
+            raise
+    raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
