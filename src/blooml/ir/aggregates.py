@@ -114,20 +114,24 @@ def _round(scaled: int, pinf: int, ninf: int, nan: int) -> float:
 def exact_sum(vals: Iterable[Any]) -> Any:
     """The sum of ``vals`` (no ``None`` among them) as :class:`ExactSum` defines it: an exact
     ``int`` for integers, the correctly rounded ``math.fsum`` once a float is among them; any
-    other kind of number (``Decimal``, ``Fraction``, ...) adds with ``+`` in the given order."""
-    vals = list(vals)
-    kinds = {type(v) for v in vals}
-    if kinds <= {int, bool}:
-        return sum(vals)
-    if not kinds <= {int, bool, float}:
-        return sum(vals)
+    other kind of number (``Decimal``, ``Fraction``, ...) adds with ``+`` in the given order.
+
+    Raises:
+        TypeError: a value is not a number (as ``sum`` raises it).
+    """
+    vals = vals if isinstance(vals, list) else list(vals)
     try:
-        return math.fsum(vals)  # the same value, computed faster, unless it overflows
-    except (OverflowError, ValueError):
-        s = ExactSum()
+        s = sum(vals)  # fast, and its type says whether a float is among the values
+        return math.fsum(vals) if type(s) is float else s
+    except (OverflowError, ValueError):  # fsum's intermediate overflow, or inf + -inf
+        acc = ExactSum()
         for v in vals:
-            s.add(v)
-        return s.value()
+            acc.add(v)
+        return acc.value()
+
+
+def _without_none(vals: list[Any]) -> list[Any]:
+    return [v for v in vals if v is not None]
 
 
 def apply_aggregate(fn: str, vals: list[Any], rows: list[Any]) -> Any:
@@ -151,22 +155,36 @@ def apply_aggregate(fn: str, vals: list[Any], rows: list[Any]) -> Any:
         return len(rows)
     if fn not in AGG_NAMES:
         raise ProgramError(f"unknown aggregate {fn!r} (known: {', '.join(AGG_NAMES)})")
-    vals = [v for v in vals if v is not None]
-    if fn == "count":
-        return len(set(vals))
-    if fn == "accum":
-        return frozenset(vals)
-    if not vals:
+    if fn in ("count", "accum"):
+        distinct = set(vals)
+        distinct.discard(None)
+        return len(distinct) if fn == "count" else frozenset(distinct)
+    if fn in ("sum", "avg", "min", "max"):
+        # the common case first: no None (a None makes these raise TypeError, or is min's
+        # answer when it is the only value); only then are the Nones filtered out
+        try:
+            if not vals or (vals[0] is None and len(vals) == 1):
+                return None
+            return _numeric(fn, vals)
+        except TypeError:
+            kept = _without_none(vals)
+            if len(kept) == len(vals):
+                raise
+            return _numeric(fn, kept) if kept else None
+    kept = _without_none(vals)
+    if not kept:
         return None
+    if fn == "bool_and":
+        return all(kept)
+    return any(kept)  # bool_or
+
+
+def _numeric(fn: str, vals: list[Any]) -> Any:
     if fn == "sum":
         return exact_sum(vals)
     if fn == "min":
         return min(vals)
     if fn == "max":
         return max(vals)
-    if fn == "avg":
-        total = exact_sum(vals)
-        return (float(total) if type(total) is int else total) / len(vals)
-    if fn == "bool_and":
-        return all(vals)
-    return any(vals)  # bool_or
+    total = exact_sum(vals)
+    return (float(total) if type(total) is int else total) / len(vals)

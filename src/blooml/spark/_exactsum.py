@@ -8,7 +8,7 @@ runs (Shewchuk's exact partial sums, then one correctly rounded result, half to 
 result is the exact sum rounded once, whatever the order, and equal to the local engine's
 (:class:`blooml.ir.aggregates.ExactSum`). No Python runs; the cost is a ``collect_list`` per
 group and a few additions per value and partial (measured in
-``benchmarks/bench_spark_exact_sum.py``).
+``benchmarks/bench_exact_sum.py``).
 
 NaN and infinities give what IEEE addition gives in any order (NaN for a NaN or for both
 infinities). A sum whose exact partial sums pass the largest double (values near 1.8e308) is
