@@ -10,9 +10,9 @@ percentile of the runs, and the ratio of the medians (exact / plain).
 
 * ``local``: a program with ``group(["k"], sum_("v"), avg("v"))`` loads the rows in one tick,
   then runs 40 ticks of 10 deleted or re-inserted rows on the incremental core (4 on the
-  reference evaluator, which re-derives every group each tick); against the same engine with its sums swapped for plain ones (floats
-  added as they come, as before issue 27). The aggregate alone (``apply_aggregate`` against
-  ``sum``) is printed for information.
+  reference evaluator, which re-derives every group each tick); against the same engine
+  with its sums swapped for plain ones (floats added as they come, as before issue 27).
+  The aggregate alone (``apply_aggregate`` against ``sum``) is printed for information.
 * ``spark``: ``groupBy(k).agg(exact_sum(v))`` (fsum's algorithm in SQL higher-order
   functions, what ``SparkEngine`` runs for a ``double`` column) against
   ``groupBy(k).agg(F.sum(v))``, on a cached DataFrame, written to the ``noop`` sink.
@@ -90,8 +90,8 @@ class _PlainSum:
 
 def _engine(data: list[tuple[int, Any]], incremental: bool, plain: bool) -> Callable[[], None]:
     """One engine run: tick 0 loads the rows; then 40 ticks (the reference evaluator, which
-    re-derives everything each tick: 4) of 10 random deleted or re-inserted rows each. ``plain``: the engine's sums
-    swapped for plain ones (the baseline)."""
+    re-derives everything each tick: 4) of 10 random deleted or re-inserted rows each.
+    ``plain``: the engine's sums swapped for plain ones (the baseline)."""
     import blooml.engine._zops as zops
     import blooml.ir.aggregates as aggs
     from blooml import Program, avg, bloom, scratch, sum_, table
