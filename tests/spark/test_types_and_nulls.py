@@ -102,3 +102,26 @@ def test_a_string_into_a_double_column_is_named_before_any_job(spark: Any) -> No
     # the failed tick changed nothing: the next one goes on from the stored state
     result = engine.tick({"link": [("b", "c", 2)]})
     assert ("a", "c", lmin(3.5)) in result.rows("path")
+
+
+class Spend(Program):
+    buy = table(["k", "n"], ["v"])
+    spend = scratch(["k"], ["s"])
+
+    # fmt: off
+    @bloom
+    def rules(self) -> None:
+        self.spend <= self.buy.group(["k"], sum_("v"))
+    # fmt: on
+
+
+def test_a_float_sum_kept_across_ticks_is_the_exact_sum(spark: Any) -> None:
+    """A group over a table that gains a few rows a tick is updated from its stored sums; a
+    float sum is not (0.1 + 0.2 stored, plus 0.3, is 0.6000000000000001): it is recomputed."""
+    ticks = [
+        {"buy": [("c", 1, 0.1), ("c", 2, 0.2), ("d", 1, 1)]},
+        {"buy": [("c", 3, 0.3), ("d", 2, 2)]},
+    ]
+    engine = SparkEngine(spark, path="dataframe", program=Spend)
+    result = list(_alongside(engine, Spend(), ticks))[-1][1]
+    assert dict(result.rows("spend"))["c"] == 0.6

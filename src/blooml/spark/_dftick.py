@@ -401,7 +401,8 @@ def _incremental(run: _Run, rule: Rule, rules: list[Rule]) -> bool:
             return False
         # a float sum is exact over all of a group's values: a stored sum plus the new
         # values' is not (it would depend on the ticks the values came in)
-        if a.fn == "sum" and any(type(r[a.col]) is float for r in rows):
+        col = a.col
+        if a.fn == "sum" and col is not None and any(type(r[col]) is float for r in rows):
             return False
     if sum(1 for r in run.ir.rules if r.head == head) != 1:
         return False
