@@ -77,3 +77,20 @@ def test_a_value_that_does_not_fit_names_collection_column_and_value(
 def test_two_types_in_one_column_are_named() -> None:
     with pytest.raises(ColumnValueError, match=r"'link' column 'c'.* holds 'direct'"):
         typed_rows("link", "table", COLS, [("a", "b", "direct"), ("a", "c", 3)], {})
+
+
+def test_a_dataframe_column_of_another_kind_is_named() -> None:
+    from types import SimpleNamespace
+
+    from blooml.spark._listinput import check_frame_types
+
+    df = SimpleNamespace(
+        schema=T.StructType(
+            [T.StructField("a", T.StringType()), T.StructField("price", T.StringType())]
+        )
+    )
+    with pytest.raises(ColumnTypeError, match=r"input 'item'.*column 'v', which holds double"):
+        check_frame_types("item", ("k", "v"), df, {0: T.StringType(), 1: T.DoubleType()})
+    # numbers of another width meet (the state widens); unknown columns pass
+    df.schema = T.StructType([T.StructField("a", T.StringType()), T.StructField("p", T.LongType())])
+    check_frame_types("item", ("k", "v"), df, {1: T.DoubleType()})

@@ -99,6 +99,11 @@ def test_a_string_into_a_double_column_is_named_before_any_job(spark: Any) -> No
     exc = info.value
     assert isinstance(exc, ColumnTypeError)
     assert (exc.collection, exc.column, exc.value, exc.spark_type) == ("link", "c", "x", "double")
+    # the same as a DataFrame column of strings: named before any job, not cast inside one
+    bad = spark.createDataFrame([("b", "c", "x")], "src string, dst string, c string")
+    with pytest.raises(ColumnTypeError, match=r"input 'link'.*cast it first"):
+        engine.tick({"link": bad})
+    assert meter.take() == 0
     # the failed tick changed nothing: the next one goes on from the stored state
     result = engine.tick({"link": [("b", "c", 2)]})
     assert ("a", "c", lmin(3.5)) in result.rows("path")

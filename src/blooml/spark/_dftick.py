@@ -25,7 +25,7 @@ from blooml.spark._dfstate import (
     learn_types,
 )
 from blooml.spark._exactsum import is_float_type
-from blooml.spark._listinput import typed_rows
+from blooml.spark._listinput import check_frame_types, typed_rows
 
 __all__ = ["Carry", "run_plan"]
 
@@ -151,6 +151,8 @@ def run_plan(
                 f"input {name!r}: {ir.collections[name].kind} {name!r} has columns "
                 f"{list(ir.collections[name].columns)}; the DataFrame has {df.columns}"
             )
+        if given is None:
+            check_frame_types(name, ir.collections[name].columns, df, _known_types(run, name))
         df = df.toDF(*cols)
         if given is None or not run.merge_local(name, df, given):
             run.merge(name, df)

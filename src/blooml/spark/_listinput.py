@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from blooml.errors import ColumnValueError, ProgramError
+from blooml.errors import ColumnTypeError, ColumnValueError, ProgramError
 from blooml.lattices import Lattice
 from blooml.spark._formats import column_format
 
-__all__ = ["typed_rows"]
+__all__ = ["check_frame_types", "typed_rows"]
 
 
 def typed_rows(
@@ -81,6 +81,36 @@ def typed_rows(
                 r[i] = fit(r[i])
     schema = StructType([StructField(c, t, True) for c, t in zip(columns, types, strict=True)])
     return [tuple(r) for r in out], schema
+
+
+def check_frame_types(
+    name: str, columns: tuple[str, ...], df: Any, known: Mapping[int, Any]
+) -> None:
+    """Raise :class:`ColumnTypeError` when a column of the DataFrame ``df`` given as input
+    for collection ``name`` holds a type the collection's column cannot take: a string or
+    a boolean where numbers are known, a number where strings are (Spark would try to cast
+    every value inside a job and fail there, ``CAST_INVALID_INPUT``, naming nothing).
+    Numbers of any kind meet (the state widens), and types no check here knows pass."""
+    from pyspark.sql.types import BooleanType, NullType, NumericType, StringType
+
+    kinds = (NumericType, StringType, BooleanType)
+    for i, f in enumerate(df.schema.fields):
+        want = known.get(i)
+        got = f.dataType
+        if want is None or isinstance(want, NullType) or isinstance(got, NullType):
+            continue
+        k_want = next((k for k in kinds if isinstance(want, k)), None)
+        k_got = next((k for k in kinds if isinstance(got, k)), None)
+        if k_want is not None and k_got is not None and k_want is not k_got:
+            col = columns[i] if i < len(columns) else f.name
+            raise ColumnTypeError(
+                f"{f.name}",
+                got.simpleString(),
+                want.simpleString(),
+                f"input {name!r}: the DataFrame's column {f.name!r} is for {name!r} column "
+                f"{col!r}, which holds {want.simpleString()}; cast it first "
+                f"(F.col({f.name!r}).cast({want.simpleString()!r}))",
+            )
 
 
 def _is_integral(t: Any) -> bool:
