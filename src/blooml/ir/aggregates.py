@@ -28,6 +28,8 @@ __all__ = ["ExactSum", "apply_aggregate", "exact_sum"]
 
 #: floats as integers over 2**_SCALE: every finite float is one exactly
 _SCALE = 1074
+#: integers up to this magnitude are floats exactly
+_EXACT_INT = 2**53
 
 
 def _scaled(v: float) -> int:
@@ -52,11 +54,12 @@ class ExactSum:
         (0.6, 0.6000000000000001)
     """
 
-    __slots__ = ("floats", "ints", "n", "nan", "ninf", "pinf", "scaled")
+    __slots__ = ("floats", "ints", "n", "nan", "ninf", "pinf", "scaled", "small")
 
     def __init__(self) -> None:
-        self.ints = 0  # the exact sum of every value taken as an integer-valued number
-        self.scaled = 0  # the exact sum of every value taken as a float, times 2**_SCALE
+        self.ints = 0  # the exact sum of the integers
+        self.small = 0  # the part of it from integers a float holds exactly (|v| <= 2**53)
+        self.scaled = 0  # the exact sum of floats and of the other integers as floats, scaled
         self.n = 0  # values (with weights) in the sum
         self.floats = 0  # floats among them
         self.pinf = self.ninf = self.nan = 0
@@ -68,18 +71,10 @@ class ExactSum:
             TypeError: ``v`` is not an ``int`` or a ``float``; the sum is left unchanged.
         """
         t = type(v)
-        if t is int or t is bool:
-            self.ints += v * w
-            try:
-                self.scaled += _scaled(float(v)) * w
-            except OverflowError:  # beyond the largest float: an infinity once taken as one
-                if v > 0:
-                    self.pinf += w
-                else:
-                    self.ninf += w
-        elif t is float:
-            if math.isfinite(v):
-                self.scaled += _scaled(v) * w
+        if t is float:
+            if v - v == 0.0:  # finite
+                n, d = v.as_integer_ratio()
+                self.scaled += (n << (_SCALE + 1 - d.bit_length())) * w
             elif v != v:
                 self.nan += w
             elif v > 0:
@@ -87,6 +82,18 @@ class ExactSum:
             else:
                 self.ninf += w
             self.floats += w
+        elif t is int or t is bool:
+            self.ints += v * w
+            if -_EXACT_INT <= v <= _EXACT_INT:  # a float holds it exactly: summed as ints
+                self.small += v * w
+            else:
+                try:
+                    self.scaled += _scaled(float(v)) * w
+                except OverflowError:  # beyond the largest float: an infinity as a float
+                    if v > 0:
+                        self.pinf += w
+                    else:
+                        self.ninf += w
         else:
             raise TypeError(f"unsupported operand type for an exact sum: {t.__name__}")
         self.n += w
@@ -97,7 +104,7 @@ class ExactSum:
             return None
         if not self.floats:
             return self.ints
-        return _round(self.scaled, self.pinf, self.ninf, self.nan)
+        return _round(self.scaled + (self.small << _SCALE), self.pinf, self.ninf, self.nan)
 
 
 def _round(scaled: int, pinf: int, ninf: int, nan: int) -> float:
