@@ -138,3 +138,28 @@ def test_aggregates_skip_null_tick_after_tick(
             stored.pop(r[:2], None)
         stored.update({r[:2]: r for r in ins})
         assert _state(p) == _reference(set(stored.values()))
+
+
+def test_a_row_holding_none_folds_into_a_lattice_as_bottom() -> None:
+    """A collection folded into a lattice variable skips a None (NULL is ⊥), as Spark's
+    ``lfold`` does; ``lmax.from_item(None)`` raised, and an ``lset`` gained None."""
+    from blooml import lmax, lset
+
+    class P(Program):
+        t = table(["k", "v"])
+        top = lmax()
+        vals = lset()
+        pairs = lset()
+
+        @bloom
+        def rules(self) -> None:
+            self.top <= self.t.map(lambda r: r.v)
+            self.vals <= self.t.map(lambda r: r.v)
+            self.pairs <= self.t.map(lambda r: (r.k, r.v))
+
+    p = P()
+    p.t.insert([("a", None), ("b", 3), (None, 4)])
+    p.tick()
+    assert p.top.value == lmax(4)
+    assert p.vals.value == lset({3, 4})
+    assert p.pairs.value == lset({("b", 3)})
