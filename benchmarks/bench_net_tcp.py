@@ -1,31 +1,63 @@
-"""Two nodes on TCP loopback: sustained tuples/s at zero loss, with tick latency (issue 12, §8).
+"""A node on TCP loopback: request latency against an asyncio echo, concurrent requests
+against one in flight, and sustained tuples/s between two nodes (issues 12 and 25).
 
-A ``Source`` node sends batches of 3-column tuples ``(dst, k, lmax(k))`` (``--batch`` per
-tick, one TCP frame each) to a ``Sink`` node that folds them into a table; both run on their
-own threads in this process, over real sockets on 127.0.0.1. Throughput is the number of
-tuples the sink applied divided by the time from the first send to the last tuple applied;
-every tuple must arrive (zero loss). The sink's tick latency (the time from taking a batch of
-frames off its inbox to the end of the tick that applies them) is printed as p50/p99. Target:
->= 50,000 tuples/s. The same run through the simulator is i12-sim's (``blooml.net.Simulation``).
-Exit status 1 when the target is missed or tuples were lost.
+1. **Latency** (issue 25). A ``KVS`` node (an ``lmap`` of ``--keys`` keys, ``put``/``get``
+   requests, one ``reply`` each) and a plain asyncio echo server (streams: read a
+   length-prefixed frame, write it back) run in this process, each on its own thread and
+   loop, as a node does. A client in a child process sends the same request frames (encoded
+   envelopes, keys and puts/gets drawn at random) to both, one at a time, alternating between
+   the two so that the machine's load falls on both alike, and times each round trip: from
+   writing the request to reading the node's reply (which arrives on the node's own
+   connection to the client's address) or the echo. Printed: median, p90 and p99 of each and
+   the node/echo ratios. Targets: the node within 2x of the echo at the median, 3x at p99.
+2. **Concurrency** (issue 25). The same ``KVS`` node served by 16 clients at once (each with
+   one request in flight, its own connection and reply address), against one client with one
+   request in flight, in alternating rounds. Requests that arrive together are applied by one
+   tick. Printed: requests/s of each, their ratio, the node process's CPU per request, and
+   requests per tick. Target: 16 clients get >= 10x the one-in-flight throughput.
+3. **Stream** (issue 12, §8). A ``Source`` node sends batches of 3-column tuples
+   ``(dst, k, lmax(k))`` (``--batch`` per tick, one TCP frame each) to a ``Sink`` node that folds
+   them into a table. Throughput is the number of tuples the sink applied divided by the time
+   from the first send to the last tuple applied; every tuple must arrive (zero loss).
+   Target: >= 50,000 tuples/s.
 
-    python benchmarks/bench_net_tcp.py [--quick] [--tuples N] [--batch B]
+Exit status 1 when a target is missed or a reply was wrong or lost. On a shared machine the
+absolute numbers move from run to run; the ratios are taken in the same run.
+
+    python benchmarks/bench_net_tcp.py [--quick] [--only latency|concurrency|stream]
+        [--keys N] [--requests N] [--clients C] [--tuples N] [--batch B]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import struct
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bloom_util import Verdicts, header
 
-from blooml import Program, bloom, channel, interface, lmax, table
+from blooml import Program, bloom, channel, interface, lmap, lmax, table
+from blooml.net import node
+from blooml.net.codec import decode_envelope, encode_envelope, encode_row
 
 TARGET = 50_000
+LATENCY_MEDIAN = 2.0
+LATENCY_P99 = 3.0
+CONCURRENCY = 10.0
+CLIENT_TIMEOUT = 240.0
+_FRAME = struct.Struct(">I")
 
 
 class Source(Program):
@@ -54,16 +86,315 @@ class Sink(Program):
     # fmt: on
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Command line entry point; returns the exit status."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="a small run (a smoke test)")
-    ap.add_argument("--tuples", type=int, default=300_000)
-    ap.add_argument("--batch", type=int, default=2_000)
-    args = ap.parse_args(argv)
-    n = 20_000 if args.quick else args.tuples
-    b = args.batch
-    header("two nodes on TCP loopback: sustained tuples/s", {"tuples": n, "batch per tick": b})
+class KVS(Program):
+    """A key-value store served over the network: each ``put`` or ``get`` gets one
+    ``reply`` (the value written, or the value stored) at the request's ``src``."""
+
+    store = lmap()
+    put = channel(["@dst", "src", "id"], ["k", "v"])
+    get = channel(["@dst", "src", "id"], ["k"])
+    reply = channel(["@dst", "id"], ["v"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.store <= self.put.map(lambda p: (p.k, lmax(p.v)))  # noqa: B015
+        self.reply <~ self.put.map(lambda p: (p.src, p.id, p.v))  # noqa: B015
+        self.reply <~ self.get.map(  # noqa: B015
+            lambda g: (g.src, g.id, self.store.at(g.k, lmax).reveal())
+        )
+    # fmt: on
+
+
+# -- the baseline: a plain asyncio echo server on its own thread ---------------------------
+
+
+def start_echo() -> tuple[int, Any, threading.Thread]:
+    """An asyncio (streams) echo of length-prefixed frames on 127.0.0.1, on its own thread
+    and loop as a node runs; returns its port, a function that stops it, and its thread."""
+    ready = threading.Event()
+    box: dict[str, Any] = {}
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                writer.write(head + await reader.readexactly(_FRAME.unpack(head)[0]))
+        except (asyncio.IncompleteReadError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        box["port"] = server.sockets[0].getsockname()[1]
+        box["stop"] = asyncio.Event()
+        ready.set()
+        await box["stop"].wait()
+        server.close()
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        box["loop"] = loop
+        loop.run_until_complete(main())
+        loop.close()
+
+    thread = threading.Thread(target=run, daemon=True, name="echo")
+    thread.start()
+    ready.wait(10)
+
+    def stop() -> None:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(5)
+
+    return box["port"], stop, thread
+
+
+# -- the client (a child process: it never shares this process's GIL) -----------------------
+
+
+class _Client:
+    """One client: a listening socket for the node's replies, a connection to the node (and
+    one to the echo), and its requests, encoded before the clock starts. Both sides are
+    timed alike: a write, two reads of the answer on one connection (the node answers on the
+    connection it opens to the client's address), and one decode of it."""
+
+    def __init__(self, node: str, rng: random.Random, n: int, keys: int) -> None:
+        self.node = node
+        self.rng = rng
+        self.n = n
+        self.keys = keys
+        self.reply_conn: asyncio.Future[asyncio.StreamReader] | None = None
+        self.replies: asyncio.StreamReader | None = None
+        self.frames: list[bytes] = []
+        self.expect: list[tuple[int, Any]] = []
+
+    async def open(self, echo_port: int | None) -> None:
+        conn = self.reply_conn = asyncio.get_running_loop().create_future()
+
+        async def on_reply(reader: asyncio.StreamReader, _w: asyncio.StreamWriter) -> None:
+            if not conn.done():  # the node's connection: read where the request awaits it
+                conn.set_result(reader)
+
+        self.server = await asyncio.start_server(on_reply, "127.0.0.1", 0)
+        me = f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        host, port = self.node.rsplit(":", 1)
+        self.r, self.w = await asyncio.open_connection(host, int(port))
+        if echo_port is not None:
+            self.er, self.ew = await asyncio.open_connection("127.0.0.1", echo_port)
+        for i in range(self.n):
+            k = self.rng.randrange(self.keys)
+            if self.rng.random() < 0.5:
+                v = self.rng.randrange(1, 10**6)
+                rows = [("put", [encode_row((self.node, me, i, k, v))])]
+                self.expect.append((i, v))
+            else:
+                rows = [("get", [encode_row((self.node, me, i, k))])]
+                self.expect.append((i, None))
+            body = encode_envelope(me, rows, None, time.time())
+            self.frames.append(_FRAME.pack(len(body)) + body)
+
+    def check(self, i: int, data: bytes) -> bool:
+        """Whether ``data`` is the reply to request ``i`` (its id; a put's value)."""
+        ((chan, rows),) = decode_envelope(data).batches
+        ((_dst, rid, v),) = rows
+        want_id, want_v = self.expect[i]
+        return chan == "reply" and rid == want_id and (want_v is None or v == want_v)
+
+    async def request(self, i: int) -> bool:
+        self.w.write(self.frames[i])
+        r = self.replies
+        if r is None:
+            assert self.reply_conn is not None
+            r = self.replies = await self.reply_conn
+        head = await r.readexactly(4)
+        return self.check(i, await r.readexactly(_FRAME.unpack(head)[0]))
+
+    async def echo(self, i: int) -> bool:
+        self.ew.write(self.frames[i])
+        head = await self.er.readexactly(4)
+        data = await self.er.readexactly(_FRAME.unpack(head)[0])
+        return decode_envelope(data).batches[0][0] in ("put", "get") and data == self.frames[i][4:]
+
+
+async def _latency(node: str, echo_port: int, n: int, keys: int, seed: int) -> dict[str, Any]:
+    c = _Client(node, random.Random(seed), n, keys)
+    await c.open(echo_port)
+    warm = min(100, n // 10)
+    out: dict[str, Any] = {"node": [], "echo": [], "wrong": 0}
+    clock = time.perf_counter
+    for i in range(n):
+        # alternate which goes first, so that neither always follows the other
+        for side in ("node", "echo") if i % 2 else ("echo", "node"):
+            t0 = clock()
+            ok = await (c.request(i) if side == "node" else c.echo(i))
+            t = clock() - t0
+            out["wrong"] += not ok
+            if i >= warm:
+                out[side].append(t)
+    return out
+
+
+async def _concurrency(node: str, clients: int, n: int, keys: int, seed: int) -> dict[str, Any]:
+    cs = [_Client(node, random.Random(seed + j), n, keys) for j in range(clients)]
+    for c in cs:
+        await c.open(None)
+    for c in cs:  # every reply connection is open before the clock starts
+        if not await c.request(0):
+            return {"wrong": 1, "done": 0, "seconds": 1.0}
+    wrong = 0
+
+    async def run(c: _Client) -> None:
+        nonlocal wrong
+        for i in range(1, n):
+            wrong += not await c.request(i)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(run(c) for c in cs))
+    return {"wrong": wrong, "done": clients * (n - 1), "seconds": time.perf_counter() - t0}
+
+
+def client_main(spec: dict[str, Any]) -> None:
+    """The child process: run one measurement and print its result as JSON (a reply that
+    never comes fails the whole run after ``CLIENT_TIMEOUT`` s, not each request)."""
+    if spec["kind"] == "latency":
+        run = _latency(spec["node"], spec["echo"], spec["n"], spec["keys"], spec["seed"])
+    else:
+        run = _concurrency(spec["node"], spec["clients"], spec["n"], spec["keys"], spec["seed"])
+    out = asyncio.run(asyncio.wait_for(run, CLIENT_TIMEOUT))
+    print(json.dumps(out))
+
+
+def run_client(spec: dict[str, Any], timeout: float = 300.0) -> dict[str, Any]:
+    """Run the client in a child process; its JSON result."""
+    env = dict(os.environ)
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run(
+        [sys.executable, __file__, "--client", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"the client failed:\n{proc.stderr}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+# -- the measurements -----------------------------------------------------------------------
+
+
+def pct(xs: list[float], p: float) -> float:
+    """The ``p`` quantile of ``xs`` (nearest rank)."""
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(len(s) * p))]
+
+
+def thread_cpu(thread: threading.Thread | None) -> float:
+    """CPU seconds ``thread`` has used so far (its own clock: time the machine gave to other
+    processes is not counted; the process's CPU where there is no such clock)."""
+    try:
+        assert thread is not None and thread.ident is not None
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    except (AttributeError, AssertionError, OSError):
+        return time.process_time()
+
+
+def node_cpu(p: Program) -> float:
+    """CPU seconds the node's thread has used so far (see ``thread_cpu``)."""
+    return thread_cpu(node(p)._thread)
+
+
+def start_kvs(keys: int) -> KVS:
+    """A started ``KVS`` node holding ``keys`` keys."""
+    kvs = KVS(addr="127.0.0.1:0", transport="tcp").start()
+    kvs.sync_do(lambda p: p.store.insert(lmap({k: lmax(0) for k in range(keys)})))
+    return kvs
+
+
+def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int) -> None:
+    """Section 1: request round trips through the node against an asyncio echo."""
+    print(f"-- latency: {n:,} requests per round, {rounds} rounds, one in flight")
+    port, stop_echo, echo_thread = start_echo()
+    via_node: list[float] = []
+    via_echo: list[float] = []
+    wrong = 0
+    cpu_node = cpu_echo = 0.0
+    try:
+        for r in range(rounds):
+            spec = {"kind": "latency", "node": kvs.addr, "echo": port, "n": n, "keys": keys}
+            n0, e0 = node_cpu(kvs), thread_cpu(echo_thread)
+            out = run_client({**spec, "seed": r})
+            cpu_node += node_cpu(kvs) - n0
+            cpu_echo += thread_cpu(echo_thread) - e0
+            via_node += out["node"]
+            via_echo += out["echo"]
+            wrong += out["wrong"]
+    finally:
+        stop_echo()
+    for name, xs, cpu in (
+        ("asyncio echo", via_echo, cpu_echo),
+        ("blooml node", via_node, cpu_node),
+    ):
+        print(
+            f"   {name:>12}: median {pct(xs, 0.5) * 1e6:6.0f} us   p90 "
+            f"{pct(xs, 0.9) * 1e6:6.0f} us   p99 {pct(xs, 0.99) * 1e6:6.0f} us   "
+            f"(its thread's CPU {cpu / (n * rounds) * 1e6:.0f} us a request)"
+        )
+    ratios = {p: pct(via_node, p) / pct(via_echo, p) for p in (0.5, 0.9, 0.99)}
+    print(
+        f"   node/echo: median {ratios[0.5]:.2f}x   p90 {ratios[0.9]:.2f}x   "
+        f"p99 {ratios[0.99]:.2f}x   CPU {cpu_node / max(cpu_echo, 1e-9):.2f}x"
+    )
+    v.check("latency replies", wrong == 0, f"{wrong} wrong or lost of {2 * n * rounds:,}")
+    v.check(
+        "latency median", ratios[0.5] <= LATENCY_MEDIAN, f"{ratios[0.5]:.2f}x <= {LATENCY_MEDIAN}x"
+    )
+    v.check("latency p99", ratios[0.99] <= LATENCY_P99, f"{ratios[0.99]:.2f}x <= {LATENCY_P99}x")
+
+
+def concurrency(v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: int) -> None:
+    """Section 2: ``clients`` clients at once against one request in flight."""
+    print(
+        f"-- concurrency: {clients} clients x {n:,} requests vs 1 client x {n * clients // 4:,} "
+        f"requests, {rounds} rounds"
+    )
+    rates: dict[int, list[float]] = {1: [], clients: []}
+    cpu: dict[int, list[float]] = {1: [], clients: []}
+    per_tick: dict[int, list[float]] = {1: [], clients: []}
+    wrong = 0
+    for r in range(rounds):
+        for c, each in ((1, n * clients // 4), (clients, n)):
+            spec = {"kind": "concurrency", "node": kvs.addr, "clients": c, "n": each}
+            ticks0 = kvs.stats()["ticks"]
+            cpu0 = node_cpu(kvs)
+            out = run_client({**spec, "keys": keys, "seed": 1000 * r + c})
+            cpu[c].append((node_cpu(kvs) - cpu0) / max(1, out["done"]))
+            per_tick[c].append(out["done"] / max(1, kvs.stats()["ticks"] - ticks0))
+            rates[c].append(out["done"] / out["seconds"])
+            wrong += out["wrong"]
+    for c in (1, clients):
+        print(
+            f"   {c:>2} client{'s' if c > 1 else ' '}: {statistics.median(rates[c]):8,.0f} req/s"
+            f" (rounds: {', '.join(f'{x:,.0f}' for x in rates[c])}); node thread CPU "
+            f"{statistics.median(cpu[c]) * 1e6:.0f} us/request; "
+            f"{statistics.median(per_tick[c]):.1f} requests/tick"
+        )
+    ratio = statistics.median(a / b for a, b in zip(rates[clients], rates[1], strict=True))
+    print(f"   ratio {clients} clients / 1 in flight: {ratio:.2f}x (median of the rounds' ratios)")
+    v.check("concurrency replies", wrong == 0, f"{wrong} wrong or lost")
+    v.check(
+        f"{clients} clients vs one in flight",
+        ratio >= CONCURRENCY,
+        f"{ratio:.2f}x >= {CONCURRENCY}x",
+    )
+
+
+def stream(v: Verdicts, n: int, b: int) -> None:
+    """Section 3: sustained tuples/s from one node to another."""
+    print(f"-- stream: {n:,} tuples in batches of {b:,}")
     sink = Sink(addr="127.0.0.1:0", transport="tcp").start()
     source = Source(addr="127.0.0.1:0", transport="tcp").start()
     try:
@@ -75,8 +406,6 @@ def main(argv: list[str] | None = None) -> int:
             source.async_do(lambda p, rows=rows: p.src.insert(rows))
         deadline = time.monotonic() + 120
         while sink.stats()["received_tuples"] < n and time.monotonic() < deadline:
-            if sink.stats()["inbox"] == 0 and sink.stats()["received_tuples"] >= n:
-                break
             time.sleep(0.002)
         sink.sync_do(lambda p: None)  # the tick applying the last frame has ended
         elapsed = time.perf_counter() - t0
@@ -95,9 +424,47 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"   ratio vs target {rate / TARGET:.2f}x")
     want = {bk: lmax(max(k for k in range(bk, n, 1000))) for bk in range(min(n, 1000))}
-    v = Verdicts()
     v.check("zero loss", got == n and best == want, f"{got:,} of {n:,} tuples, contents right")
     v.check("throughput", rate >= TARGET, f"{rate:,.0f} >= {TARGET:,} tuples/s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point; returns the exit status."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="a small run (a smoke test)")
+    ap.add_argument("--only", choices=["latency", "concurrency", "stream"])
+    ap.add_argument("--keys", type=int, default=100_000, help="keys in the KVS node")
+    ap.add_argument("--requests", type=int, default=2_000, help="latency: requests per round")
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tuples", type=int, default=300_000)
+    ap.add_argument("--batch", type=int, default=2_000)
+    ap.add_argument("--client", help=argparse.SUPPRESS)  # the child process
+    args = ap.parse_args(argv)
+    if args.client:
+        client_main(json.loads(args.client))
+        return 0
+    quick = args.quick
+    keys = 10_000 if quick else args.keys
+    n_lat = 300 if quick else args.requests
+    n_conc = 60 if quick else 250
+    rounds = 1 if quick else args.rounds
+    header(
+        "a node on TCP loopback: latency, concurrency, stream",
+        {"KVS keys": keys, "clients": args.clients, "rounds": rounds, "cpus": os.cpu_count()},
+    )
+    v = Verdicts()
+    if args.only in (None, "latency", "concurrency"):
+        kvs = start_kvs(keys)
+        try:
+            if args.only in (None, "latency"):
+                latency(v, kvs, n_lat, keys, rounds)
+            if args.only in (None, "concurrency"):
+                concurrency(v, kvs, n_conc, args.clients, keys, rounds)
+        finally:
+            kvs.stop()
+    if args.only in (None, "stream"):
+        stream(v, 20_000 if quick else args.tuples, args.batch)
     return v.exit_code()
 
 

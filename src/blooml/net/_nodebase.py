@@ -65,6 +65,8 @@ class NodeBase:
     _thread: threading.Thread | None
     _loop: asyncio.AbstractEventLoop | None
     _wake: asyncio.Event | None
+    _parked: bool
+    _step_soon: bool
     _inbox: deque[bytes]
     _calls: deque[tuple[Callable[[Any], Any], concurrent.futures.Future[Any], str]]
     _last_error: BaseException | None
@@ -81,7 +83,7 @@ class NodeBase:
     _logged_resolve: set[str]
     _udp_inode: int | None
     _server: asyncio.Server | None
-    _conns: set[asyncio.StreamWriter]
+    _conns: set[asyncio.Transport]
     _udp: asyncio.DatagramTransport | None
     _fail_backoff_until: float
     _stop_deadline: float
@@ -93,7 +95,8 @@ class NodeBase:
         def sync_do(self, fn: Callable[[Any], Any], timeout: float | None = 30.0) -> Any: ...
         def accept(self, data: bytes) -> bool: ...
         def _datagram(self, data: bytes, source: Any) -> None: ...
-        def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Any: ...
+        def _inbox_put(self, data: bytes) -> None: ...
+        def _arrived(self) -> None: ...
         def _queue(
             self,
             what: str,

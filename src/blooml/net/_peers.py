@@ -31,6 +31,15 @@ class _Peer:
         self.task = asyncio.get_running_loop().create_task(self.run())
 
     def push(self, frame: bytes) -> None:
+        w = self.writer
+        if w is not None and not self.frames:
+            t = w.transport
+            if not t.is_closing() and t.get_write_buffer_size() == 0:
+                # an idle connection: write now, from the tick that sent it (one syscall,
+                # no hand-off to the peer's task); what the socket did not take waits in
+                # the transport, and the next frames queue behind it for the task
+                t.write(frame)
+                return
         if self.queued + len(frame) > self.limit:
             self.node._count("send_dropped")  # a dead or slow peer: drop, never grow
             return
@@ -94,8 +103,15 @@ class _Peer:
                 node._count("send_dropped", n)
                 self.writer = None
             self.inflight = 0
-        if self.writer is not None:
-            self.writer.close()
+        last = self.writer
+        if last is not None:
+            if last.transport.get_write_buffer_size():
+                # frames push() wrote directly may still sit in the transport: let them
+                # leave before closing (close() bounds the wait)
+                last.transport.set_write_buffer_limits(high=0)
+                with contextlib.suppress(OSError, RuntimeError):
+                    await last.drain()
+            last.close()
 
     async def close(self, budget: float) -> None:
         """Flush within ``budget`` seconds; then drop what is left (counted) and close."""
@@ -104,7 +120,9 @@ class _Peer:
             await asyncio.wait_for(asyncio.shield(self.task), budget)
         except (TimeoutError, asyncio.CancelledError):
             self.task.cancel()
-            self.node._count("send_dropped", self.take()[1] + self.inflight)
+            w = self.writer
+            unsent = self.inflight or int(w is not None and w.transport.get_write_buffer_size() > 0)
+            self.node._count("send_dropped", self.take()[1] + unsent)
         if self.writer is not None:
             self.writer.transport.abort()  # a peer that never reads cannot hold us
 

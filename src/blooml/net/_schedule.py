@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import signal
 import threading
 import time
@@ -13,7 +12,7 @@ from typing import Any
 
 from blooml.errors import ProgramError
 from blooml.net._nodebase import NodeBase, log
-from blooml.net._transport import _UDP
+from blooml.net._transport import _UDP, _Frames
 
 
 class Scheduler(NodeBase):
@@ -57,7 +56,8 @@ class Scheduler(NodeBase):
                 t, _ = await loop.create_datagram_endpoint(lambda: _UDP(self), sock=self.sock)
                 self._udp = t  # type: ignore[assignment]
             elif self.transport == "tcp":
-                self._server = await asyncio.start_server(self._on_conn, sock=self.sock)
+                assert self.sock is not None
+                self._server = await loop.create_server(lambda: _Frames(self), sock=self.sock)
         except BaseException as exc:
             failure.append(exc)
             ready.set()
@@ -71,9 +71,17 @@ class Scheduler(NodeBase):
         while True:
             if not self._work_ready():
                 delay = self._timer_delay()
-                if delay is None or delay > 0:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(wake.wait(), delay)
+                if delay is None:
+                    self._parked = True
+                    await wake.wait()
+                    self._parked = False
+                elif delay > 0:
+                    # a timer that sets the event (wait_for would make a task per wait)
+                    timer = loop.call_later(delay, wake.set)
+                    self._parked = True
+                    await wake.wait()
+                    self._parked = False
+                    timer.cancel()
             wake.clear()
             self._step()
             if self._closing and (
@@ -98,14 +106,46 @@ class Scheduler(NodeBase):
         await asyncio.gather(*(peer.close(budget) for peer in list(self._peers.values())))
         if self._server is not None:
             self._server.close()
-        for w in list(self._conns):
-            w.close()  # peers see EOF now, and reconnect to whoever binds this address next
+        for conn in list(self._conns):
+            conn.close()  # peers see EOF now, and reconnect to whoever binds this address next
         if self._udp is not None:
             self._udp.close()
         rest = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
         for task in rest:
             task.cancel()
         await asyncio.gather(*rest, return_exceptions=True)
+
+    def _arrived(self) -> None:
+        """Input arrived (on the loop). When the node's task is parked with nothing to do,
+        step from the loop's next round of callbacks, without waking the task: one
+        hand-off, not three loop rounds, between a request and its tick; and what arrives
+        in the same round of the loop still goes into that one tick. Otherwise wake the
+        task."""
+        wake = self._wake
+        if wake is None:
+            return
+        if self._parked and not wake.is_set():
+            if not self._step_soon:
+                self._step_soon = True
+                assert self._loop is not None
+                self._loop.call_soon(self._step_now)
+            return
+        wake.set()
+
+    def _step_now(self) -> None:
+        """The step ``_arrived`` scheduled; the task takes over again (woken) when more work
+        waits or the step moved a timer (a periodic that fired, a failure's back-off)."""
+        self._step_soon = False
+        wake = self._wake
+        assert wake is not None
+        if not self._parked or wake.is_set() or self._closing:
+            wake.set()  # the task is awake, or stopping: it steps
+            return
+        rt = self.rt
+        timers = (self._fail_backoff_until, rt.next_due())
+        self._step()
+        if self._work_ready() or (self._fail_backoff_until, rt.next_due()) != timers:
+            wake.set()
 
     def _work_ready(self) -> bool:
         if self._closing:

@@ -16,7 +16,7 @@ import ipaddress
 import socket
 import struct
 import time
-from typing import Any
+from typing import Any, cast
 
 from blooml.errors import BloomlError, CodecError, ProgramError
 from blooml.net._coltypes import ColumnTypes
@@ -34,14 +34,27 @@ _FRAME = struct.Struct(">I")
 RESOLVE_TTL = 30.0
 
 
+#: Addresses already split by ``parse_addr`` (every row a rule sends is checked; a node
+#: talks to few addresses). Bounded: emptied when full.
+_PARSED: dict[str, tuple[str, int]] = {}
+_PARSED_MAX = 4096
+
+
 def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
     """Split ``"host:port"`` (or ``"[v6]:port"``); raise ``ProgramError`` if it is not one."""
+    if type(addr) is str:
+        hit = _PARSED.get(addr)
+        if hit is not None:
+            return hit
     if isinstance(addr, str):
         host, sep, port = addr.rpartition(":")
         if sep and host and port.isdigit() and int(port) < 65536:
             if host.startswith("[") and host.endswith("]"):
                 host = host[1:-1]
-            return host, int(port)
+            if len(_PARSED) >= _PARSED_MAX:
+                _PARSED.clear()
+            out = _PARSED[str(addr)] = (host, int(port))
+            return out
     raise ProgramError(
         f"{where + ': ' if where else ''}the address {addr!r} is not host:port "
         "(a program bound to a socket sends to host:port addresses)"
@@ -57,6 +70,48 @@ class _UDP(asyncio.DatagramProtocol):
 
     def error_received(self, exc: Exception) -> None:  # e.g. ICMP port unreachable
         self.node._count("send_errors")
+
+
+class _Frames(asyncio.Protocol):
+    """An incoming TCP connection: length-prefixed frames are cut out of the bytes as they
+    arrive and put in the node's inbox from the loop's callback, with no reader task per
+    connection and no coroutine hand-off per frame (a request's way to the tick)."""
+
+    def __init__(self, node: NodeBase) -> None:
+        self.node = node
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # a stream's transport
+        self.node._conns.add(self.transport)
+
+    def data_received(self, data: bytes) -> None:
+        node = self.node
+        buf = self.buf
+        buf += data
+        start, end = 0, len(buf)
+        while end - start >= 4:
+            (n,) = _FRAME.unpack_from(buf, start)
+            if n > node.max_message:  # refused before a byte of it is read
+                node._drop("too_large", f"a TCP frame of {n} bytes (max_message)")
+                buf.clear()
+                if self.transport is not None:
+                    self.transport.close()
+                return
+            if end - start - 4 < n:
+                break  # the rest of this frame is still on its way
+            with memoryview(buf) as view:  # one copy of the frame, not two
+                frame = bytes(view[start + 4 : start + 4 + n])
+            start += 4 + n
+            node._stats["received_bytes"] += n + 4
+            node._inbox_put(frame)
+        if start:
+            del buf[:start]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.transport is not None:
+            self.node._conns.discard(self.transport)
 
 
 class Transport(NodeBase):
@@ -314,8 +369,7 @@ class Transport(NodeBase):
             return
         self._inbox.append(data)
         self._inbox_size += len(data)
-        if self._wake is not None:
-            self._wake.set()
+        self._arrived()
 
     def accept(self, data: bytes) -> bool:
         """Check one datagram and queue its tuples for the next tick; a bad one is dropped
@@ -363,24 +417,6 @@ class Transport(NodeBase):
         self._stats["received"] += 1
         self._stats["received_tuples"] += n
         return True
-
-    async def _on_conn(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._conns.add(writer)
-        try:
-            while True:
-                head = await reader.readexactly(4)
-                (n,) = _FRAME.unpack(head)
-                if n > self.max_message:  # refused before a byte of it is read
-                    self._drop("too_large", f"a TCP frame of {n} bytes (max_message)")
-                    break
-                data = await reader.readexactly(n)
-                self._stats["received_bytes"] += n + 4
-                self._inbox_put(data)
-        except (asyncio.IncompleteReadError, OSError, asyncio.CancelledError):
-            pass  # the peer went away, or this node is stopping
-        finally:
-            self._conns.discard(writer)
-            writer.close()
 
 
 def _group(pairs: Any) -> list[tuple[str, list[Any]]]:

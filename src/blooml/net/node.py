@@ -139,6 +139,8 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
+        self._parked = False  # the node's task waits for work (see Scheduler._arrived)
+        self._step_soon = False
         self._inbox: deque[bytes] = deque()
         self._calls: deque[tuple[Callable[[Any], Any], concurrent.futures.Future[Any], str]]
         self._calls = deque()
@@ -157,7 +159,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self._logged_resolve: set[str] = set()
         self._udp_inode: int | None = None
         self._server: asyncio.Server | None = None
-        self._conns: set[asyncio.StreamWriter] = set()
+        self._conns: set[asyncio.Transport] = set()
         self._udp: asyncio.DatagramTransport | None = None
         self._fail_backoff_until = 0.0
         self._stop_deadline = 0.0

@@ -1,0 +1,210 @@
+"""A node's request path over TCP: frames cut out of the byte stream as it arrives, requests
+that arrive together applied by one tick, replies written from the tick (issue 25, item 9).
+Real sockets on 127.0.0.1 only, bounded in time; nothing here is timed."""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+import time
+from collections import deque
+from typing import Any
+
+from _net import wait_until
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blooml import Program, bloom, channel, lmap, lmax, table
+from blooml.net import decode_envelope, encode_envelope, encode_row, node
+from blooml.net._transport import _Frames
+
+_FRAME = struct.Struct(">I")
+
+
+class KVS(Program):
+    """Each ``put``/``get`` gets one ``reply`` at its ``src``: the value written or stored."""
+
+    store = lmap()
+    put = channel(["@dst", "src", "id"], ["k", "v"])
+    get = channel(["@dst", "src", "id"], ["k"])
+    reply = channel(["@dst", "id"], ["v"])
+
+    @bloom
+    def rules(self):
+        self.store <= self.put.map(lambda p: (p.k, lmax(p.v)))
+        self.reply < ~self.put.map(lambda p: (p.src, p.id, p.v))
+        self.reply < ~self.get.map(lambda g: (g.src, g.id, self.store.at(g.k, lmax).reveal()))
+
+
+class Seq(Program):
+    """Sends each row of ``out`` to its address; ``got`` keeps what arrives."""
+
+    msg = channel(["@dst", "n"], ["pad"])
+    out = table(["dst", "n"], ["pad"])
+    got = table(["n"], ["pad"])
+
+    @bloom
+    def rules(self):
+        self.got <= self.msg.map(lambda m: (m.n, m.pad))
+        self.msg < ~self.out
+
+
+def _frame(body: bytes) -> bytes:
+    return _FRAME.pack(len(body)) + body
+
+
+def _read_frames(conn: socket.socket, n: int, timeout: float = 10.0) -> list[bytes]:
+    """``n`` length-prefixed frames from ``conn`` (fails after ``timeout`` s)."""
+    conn.settimeout(timeout)
+    buf = b""
+    out = []
+    while len(out) < n:
+        if len(buf) >= 4 and len(buf) - 4 >= _FRAME.unpack_from(buf)[0]:
+            size = _FRAME.unpack_from(buf)[0]
+            out.append(buf[4 : 4 + size])
+            buf = buf[4 + size :]
+            continue
+        chunk = conn.recv(65536)
+        assert chunk, "the node closed the connection"
+        buf += chunk
+    return out
+
+
+def test_requests_that_arrive_together_are_applied_by_one_tick(nodes: list[Any]) -> None:
+    """16 requests in one write (as 16 clients' requests arrive at once) are applied by one
+    tick, and each gets its own, right, reply."""
+    kvs = KVS(addr="127.0.0.1:0", transport="tcp")
+    nodes.append(kvs)
+    kvs.start()
+    kvs.sync_do(lambda p: p.store.insert(lmap({k: lmax(10 * k) for k in range(100)})))
+    listener = socket.create_server(("127.0.0.1", 0))
+    me = f"127.0.0.1:{listener.getsockname()[1]}"
+    frames = []
+    for i in range(16):
+        if i % 2:
+            rows = [("put", [encode_row((kvs.addr, me, i, 200 + i, 7 * i))])]
+        else:
+            rows = [("get", [encode_row((kvs.addr, me, i, i))])]
+        frames.append(_frame(encode_envelope(me, rows, None, time.time())))
+    host, port = kvs.addr.rsplit(":", 1)
+    with socket.create_connection((host, int(port))) as out:
+        # a first request opens the node's connection back to us
+        out.sendall(_frame(encode_envelope(me, [("get", [encode_row((kvs.addr, me, 99, 1))])])))
+        listener.settimeout(10)
+        conn, _ = listener.accept()
+        with conn:
+            assert len(_read_frames(conn, 1)) == 1
+            kvs.sync_do(lambda p: None)  # that tick has ended (its reply left inside it)
+            ticks = kvs.stats()["ticks"]
+            out.sendall(b"".join(frames))
+            replies: dict[int, Any] = {}
+            while len(replies) < 16:
+                for data in _read_frames(conn, 1):
+                    env = decode_envelope(data)
+                    for chan, rows in env.batches:
+                        assert chan == "reply"
+                        for _dst, rid, v in rows:
+                            replies[rid] = v
+    listener.close()
+    kvs.sync_do(lambda p: None)
+    assert replies == {i: (7 * i if i % 2 else 10 * i) for i in range(16)}
+    assert kvs.stats()["ticks"] == ticks + 1  # one tick applied all 16
+    assert kvs.sync_do(lambda p: p.store.value.at(215, lmax)) == lmax(105)
+
+
+class _FakeTransport:
+    def __init__(self) -> None:
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _FakeNode:
+    """What ``_Frames`` uses of a node: limits, counters and the inbox."""
+
+    def __init__(self, max_message: int) -> None:
+        self.max_message = max_message
+        self._stats = {"received_bytes": 0}
+        self.dropped: list[str] = []
+        self.inbox: deque[bytes] = deque()
+        self._conns: set[Any] = set()
+
+    def _inbox_put(self, data: bytes) -> None:
+        assert type(data) is bytes
+        self.inbox.append(data)
+
+    def _drop(self, reason: str, detail: str) -> None:
+        self.dropped.append(reason)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bodies=st.lists(st.binary(max_size=300), max_size=12),
+    cuts=st.lists(st.integers(min_value=0, max_value=5_000), max_size=40),
+)
+def test_frames_are_cut_out_of_any_chunking_of_the_stream(
+    bodies: list[bytes], cuts: list[int]
+) -> None:
+    """However the bytes of a stream of frames are split into reads, the node's inbox gets
+    exactly those frames, in order, once each."""
+    stream = b"".join(_frame(b) for b in bodies)
+    fake = _FakeNode(max_message=1_000)
+    proto = _Frames(fake)  # type: ignore[arg-type]
+    transport = _FakeTransport()
+    proto.connection_made(transport)  # type: ignore[arg-type]
+    edges = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
+    for a, b in itertools.pairwise(edges):
+        proto.data_received(stream[a:b])
+    assert list(fake.inbox) == bodies
+    assert fake._stats["received_bytes"] == len(stream)
+    assert not proto.buf and not fake.dropped and not transport.closed
+    proto.connection_lost(None)
+    assert not fake._conns
+
+
+def test_a_frame_over_max_message_closes_the_connection_before_it_is_read() -> None:
+    fake = _FakeNode(max_message=100)
+    proto = _Frames(fake)  # type: ignore[arg-type]
+    transport = _FakeTransport()
+    proto.connection_made(transport)  # type: ignore[arg-type]
+    proto.data_received(_frame(b"ok") + _FRAME.pack(101) + b"x" * 10)
+    assert list(fake.inbox) == [b"ok"]  # what came before it is kept
+    assert fake.dropped == ["too_large"] and transport.closed
+    assert not proto.buf  # nothing of it is buffered
+
+
+def test_frames_to_a_peer_arrive_in_order_written_directly_or_queued(nodes: list[Any]) -> None:
+    """Frames written from the tick (an idle connection) and frames queued behind them (the
+    socket busy with large ones) reach the peer, every one, in order of sending."""
+    a = Seq(addr="127.0.0.1:0", transport="tcp")
+    b = Seq(addr="127.0.0.1:0", transport="tcp")
+    nodes += [a, b]
+    a.start()
+    b.start()
+    order: list[int] = []
+    node(b).watch("got", lambda rows: order.extend(r.n for r in rows))
+    for n in range(60):
+        pad = "x" * (300_000 if n % 7 == 3 else 10)  # some large enough to fill the socket
+        a.async_do(lambda p, n=n, pad=pad: p.out.insert([(b.addr, n, pad)]))
+    wait_until(lambda: b.sync_do(lambda p: len(p.got)) == 60, timeout=20)
+    assert order == list(range(60))
+    assert a.stats()["send_dropped"] == 0
+
+
+def test_stop_delivers_a_frame_written_directly(nodes: list[Any]) -> None:
+    """A frame the tick wrote to the peer's connection itself, more than the socket takes at
+    once while the peer is busy, is delivered by ``stop()`` (within its budget)."""
+    a = Seq(addr="127.0.0.1:0", transport="tcp")
+    b = Seq(addr="127.0.0.1:0", transport="tcp")
+    nodes.append(b)
+    a.start()
+    b.start()
+    a.sync_do(lambda p: p.out.insert([(b.addr, 0, "first")]))
+    wait_until(lambda: b.sync_do(lambda p: len(p.got)) == 1)  # a is connected to b now
+    b.async_do(lambda p: time.sleep(1.0))  # b reads nothing for a second
+    a.sync_do(lambda p: p.out.insert([(b.addr, 1, "y" * 12_000_000)]))
+    a.stop(timeout=8.0)
+    wait_until(lambda: b.sync_do(lambda p: len(p.got)) == 2, timeout=10)
+    assert a.stats()["send_dropped"] == 0
