@@ -61,6 +61,7 @@ def test_wrong_arity_is_a_program_error_naming_the_collection() -> None:
         (True, T.LongType(), "not an integer"),
         (7, T.StringType(), "not a string"),
         (2**70, T.LongType(), "beyond a 64-bit integer"),
+        (2**40, T.IntegerType(), "beyond a 32-bit integer"),
     ],
 )
 def test_a_value_that_does_not_fit_names_collection_column_and_value(

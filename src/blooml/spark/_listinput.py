@@ -176,11 +176,12 @@ def _fitter(name: str, col: str, t: Any) -> Any:
 
         return fit_float
     if isinstance(t, IntegralType):
+        bits = {"tinyint": 8, "smallint": 16, "int": 32}.get(t.simpleString(), 64)
 
         def fit_int(v: Any) -> Any:
             if isinstance(v, int) and not isinstance(v, bool):
-                if not -(2**63) <= v < 2**63:
-                    raise bad(v, "beyond a 64-bit integer")
+                if not -(2 ** (bits - 1)) <= v < 2 ** (bits - 1):
+                    raise bad(v, f"beyond a {bits}-bit integer")
                 return v
             raise bad(v, "not an integer")
 
