@@ -156,6 +156,16 @@ def _rows(rows: Any) -> set[tuple[Any, ...]]:
     return {tuple(r) for r in rows}
 
 
+#: the inputs' Spark types, declared as a production job declares them: a column that holds
+#: only None in a tick's rows has no type to infer
+SCHEMAS = {
+    "e": "s string, d string, w double",
+    "dl": "s string, d string, w double",
+    "f": "k string, v string",
+    "cin": "k string, n double",
+}
+
+
 def compare(spark: Any, names: list[str], ticks: list[dict[str, list[Any]]]) -> str | None:
     """Run the program of ``names`` on the local engine and on a new ``SparkEngine`` of the
     session ``spark`` (DataFrame plans) tick by tick; the first difference, described, or
@@ -164,7 +174,7 @@ def compare(spark: Any, names: list[str], ticks: list[dict[str, list[Any]]]) -> 
     from blooml.spark import SparkEngine
 
     cls = make_program(names)
-    engine = SparkEngine(spark, path="dataframe", program=cls)
+    engine = SparkEngine(spark, path="dataframe", program=cls, schemas=SCHEMAS)
     p = cls()
     for t, inputs in enumerate(ticks):
         where = f"program {names}, tick {t} ({inputs})"

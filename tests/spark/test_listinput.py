@@ -22,10 +22,14 @@ def _types(schema: Any) -> list[str]:
 
 
 def test_an_all_none_column_takes_the_known_type() -> None:
-    rows, schema = typed_rows("link", "table", COLS, [("a", None, None)], {1: T.StringType()})
+    known = {1: T.StringType(), 2: T.DoubleType()}
+    rows, schema = typed_rows("link", "table", COLS, [("a", None, None)], known)
     assert rows == [("a", None, None)]
-    assert _types(schema) == ["string", "string", "void"]  # unknown yet: never inferred
+    assert _types(schema) == ["string", "string", "double"]
     assert [f.name for f in schema.fields] == list(COLS)
+    # no type known: never inferred from None, never void (it matches no NULL in a join)
+    with pytest.raises(ColumnValueError, match=r"'link' column 'c'.*declare it: SparkEngine"):
+        typed_rows("link", "table", COLS, [("a", None, None)], {1: T.StringType()})
 
 
 def test_ints_and_floats_in_one_column_widen_to_double() -> None:

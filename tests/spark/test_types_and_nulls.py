@@ -73,11 +73,12 @@ def test_an_all_none_column_uses_the_declared_or_known_types(spark: Any) -> None
     )
     result = list(_alongside(engine, Paths(), ticks))[-1][1]
     assert ("a", "c", lmin(5.5)) in result.rows("path")
-    # undeclared: a column of None alone is void until a value shows its type
-    engine = SparkEngine(spark, path="dataframe", program=Paths)
-    list(_alongside(engine, Paths(), ticks))
+    # undeclared and never seen: a clear error that says to declare it, before any job
     engine = SparkEngine(spark, path="dataframe", program=Cart)
-    ticks = [{"item": [("a", 1, None)]}, {"item": [("a", 2, 3), ("b", 1, 2.5)]}]
+    with pytest.raises(ColumnValueError, match=r"'item' column 'v'.*declare it"):
+        engine.tick({"item": [("a", 1, None)]})
+    # once the column's type is known (stored), a later tick's None alone takes it
+    ticks = [{"item": [("a", 2, 3), ("b", 1, 2.5)]}, {"item": [("a", 1, None)]}]
     assert list(_alongside(engine, Cart(), ticks))[-1][1].rows("tot")
 
 

@@ -8,8 +8,9 @@ checked on the driver against what the collection's columns are known to hold â€
 schema (``SparkEngine(schemas=...)``), else the stored state's types, else the types learned
 from earlier rows â€” and typed with an explicit schema: an integer in a ``double`` column
 becomes a float, a float in a ``bigint`` column widens the column to ``double`` (the local
-engine holds both), a column of only None takes its known type (or stays ``void`` until a
-value shows one), and anything else that does not fit is a :class:`ColumnValueError` naming
+engine holds both), a column of only None takes its known type (and with none known yet is an
+error that says to declare it: a ``void`` column would match no NULL in a join), and anything
+else that does not fit is a :class:`ColumnValueError` naming
 the collection, the column and the value, raised before any job. A row of the wrong arity is
 the local engine's :class:`ProgramError`.
 """
@@ -74,6 +75,16 @@ def typed_rows(
     out = [list(r) for r in rows]
     for i, (col, t) in enumerate(zip(columns, types, strict=True)):
         if isinstance(t, NullType):
+            if rows:
+                # never a void column: Spark matches no NULL of one with <=> in a join
+                raise ColumnValueError(
+                    name,
+                    col,
+                    None,
+                    "no known type",
+                    "every row holds None there and no type is known yet; declare it: "
+                    f"SparkEngine(..., schemas={{{name!r}: '<one Spark type per column>'}})",
+                )
             continue
         fit = _fitter(name, col, t)
         for r in out:
