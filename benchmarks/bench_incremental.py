@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import heapq
 import random
 import statistics
 import sys
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bloom_util import Verdicts, header
 
-from blooml import Program, bloom, scratch, table
+from blooml import Program, bloom, lmap, lmax, lmin, scratch, table
 from blooml.bloom import count, max_, min_, sum_
 
 GROUPS = 100  # distinct values of k: groups of N / 100 rows
@@ -293,12 +294,523 @@ def run_shape(
     )
 
 
+# -- issue 24: the shapes re-evaluated in full before, on random changes ------------------------
+#
+# Each program is loaded at two sizes (1,000 and 100,000 rows), incremental and reference, and
+# the sizes are interleaved tick by tick; every changed row is drawn at random (a popped job is
+# the queue's minimum, as a queue pops it). Per tick: process CPU time. Reported: median, 90th
+# and 99th percentile of the incremental engine, and the reference's median, in the same run.
+# Targets: median growth 1k -> 100k <= 2x; the 90th percentile at most the reference's median.
+
+
+class PQShape(Program):
+    """A priority queue: one group of every job, its best job (argmin) and its minimum."""
+
+    jobs = table(["job"], ["prio"])
+    best = scratch(["job"], ["prio"])
+    lo = scratch([], ["prio"])
+
+    @bloom
+    def rules(self) -> None:
+        self.best <= self.jobs.argmin([], "prio")
+        self.lo <= self.jobs.group([], min_("prio"))
+
+
+class LeftJoinShape(Program):
+    """Orders left-joined with their customer (ten orders per customer)."""
+
+    orders = table(["id"], ["cust", "v"])
+    custs = table(["cust"], ["name"])
+    out = scratch(["id", "name", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.out <= self.orders.leftjoin(self.custs, self.orders.cust == self.custs.cust).map(
+            lambda o, c: (o.id, c.name if c else None, o.v)
+        )
+
+
+class LatViewShape(Program):
+    """A view over an lmap lattice variable (one key per item, its largest value)."""
+
+    items = table(["id", "v"])
+    m = lmap()
+    out = scratch(["id"], ["v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.m <= self.items.map(lambda r: (r.id, lmax(r.v)))
+        self.out <= self.m.to_collection()
+
+
+class NextFromScratchShape(Program):
+    """``<+`` from a scratch view of every item into a table (a history)."""
+
+    items = table(["id"], ["v"])
+    view = scratch(["id", "v"])
+    hist = table(["id", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.view <= self.items.map(lambda r: (r.id, r.v * 2))
+        self.hist < +self.view
+
+
+class DeleteFromScratchShape(Program):
+    """``<-`` from a scratch view of a 100,000-row blocklist: a task whose id is blocked is
+    deleted at the next tick."""
+
+    tasks = table(["id"], ["v"])
+    blocked = table(["id", "v"])
+    view = scratch(["id", "v"])
+
+    @bloom
+    def rules(self) -> None:
+        self.view <= self.blocked.map(lambda r: (r.id, r.v))
+        self.tasks < -self.view
+
+
+class _Workload:
+    """One program at one size, incremental and reference, with its random changes."""
+
+    def __init__(self, cls: type[Program], n: int, seed: int) -> None:
+        self.n = n
+        self.rnd = random.Random(seed)
+        self.inc = cls()
+        self.ref = cls(incremental=False)
+        self.next_id = n  # ids of new rows
+
+    def new_id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def load(self) -> None:
+        for p in (self.inc, self.ref):
+            self.fill(p)
+            p.tick()
+
+    def fill(self, p: Program) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:  # pragma: no cover - abstract
+        """This tick's change: (collection, "insert" or "delete", rows), drawn at random."""
+        raise NotImplementedError
+
+
+class _PQ(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            self.prio = {j: self.rnd.random() for j in range(self.n)}
+            self.heap = [(v, j) for j, v in self.prio.items()]
+            heapq.heapify(self.heap)
+        p.jobs.insert(list(self.prio.items()))  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        # pop the minimum (a priority queue serves its best job) and push a new random job
+        v, j = heapq.heappop(self.heap)
+        del self.prio[j]
+        new = (self.new_id(), self.rnd.random())
+        self.prio[new[0]] = new[1]
+        heapq.heappush(self.heap, (new[1], new[0]))
+        return [("jobs", "delete", [(j, v)]), ("jobs", "insert", [new])]
+
+
+class _LeftJoin(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            nc = max(1, self.n // 10)
+            self.orders = {i: (i, self.rnd.randrange(nc), i % 97) for i in range(self.n)}
+            self.custs = {c: (c, f"c{c}") for c in range(nc) if self.rnd.random() < 0.9}
+            self.nc = nc
+        p.orders.insert(list(self.orders.values()))  # type: ignore[attr-defined]
+        p.custs.insert(list(self.custs.values()))  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        r = self.rnd.random()
+        if r < 0.25:  # a new order of a random customer
+            i = self.new_id()
+            row = self.orders[i] = (i, self.rnd.randrange(self.nc), 1)
+            return [("orders", "insert", [row])]
+        if r < 0.5:  # a random order leaves
+            i = self.rnd.randrange(self.n)
+            while i not in self.orders:
+                i = self.rnd.randrange(self.n)
+            return [("orders", "delete", [self.orders.pop(i)])]
+        c = self.rnd.randrange(self.nc)  # a random customer appears or leaves
+        if c in self.custs:
+            return [("custs", "delete", [self.custs.pop(c)])]
+        row = self.custs[c] = (c, f"c{c}")
+        return [("custs", "insert", [row])]
+
+
+class _LatView(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            self.top = {i: self.rnd.randrange(1000) for i in range(self.n)}
+        p.items.insert(list(self.top.items()))  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        if self.rnd.random() < 0.5:  # a random key grows
+            i = self.rnd.randrange(self.n)
+            self.top[i] += 1 + self.rnd.randrange(100)
+        else:  # a new key
+            i = self.new_id()
+            self.top[i] = self.rnd.randrange(1000)
+        return [("items", "insert", [(i, self.top[i])])]
+
+
+class _NextFromScratch(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            self.items = {i: (i, self.rnd.randrange(1000)) for i in range(self.n)}
+        p.items.insert(list(self.items.values()))  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        if self.rnd.random() < 0.5:
+            i = self.new_id()
+            row = self.items[i] = (i, self.rnd.randrange(1000))
+            return [("items", "insert", [row])]
+        i = self.rnd.randrange(self.n)
+        while i not in self.items:
+            i = self.rnd.randrange(self.n)
+        return [("items", "delete", [self.items.pop(i)])]
+
+
+class _DeleteFromScratch(_Workload):
+    def fill(self, p: Program) -> None:
+        if p is self.inc:
+            self.blocked = {i: (i, 0) for i in range(0, 2 * self.n, 2)}  # the even ids
+        p.blocked.insert(list(self.blocked.values()))  # type: ignore[attr-defined]
+        p.tasks.insert([(i, 0) for i in range(1, 2 * self.n, 2)])  # type: ignore[attr-defined]
+
+    def change(self) -> list[tuple[str, str, list[Any]]]:
+        i = self.rnd.randrange(2 * self.n)
+        r = self.rnd.random()
+        if r < 0.5:  # a new task: deleted at the next tick when its id is blocked
+            return [("tasks", "insert", [(self.new_id() * 2 + (i & 1), 0)])]
+        if r < 0.75:  # a random id is blocked
+            row = self.blocked[i] = (i, 0)
+            return [("blocked", "insert", [row])]
+        j = self.rnd.randrange(0, 2 * self.n, 2)  # a random even id is unblocked (or blocked)
+        if j in self.blocked:
+            return [("blocked", "delete", [self.blocked.pop(j)])]
+        row = self.blocked[j] = (j, 0)
+        return [("blocked", "insert", [row])]
+
+
+SHAPES24: list[tuple[str, type[Program], type[_Workload]]] = [
+    ("priority queue: pop the min", PQShape, _PQ),
+    ("leftjoin", LeftJoinShape, _LeftJoin),
+    ("lattice variable view", LatViewShape, _LatView),
+    ("<+ from a scratch", NextFromScratchShape, _NextFromScratch),
+    ("<- from a scratch", DeleteFromScratchShape, _DeleteFromScratch),
+]
+
+
+# -- recursion under change on random graphs (issue 24) ---------------------------------------
+#
+# A random directed graph of n nodes and 2n edges (weights 1..10, root 0): reachability as a
+# Bloom^L view and as a Datalog view, and ``lmin`` shortest distances. Each cycle of changes
+# deletes an edge drawn at random among all edges, re-inserts it at the next tick (the insert
+# right after a delete), inserts a new random edge, and deletes another random edge. A delete
+# of the distances is filed "on" when the edge is on a shortest path (d[src] + w = d[dst]),
+# "off" otherwise; both are drawn the same way, neither is chosen. The reference
+# (``Program(incremental=False)``, ``Datalog.evaluate``) runs the same changes, fewer of them
+# at the large size (it re-derives the view every tick), and the rows are compared. Times are
+# CPU time of this process (``time.process_time``): on a shared machine, wall time counts the
+# waits for a core, which dwarf a 0.05 ms tick.
+
+GRAPH_SIZES = ((500, 1000), (50_000, 100_000))
+REC_SCALE = 5.0
+
+
+class GraphReach(Program):
+    edge = table(["src", "dst"], ["w"])
+    root = table(["n"])
+    reach = scratch(["n"])
+
+    @bloom
+    def rules(self) -> None:
+        self.reach <= self.root
+        self.reach <= self.reach.join(self.edge, self.reach.n == self.edge.src).map(
+            lambda r, e: (e.dst,)
+        )
+
+
+class GraphPaths(Program):
+    edge = table(["src", "dst"], ["w"])
+    root = table(["n"])
+    d = scratch(["n"], ["d"])
+
+    @bloom
+    def rules(self) -> None:
+        self.d <= self.root.map(lambda r: (r.n, lmin(0)))
+        self.d <= self.d.join(self.edge, self.d.n == self.edge.src).map(
+            lambda a, e: (e.dst, a.d + e.w)
+        )
+
+
+def random_graph(n: int, m: int, rnd: random.Random) -> dict[tuple[int, int], int]:
+    edges: dict[tuple[int, int], int] = {}
+    while len(edges) < m:
+        a, b = rnd.randrange(n), rnd.randrange(n)
+        if a != b:
+            edges.setdefault((a, b), rnd.randint(1, 10))
+    return edges
+
+
+def graph_changes(
+    edges: dict[tuple[int, int], int], n: int, cycles: int, rnd: random.Random
+) -> list[tuple[str, tuple[int, int, int]]]:
+    """``(kind, (src, dst, w))``: kind "delete" (random among all edges), "reinsert" (the
+    edge just deleted, at the next tick), "insert" (a new random edge)."""
+    live = dict(edges)
+    keys = list(live)
+    out: list[tuple[str, tuple[int, int, int]]] = []
+
+    def delete() -> tuple[int, int, int]:
+        i = rnd.randrange(len(keys))
+        keys[i], keys[-1] = keys[-1], keys[i]
+        k = keys.pop()
+        return (*k, live.pop(k))
+
+    for _ in range(cycles):
+        e = delete()
+        out += [("delete", e), ("reinsert", e)]
+        live[e[:2]] = e[2]
+        keys.append(e[:2])
+        while True:
+            k = (rnd.randrange(n), rnd.randrange(n))
+            if k[0] != k[1] and k not in live:
+                break
+        live[k] = rnd.randint(1, 10)
+        keys.append(k)
+        out.append(("insert", (*k, live[k])))
+        out.append(("delete", delete()))
+    return out
+
+
+def pct(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def _cpu_tick(p: Program) -> float:
+    t0 = time.process_time()
+    p.tick()
+    return (time.process_time() - t0) * 1000
+
+
+def run_shape24(
+    cls: type[Program], work: type[_Workload], sizes: list[int], ticks: int, ref_ticks: int
+) -> tuple[dict[int, list[float]], dict[int, list[float]], bool]:
+    """Per size: the incremental ticks' and the reference's CPU ms; whether they agreed."""
+    ws = [work(cls, n, seed=n) for n in sizes]
+    for w in ws:
+        w.load()
+    inc: dict[int, list[float]] = {n: [] for n in sizes}
+    ref: dict[int, list[float]] = {n: [] for n in sizes}
+    same = True
+    gc.collect()
+    for t in range(ticks):
+        for w in ws:  # sizes interleaved tick by tick
+            ch = w.change()
+            both = t < ref_ticks
+            for p in (w.inc, w.ref) if both else (w.inc,):
+                for name, op, rows in ch:
+                    getattr(getattr(p, name), op)(rows)
+            inc[w.n].append(_cpu_tick(w.inc))
+            if both:
+                ref[w.n].append(_cpu_tick(w.ref))
+                same = same and contents(w.inc) == contents(w.ref)
+    return inc, ref, same
+
+
+def shapes24(args: argparse.Namespace, v: Verdicts) -> None:
+    """The issue-24 section (see the comment above ``PQShape``)."""
+    sizes = [1000, 100_000] if not args.quick else [1000, 10_000]
+    ticks = 60 if args.quick else 200
+    ref_ticks = 8 if args.quick else 15
+    print()
+    print(
+        f"   {'issue 24 shape':28} {'N':>7} {'median':>8} {'p90':>8} {'p99':>8} "
+        f"{'ref med':>9} {'ref/med':>8}   (CPU ms per tick)"
+    )
+    for name, cls, work in SHAPES24:
+        if args.only and args.only not in name:
+            continue
+        inc, ref, same = run_shape24(cls, work, sizes, ticks, ref_ticks)
+        med = {n: statistics.median(inc[n]) for n in sizes}
+        for n in sizes:
+            rmed = statistics.median(ref[n])
+            print(
+                f"   {name:28} {n:>7} {med[n]:>8.3f} {pct(inc[n], 0.9):>8.3f} "
+                f"{pct(inc[n], 0.99):>8.3f} {rmed:>9.3f} {rmed / med[n]:>8.1f}"
+            )
+        lo, hi = sizes[0], sizes[-1]
+        v.check(f"{name}: equal to the reference", same, "every compared tick")
+        v.check(
+            f"{name}: median growth",
+            med[hi] <= SCALE * med[lo],
+            f"{med[hi]:.3f} ms at N={hi} / {med[lo]:.3f} ms at N={lo} = "
+            f"{med[hi] / med[lo]:.2f} (<= {SCALE})",
+        )
+        for n in sizes:
+            p90, rmed = pct(inc[n], 0.9), statistics.median(ref[n])
+            v.check(
+                f"{name}: p90 at N={n}",
+                p90 <= rmed,
+                f"{p90:.3f} ms (<= the reference's median, {rmed:.3f} ms)",
+            )
+
+
+def apply_change(p: Any, kind: str, e: tuple[int, int, int]) -> None:
+    if isinstance(p, Program):
+        (p.edge.delete if kind == "delete" else p.edge.insert)([e])  # type: ignore[attr-defined]
+    elif kind == "delete":
+        p.update(None, {"edge": [e[:2]]})
+    else:
+        p.update({"edge": [e[:2]]})
+
+
+def datalog_reach() -> Any:
+    from blooml.dataflow import Datalog
+
+    dl = Datalog()
+    edge, root, reach = dl.relation("edge", 2), dl.relation("root", 1), dl.relation("reach", 1)
+    x, y = Datalog.vars("x y")
+    dl.rule(reach(x), root(x))
+    dl.rule(reach(y), reach(x), edge(x, y))
+    return dl
+
+
+def run_graph_shape(
+    shape: str, n: int, m: int, cycles: int, ref_cycles: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]], bool]:
+    """Per kind of change: the incremental engine's ms per tick, the reference's; whether
+    both held the same rows at every compared tick."""
+    rnd = random.Random(24)
+    edges = random_graph(n, m, rnd)
+    changes = graph_changes(edges, n, cycles, rnd)
+    rows = [(*k, w) for k, w in edges.items()]
+    times: dict[str, list[float]] = {}
+    rtimes: dict[str, list[float]] = {}
+    same = True
+    if shape == "datalog reachability":
+        dl = datalog_reach()
+        inc: Any = dl.compile()
+        inc.update({"edge": [r[:2] for r in rows], "root": [(0,)]})
+        facts = {r[:2] for r in rows}
+        gc.collect()
+        for i, (kind, e) in enumerate(changes):
+            t0 = time.process_time()
+            apply_change(inc, kind, e)
+            times.setdefault(kind, []).append((time.process_time() - t0) * 1000)
+            (facts.discard if kind == "delete" else facts.add)(e[:2])
+            if i < 4 * ref_cycles:
+                t0 = time.process_time()
+                want = dl.evaluate({"edge": facts, "root": {(0,)}})
+                rtimes.setdefault(kind, []).append((time.process_time() - t0) * 1000)
+                same = same and set(inc["reach"]) == want["reach"]
+        return times, rtimes, same
+    cls = GraphPaths if shape == "lmin shortest paths" else GraphReach
+    inc = cls()
+    ref = cls(incremental=False)
+    for p in (inc, ref):
+        p.edge.insert(rows)  # type: ignore[attr-defined]
+        p.root.insert([(0,)])  # type: ignore[attr-defined]
+        p.tick()
+    dist = inc._rt.rels["d"].store if cls is GraphPaths else None
+    gc.collect()
+    for i, (kind, e) in enumerate(changes):
+        label = kind
+        if dist is not None and kind == "delete":
+            a, b = dist.get(e[0]), dist.get(e[1])
+            on = a is not None and b is not None and a[1].reveal() + e[2] == b[1].reveal()
+            label = "delete on a shortest path" if on else "delete off shortest paths"
+        apply_change(inc, kind, e)
+        t0 = time.process_time()
+        inc.tick()
+        times.setdefault(label, []).append((time.process_time() - t0) * 1000)
+        if i < 4 * ref_cycles:
+            apply_change(ref, kind, e)
+            t0 = time.process_time()
+            ref.tick()
+            rtimes.setdefault(label, []).append((time.process_time() - t0) * 1000)
+            if n <= 1000 or i == 4 * ref_cycles - 1:
+                same = same and contents(inc) == contents(ref)
+    return times, rtimes, same
+
+
+GRAPH_SHAPES = ("reachability", "datalog reachability", "lmin shortest paths")
+
+
+def run_recursion(args: Any, v: Verdicts) -> None:
+    """The recursive shapes on random graphs (see the section's comment)."""
+    cycles = 30 if args.quick else 60
+    sizes = (GRAPH_SIZES[0], (5000, 10_000)) if args.quick else GRAPH_SIZES
+    print(
+        f"\n   recursion on random graphs: {cycles} cycles of (delete, re-insert, insert, delete)"
+        " per size; CPU ms per tick; ref = re-deriving (fewer ticks at the large size)"
+    )
+    print(
+        f"   {'shape':22} {'change':26} {'nodes':>6} {'n':>4} {'median':>8} {'p90':>8} "
+        f"{'p99':>8} {'ref n':>5} {'ref med':>8} {'ref/med':>8}"
+    )
+    for shape in GRAPH_SHAPES:
+        if args.only and args.only not in shape:
+            continue
+        meds: dict[str, dict[int, float]] = {}
+        for n, m in sizes:
+            ref_cycles = cycles if n <= 1000 else 3
+            times, rtimes, same = run_graph_shape(shape, n, m, cycles, ref_cycles)
+            v.check(f"{shape} at {n} nodes: equal to the reference", same, "compared ticks")
+            ref_all = [x for xs in rtimes.values() for x in xs]
+            ref_med = statistics.median(ref_all)
+            for kind in sorted(times):
+                xs = times[kind]
+                med, p90, p99 = statistics.median(xs), pct(xs, 0.9), pct(xs, 0.99)
+                rs = rtimes.get(kind, [])
+                rmed = statistics.median(rs) if rs else ref_med
+                meds.setdefault(kind, {})[n] = med
+                print(
+                    f"   {shape:22} {kind:26} {n:>6} {len(xs):>4} {med:>8.3f} {p90:>8.3f} "
+                    f"{p99:>8.3f} {len(rs):>5} {rmed:>8.3f} {rmed / med:>8.1f}"
+                )
+                if n == sizes[-1][0]:
+                    v.check(
+                        f"{shape}, {kind}: p90 below the reference's median",
+                        p90 <= ref_med,
+                        f"{p90:.3f} ms vs {ref_med:.3f} ms (all reference ticks)",
+                    )
+        lo, hi = sizes[0][0], sizes[-1][0]
+        for kind, per in meds.items():
+            if lo in per and hi in per:
+                v.check(
+                    f"{shape}, {kind}: median growth",
+                    per[hi] <= REC_SCALE * max(per[lo], 0.05),
+                    f"{per[hi]:.3f} ms at {hi} nodes / {per[lo]:.3f} ms at {lo} = "
+                    f"{per[hi] / per[lo]:.2f} (<= {REC_SCALE}; 1k side floored at 0.05 ms)",
+                )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="N = 1,000 and 10,000, fewer ticks")
     ap.add_argument("--ticks", type=int, default=200)
     ap.add_argument("--sizes", default="")
     ap.add_argument("--only", default="", help="run the shapes whose name contains this")
+    ap.add_argument(
+        "--section",
+        default="",
+        help="run one section: 'issue19', 'issue24' or 'recursion' (default: all)",
+    )
+    ap.add_argument(
+        "--recursion",
+        choices=("with", "only", "without"),
+        default="with",
+        help="the recursive shapes on random graphs (issue 24): with the others, alone, or not",
+    )
     args = ap.parse_args()
     sizes = [1000, 10_000] if args.quick else [1000, 10_000, 100_000]
     if args.sizes:
@@ -314,6 +826,8 @@ def main() -> int:
         f"{'B/row':>7} {'ref B/row':>9}"
     )
     for name, cls, load, change, scale in SHAPES:
+        if args.recursion == "only" or args.section not in ("", "issue19"):
+            break
         if args.only and args.only not in name:
             continue
         per: dict[int, float] = {}
@@ -340,6 +854,10 @@ def main() -> int:
         if hi >= 100_000:
             v.check(f"{name}: time", per[hi] <= LIMIT_MS, f"{per[hi]:.3f} ms (<= {LIMIT_MS})")
         v.check(f"{name}: memory", worst_mem <= 3.0, f"{worst_mem:.2f}x the reference (<= 3)")
+    if args.recursion != "only" and args.section in ("", "issue24"):
+        shapes24(args, v)
+    if args.recursion != "without" and args.section in ("", "recursion"):
+        run_recursion(args, v)
     return v.exit_code()
 
 

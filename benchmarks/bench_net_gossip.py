@@ -1,23 +1,31 @@
-"""Whole-state gossip vs delta anti-entropy: a replica restarted empty catches up.
+"""Whole-state gossip vs delta anti-entropy at 100k-1M keys: convergence, a small change, idle.
 
-Three replicas of an ``lmap`` of N keys (default 100,000), as three socket nodes in this process
-(UDP, then TCP). Every replica holds the same N keys; one is stopped and restarted empty at the
-same address. Measured until the restarted replica holds the whole store again: the time, and
-the bytes all three replicas sent meanwhile, for
+Three replicas of an ``lmap`` of N keys (default 200,000), as three socket nodes in this
+process (UDP, then TCP), for two idioms:
 
 * **whole**: the idiom of the old ``examples/net_kvs.py``, every replica sends its whole store
-  to each peer every period (over UDP in fragments: one envelope is ~1.9 MB at 100k keys);
+  to each peer every period (over UDP in fragments: one envelope is ~2 MB at 200k keys);
 * **delta**: :class:`blooml.net.antientropy.DeltaGossip`, each peer gets the changes it has not
-  acked; a restarted peer the whole store once.
+  acked, and a peer without an ack a bulk sync in acked chunks.
 
-Both gossip every 0.1 s. Before the restart, with every replica holding the N keys and no
-writes, the steady-state traffic is measured too (bytes/s over 3 s). Prints the figures and the
-ratios whole/delta; exits non-zero if either does not converge (whole-state gossip of stores
-larger than a datagram never converged over UDP before issue 20), if delta sends more bytes to
-converge than whole-state gossip, or more than a tenth of its steady-state traffic. Bounded:
-each run gives up after ``--limit`` seconds.
+Both gossip every 0.1 s. Measured, in this order:
 
-    python benchmarks/bench_net_gossip.py [--keys 100000] [--transport udp|tcp|both] [--quick]
+1. **converge**: one replica holds the N keys, the two others start empty; the time until both
+   hold them all, and the bytes sent meanwhile;
+2. **idle**: once converged (and, for deltas, every peer acked), the traffic (bytes/s) and
+   the CPU of the three nodes (CPU seconds per second) over 3 s without writes;
+3. **change**: 10 keys (half updated, half new, drawn at random) written at a replica drawn at
+   random, 5 times: the time until both others hold all 10 (median and 90th percentile);
+4. **restart**: one replica stopped and restarted empty at its address: the time until it
+   holds the whole store again, and the bytes all three sent meanwhile.
+
+Targets (issue 25): delta converges at 1M keys over UDP and TCP, a 10-key change reaches the
+others within 1 s at 200k and 1M keys, and idle traffic and CPU are about 0 (under 2 KB/s
+and 0.05 CPU s/s). Whole-state gossip is the baseline in the same run (skipped above
+``--whole-max`` keys: at 1M keys a period's state is 10 MB per peer). Exits non-zero on a
+miss. Bounded: each phase gives up after ``--limit`` seconds.
+
+    python benchmarks/bench_net_gossip.py [--keys 200000] [--transport udp|tcp|both] [--quick]
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 # Bloom rules are statements written as comparisons (``a <= b``): B015 is moot.
 # ruff: noqa: B015
 import argparse
+import random
 import sys
 import time
 from typing import Any
@@ -52,20 +61,22 @@ class Delta(DeltaGossip):
     """Delta anti-entropy (the mixin's rules only)."""
 
 
-#: Seconds over which the steady-state traffic (bytes/s, no writes) is measured.
+#: Seconds over which the idle traffic and CPU (no writes) are measured.
 STEADY = 3.0
-
-
-#: Seconds a sync_do may wait for a busy replica (decoding 100k-key states on a loaded machine).
+#: Seconds a sync_do may wait for a busy replica (decoding large states on a loaded machine).
 TIMEOUT = 300.0
+#: Idle targets: bytes/s and CPU seconds per second, all three replicas together.
+IDLE_BYTES, IDLE_CPU = 2_000.0, 0.05
+#: The target for a 10-key change to reach both other replicas (seconds, median).
+CHANGE_TARGET = 1.0
 
 
 def _size(p: Any) -> int:
-    return p.sync_do(lambda q: len(q.store.value.reveal()), TIMEOUT)
+    return p.sync_do(lambda q: len(q.store.value), TIMEOUT)
 
 
 def _acked(q: Any) -> bool:
-    """Whether every peer of a DeltaGossip replica has acked (deltas, not whole states, flow)."""
+    """Whether every peer of a DeltaGossip replica has acked (deltas, not bulk syncs, flow)."""
     return len(q.ae_acks) == 2 and all(q.ae_usable(r.state) for r in q.ae_acks)
 
 
@@ -85,97 +96,155 @@ def _rebind(cls: type, addr: str, transport: str) -> Any:
             time.sleep(0.2)
 
 
-def run(kind: str, transport: str, keys: int, limit: float) -> dict[str, Any]:
-    """One run: returns ``{"converged", "seconds", "bytes", "messages"}``."""
+def _write(p: Any, kind: str, kv: lmap) -> None:
+    if kind == "delta":
+        p.sync_do(lambda q: q.update.insert([("bench", kv)]))
+    else:
+        p.sync_do(lambda q: q.store.insert(kv))
+
+
+def _holds(p: Any, kv: lmap) -> bool:
+    items = list(kv.reveal().items())
+    return p.sync_do(lambda q: all(q.store.value.at(k, lmax) == v for k, v in items), TIMEOUT)
+
+
+def _pct(xs: list[float], q: float) -> float:
+    ys = sorted(xs)
+    return ys[min(len(ys) - 1, int(q * len(ys)))]
+
+
+def run(
+    kind: str, transport: str, keys: int, limit: float, seed: int = 1, changes: int = 5
+) -> dict[str, Any]:
+    """One run of the four phases (see the module docstring), with ``changes`` 10-key
+    changes; returns the figures."""
+    rng = random.Random(seed)
     cls = Whole if kind == "whole" else Delta
     value = lmap({f"key{i}": lmax((1, f"value{i}")) for i in range(keys)})
     ps = [cls(addr="127.0.0.1:0", transport=transport) for _ in range(3)]
     addrs = [p.addr for p in ps]
     for p in ps:
         p.peer.insert([(a,) for a in addrs if a != p.addr])
-        p.store.insert(value)
-        p.start()
+    ps[0].store.insert(value)
     out: dict[str, Any] = {
         "converged": False,
-        "seconds": None,
-        "bytes": 0,
-        "messages": 0,
+        "converge_s": None,
+        "converge_bytes": 0,
         "steady": None,
+        "steady_cpu": None,
+        "change_s": [],
+        "restarted": False,
+        "restart_s": None,
+        "restart_bytes": 0,
     }
     try:
-        deadline = time.monotonic() + limit
+        t0 = time.monotonic()
+        for p in ps:
+            p.start()
+        deadline = t0 + limit
         while time.monotonic() < deadline and min(_size(p) for p in ps) < keys:
-            time.sleep(0.1)
-        while kind == "delta" and time.monotonic() < deadline:  # every peer acked the start
+            time.sleep(0.05)
+        if min(_size(p) for p in ps) < keys:
+            return out
+        out["converged"], out["converge_s"] = True, time.monotonic() - t0
+        out["converge_bytes"] = _sent(ps)
+        while kind == "delta" and time.monotonic() < deadline:  # every peer acked
             if all(p.sync_do(_acked, TIMEOUT) for p in ps):
                 break
             time.sleep(0.1)
-        time.sleep(2.0)  # what is still on its way arrives; then the steady state, no writes
-        before, t1 = _sent(ps), time.monotonic()
+        time.sleep(1.0)  # what is still on its way arrives; then idle, no writes
+        before, cpu, t1 = _sent(ps), time.process_time(), time.monotonic()
         time.sleep(STEADY)
-        out["steady"] = (_sent(ps) - before) / (time.monotonic() - t1)
+        elapsed = time.monotonic() - t1
+        out["steady"] = (_sent(ps) - before) / elapsed
+        out["steady_cpu"] = (time.process_time() - cpu) / elapsed
+        for n in range(changes):
+            at = rng.randrange(3)
+            old = [f"key{rng.randrange(keys)}" for _ in range(5)]
+            kv = lmap(
+                {k: lmax((2 + n, f"changed{n}")) for k in old}
+                | {f"new{n}.{i}": lmax((1, f"new{n}")) for i in range(10 - len(set(old)))}
+            )
+            t2 = time.monotonic()
+            _write(ps[at], kind, kv)
+            others = [p for i, p in enumerate(ps) if i != at]
+            while time.monotonic() - t2 < limit and not all(_holds(p, kv) for p in others):
+                time.sleep(0.005)
+            out["change_s"].append(time.monotonic() - t2)
+        want = ps[0].sync_do(lambda q: q.store.value, TIMEOUT)
+        size = len(want)
         node(ps[2]).stop(10.0)
         ps[2] = _rebind(cls, addrs[2], transport)
         ps[2].peer.insert([(a,) for a in addrs[:2]])
         before = _sent(ps[:2])
-        msgs = sum(p.stats()["sent"] for p in ps[:2])
-        t0 = time.monotonic()
+        t3 = time.monotonic()
         ps[2].start()
-        deadline = t0 + limit
-        while time.monotonic() < deadline:
-            if _size(ps[2]) == keys:
-                out["converged"] = True
-                out["seconds"] = time.monotonic() - t0
+        while time.monotonic() < t3 + limit:
+            if _size(ps[2]) == size:
+                out["restarted"] = True
+                out["restart_s"] = time.monotonic() - t3
                 break
             time.sleep(0.05)
-        out["bytes"] = _sent(ps) - before
-        out["messages"] = sum(p.stats()["sent"] for p in ps) - msgs
-        if out["converged"]:
-            assert ps[2].sync_do(lambda q: q.store.value, TIMEOUT) == value
+        out["restart_bytes"] = _sent(ps) - before
+        if out["restarted"]:
+            assert ps[2].sync_do(lambda q: q.store.value == want, TIMEOUT)
     finally:
         for p in ps:
             node(p).stop(10.0)
     return out
 
 
+def _show(transport: str, kind: str, r: dict[str, Any], limit: float) -> str:
+    if not r["converged"]:
+        return f"  {transport} {kind:5}: did not converge within {limit} s"
+    ch = r["change_s"]
+    change = f"{_pct(ch, 0.5) * 1000:.0f}/{_pct(ch, 0.9) * 1000:.0f} ms" if ch else "-"
+    restart = f"{r['restart_s']:.1f} s" if r["restarted"] else f"not within {limit} s"
+    return (
+        f"  {transport} {kind:5}: converged {r['converge_s']:.1f} s "
+        f"({r['converge_bytes'] / 1e6:.1f} MB); idle {r['steady'] / 1e3:.2f} KB/s, "
+        f"{r['steady_cpu']:.3f} CPU s/s; 10-key change p50/p90 {change}; "
+        f"restart empty {restart} ({r['restart_bytes'] / 1e6:.1f} MB)"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--keys", type=int, default=100_000)
+    ap.add_argument("--keys", type=int, default=200_000)
     ap.add_argument("--transport", choices=["udp", "tcp", "both"], default="both")
-    ap.add_argument("--limit", type=float, default=120.0, help="seconds per run at most")
+    ap.add_argument("--limit", type=float, default=300.0, help="seconds per phase at most")
+    ap.add_argument("--whole-max", type=int, default=200_000, help="largest whole-state run")
     ap.add_argument("--quick", action="store_true", help="4,000 keys, UDP only (CI)")
     args = ap.parse_args(argv)
     keys, transports = args.keys, ["udp", "tcp"] if args.transport == "both" else [args.transport]
     if args.quick:
         keys, transports = 4_000, ["udp"]
     ok = True
-    print(f"3 replicas, {keys:,} keys, one restarted empty; gossip every 0.1 s")
+    print(f"3 replicas, {keys:,} keys; gossip every 0.1 s")
     for transport in transports:
-        res = {kind: run(kind, transport, keys, args.limit) for kind in ("delta", "whole")}
+        kinds = ["delta"] + (["whole"] if keys <= args.whole_max else [])
+        res = {kind: run(kind, transport, keys, args.limit) for kind in kinds}
         for kind, r in res.items():
-            secs = f"{r['seconds']:.2f} s" if r["converged"] else f"not within {args.limit} s"
-            steady = "" if r["steady"] is None else f"; steady state {r['steady'] / 1e6:.2f} MB/s"
+            print(_show(transport, kind, r, args.limit))
+        d = res["delta"]
+        w = res.get("whole")
+        if w and d["converged"] and w["converged"] and d["restarted"] and w["restarted"]:
             print(
-                f"  {transport} {kind:5}: converged {secs}, "
-                f"{r['bytes'] / 1e6:.1f} MB in {r['messages']} messages{steady}"
+                f"  {transport} whole/delta: converge {w['converge_s'] / d['converge_s']:.1f}x "
+                f"time, {w['converge_bytes'] / max(d['converge_bytes'], 1):.1f}x bytes; "
+                f"idle bytes/s {w['steady'] / max(d['steady'], 1):.0f}x, "
+                f"CPU {w['steady_cpu'] / max(d['steady_cpu'], 1e-3):.0f}x; "
+                f"restart {w['restart_s'] / d['restart_s']:.1f}x time"
             )
-        d, w = res["delta"], res["whole"]
-        if d["converged"] and w["converged"]:
-            print(
-                f"  {transport} whole/delta: time to converge {w['seconds'] / d['seconds']:.1f}x, "
-                f"bytes to converge {w['bytes'] / max(d['bytes'], 1):.1f}x, "
-                f"steady-state bytes/s {w['steady'] / max(d['steady'], 1):.0f}x"
-            )
-        if not (
-            d["converged"]
-            and w["converged"]
-            and d["bytes"] <= w["bytes"]
-            and d["steady"] * 10 <= w["steady"]
-        ):
-            print(
-                f"  {transport}: MISS (both must converge; delta with no more bytes than whole "
-                "state, and a tenth of its steady-state traffic at most)"
-            )
+        miss = []
+        if not (d["converged"] and d["restarted"]):
+            miss.append("delta must converge and catch a restarted replica up")
+        elif not args.quick and _pct(d["change_s"], 0.5) > CHANGE_TARGET:
+            miss.append(f"a 10-key change must arrive within {CHANGE_TARGET} s (median)")
+        if d["converged"] and not (d["steady"] <= IDLE_BYTES and d["steady_cpu"] <= IDLE_CPU):
+            miss.append(f"idle must be under {IDLE_BYTES / 1e3:.0f} KB/s and {IDLE_CPU} CPU s/s")
+        if miss:
+            print(f"  {transport}: MISS ({'; '.join(miss)})")
             ok = False
     return 0 if ok else 1
 

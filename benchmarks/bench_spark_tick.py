@@ -1,23 +1,30 @@
-"""What one small tick costs on SparkEngine: records read and Spark jobs, at two state sizes.
+"""What the ticks a user runs cost on SparkEngine: records read and Spark jobs, at two sizes.
 
-Run: ``.venv/bin/python benchmarks/bench_spark_tick.py [--small N] [--large M]`` (defaults:
-10,000 and 200,000 edges; ``local[2]``).
+Run: ``.venv/bin/python benchmarks/bench_spark_tick.py [--small N] [--large M] [--ticks T]``
+(defaults: 10,000 and 200,000 edges, 10 ticks of each kind; ``local[2]``).
 
-The program is single-source shortest paths plus two group-bys over the links (fan-out and
-spend per node). Tick 0 loads the graph; the measured ticks are one new edge (leading out of
-a node the source cannot reach, so the fixpoint itself touches one row) and an empty tick.
-Spark's own status store counts what a tick costs: the jobs it ran and the input records its
-stages read (``inputRecords``, which also counts rows read back from checkpointed and cached
-blocks). Prints the figures per size and the growth ratio of the one-edge tick's records from
-the small to the large graph (target <= 3.0), its jobs (target <= 8), and the empty tick's jobs
-(target 0). Exits 1 when any target is missed.
+The program is single-source shortest paths (an ``lmin`` distance table), a ``reach`` table
+derived from it, the count of out-edges per node and the global count of reached nodes; a
+``<-`` rule deletes the edges given in ``drop``. Tick 0 loads a random graph; then, drawn at
+random the way users make them (never the change that is cheap):
 
-The session has a checkpoint directory, as docs/spark.md tells users to set: the engine keeps
-the state there as Parquet sorted by each collection's first column, in small row groups, and
-a one-row tick adds its rows as a layer on the driver instead of rewriting the files. The
-tick's lookups (is the new edge stored, the distance of its source, the fan-out and spend of
-its source) are filters by a few values, which Parquet answers from the row groups whose
-range holds them: the records read stay flat as the graph grows.
+* ``edge``: one new edge between two random nodes, at a random cost;
+* ``grow``: one new edge from a reached node to one not reached (the global count changes);
+* ``delete``: a random stored edge given to ``drop`` (its ``<-`` fact is taken this tick) and
+  the next, empty tick that applies it (measured as the two ticks together, jobs per tick);
+* ``empty``: a tick with no input.
+
+Spark's own status store (the driver's ``AppStatusStore``, the data the Spark UI shows) counts
+what a tick costs: its jobs, the jobs among them with no description, and the input records its
+stages read (``inputRecords``, which counts rows read back from checkpointed blocks and Parquet
+files). Each size runs twice: with a checkpoint directory (state kept as Parquet files, as
+docs/spark.md tells production users), then without one (state in ``localCheckpoint``s). Prints
+the median and the worst of each kind per size, and the ratio of the records read at the large
+size to the small one.
+
+Targets (exits 1 when one is missed): records read at the large size at most 3x those at the
+small one (median and worst of each kind; with the checkpoint directory, for information
+without), at most 8 jobs per tick, an empty tick 0 jobs, no job without a description.
 """
 
 # Bloom rules are statements written as comparisons (``a <= b``): B015 is moot.
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -37,21 +45,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_spark_merge import session
 
-from blooml import Program, bloom, count, lmin, scratch, sum_, table
+from blooml import Program, bloom, count, lmin, scratch, table
 from blooml.spark import SparkEngine
 
 RECORDS_RATIO = 3.0
 MAX_JOBS = 8
+KINDS = ("edge", "grow", "delete", "empty")
 
 
-class SSSPStats(Program):
-    """Shortest paths from ``source``, with the fan-out and spend of every node."""
+class SSSPReach(Program):
+    """Shortest paths from ``source``, the nodes reached, out-edges per node, reached count."""
 
     link = table(["src", "dst", "c"])
     source = table(["node"])
     dist = table(["node"], ["d"])
+    reach = table(["node"])
     fanout = scratch(["src"], ["n"])
-    spend = scratch(["src"], ["total"])
+    reached = scratch([], ["n"])
+    drop = scratch(["src", "dst", "c"])
 
     # fmt: off
     @bloom
@@ -60,24 +71,31 @@ class SSSPStats(Program):
         self.dist <= self.dist.join(self.link, self.dist.node == self.link.src).map(
             lambda d, lk: (lk.dst, d.d + lk.c)
         )
+        self.reach <= self.dist.map(lambda d: (d.node,))
         self.fanout <= self.link.group(["src"], count())
-        self.spend <= self.link.group(["src"], sum_("c"))
+        self.reached <= self.reach.group([], count())
+        self.link <- self.drop
     # fmt: on
 
 
 class Meter:
-    """Jobs run and input records read since the last :meth:`take`, from Spark's status store
-    (classic sessions: the driver's ``AppStatusStore``, the data the Spark UI shows)."""
+    """Jobs run (and those with no description) and input records read since the last
+    :meth:`take`, from Spark's status store (classic sessions: the driver's ``AppStatusStore``)."""
 
     def __init__(self, spark: Any) -> None:
         self.sc = spark.sparkContext
         self.store = self.sc._jsc.sc().statusStore()
-        self.jobs, self.stages = self._ids()
+        self.jobs, self.stages = self._top_job(), self._top_stage()
+        self.undescribed: list[str] = []
 
-    def _ids(self) -> tuple[int, int]:
-        jobs = self.sc.statusTracker().getJobIdsForGroup(None)
-        stages = self._stages()
-        return max(jobs, default=-1), max((s.stageId() for s in stages), default=-1)
+    def _jobs(self) -> list[Any]:
+        out, it = [], self.store.jobsList(None).iterator()
+        while it.hasNext():
+            out.append(it.next())
+        return out
+
+    def _top_job(self) -> int:
+        return max((j.jobId() for j in self._jobs()), default=-1)
 
     def _stages(self) -> list[Any]:
         gw = self.sc._gateway
@@ -87,90 +105,148 @@ class Meter:
             out.append(it.next())
         return out
 
-    def take(self) -> tuple[int, int]:
-        """(jobs, input records) since the previous call."""
-        jobs, _ = self._ids()
+    def _top_stage(self) -> int:
+        return max((s.stageId() for s in self._stages()), default=-1)
+
+    def take(self, *, record: bool = True) -> tuple[int, int, int]:
+        """(jobs, jobs with no description, input records) since the previous call; the
+        names of the jobs with no description are kept in ``undescribed`` (if ``record``)."""
+        new = [j for j in self._jobs() if j.jobId() > self.jobs]
+        bare = [j for j in new if not j.description().isDefined()]
+        if record:
+            self.undescribed += [str(j.name()) for j in bare]
+        stages = self._stages()
         records = sum(
             s.inputRecords()
-            for s in self._stages()
+            for s in stages
             if s.stageId() > self.stages and str(s.status()) == "COMPLETE"
         )
-        n_jobs = jobs - self.jobs
-        self.jobs, self.stages = self._ids()
-        return n_jobs, records
+        self.jobs = max([self.jobs, *(j.jobId() for j in new)])
+        self.stages = max([self.stages, *(s.stageId() for s in stages)])
+        return len(new), len(bare), records
 
 
 def graph(rnd: random.Random, edges: int) -> tuple[list[tuple[int, int, int]], int]:
-    """A random graph over edges // 5 nodes, and a node no edge reaches (nor leaves): the
-    middle one, so that looking it up in the sorted state reads the row groups around it
-    (a node past the last one would fall outside every row group's range, and read none)."""
+    """A uniformly random graph of ``edges`` edges over ``edges // 5`` nodes, costs 1..100."""
     nodes = max(4, edges // 5)
-    lonely = nodes // 2
-    links = []
-    while len(links) < edges:
-        a, b = rnd.randrange(nodes), rnd.randrange(nodes)
-        if lonely not in (a, b):
-            links.append((a, b, rnd.randint(1, 100)))
-    return links, lonely
-
-
-def measure(spark: Any, edges: int, rnd: random.Random) -> dict[str, Any]:
-    links, lonely = graph(rnd, edges)
-    links_df = spark.createDataFrame(links, "src bigint, dst bigint, c bigint").localCheckpoint()
-    engine = SparkEngine(spark, path="dataframe", program=SSSPStats)
-    engine.tick({"link": links_df, "source": [(links[0][0],)]})
-    meter = Meter(spark)
-    t = time.perf_counter()
-    one = engine.tick({"link": [(lonely, lonely + 1, 7)]})
-    t_one = time.perf_counter() - t
-    jobs_one, rec_one = meter.take()
-    t = time.perf_counter()
-    empty = engine.tick({})
-    t_empty = time.perf_counter() - t
-    jobs_empty, rec_empty = meter.take()
-    # the tick's effect is right: the new edge counted in fanout, dist unchanged
-    assert (lonely, 1) in empty.rows("fanout") or (lonely, 1) in one.rows("fanout")
-    return {
-        "edges": edges,
-        "one": (jobs_one, rec_one, t_one),
-        "empty": (jobs_empty, rec_empty, t_empty),
+    links = {
+        (rnd.randrange(nodes), rnd.randrange(nodes)): rnd.randint(1, 100) for _ in range(edges)
     }
+    return [(a, b, c) for (a, b), c in links.items()], nodes
+
+
+def measure(spark: Any, edges: int, rnd: random.Random, ticks: int) -> dict[str, Any]:
+    """Tick 0 loads a graph; then ``ticks`` ticks of each kind, interleaved in a random order.
+    Returns kind -> [(jobs, most jobs in one tick, undescribed jobs, records, seconds)]."""
+    links, nodes = graph(rnd, edges)
+    links_df = spark.createDataFrame(links, "src bigint, dst bigint, c bigint").localCheckpoint()
+    engine = SparkEngine(spark, path="dataframe", program=SSSPReach)
+    engine.tick({"link": links_df, "source": [(links[0][0],)]})
+    stored = list(links)
+    reached = {r[0] for r in engine.tick({}).rows("reach")}
+    plan = [k for k in KINDS for _ in range(ticks)]
+    rnd.shuffle(plan)
+    meter = Meter(spark)
+    out: dict[str, list[tuple[int, int, int, int, float]]] = {k: [] for k in KINDS}
+    for kind in plan:
+        steps: list[dict[str, Any]]
+        if kind == "edge":
+            new = (rnd.randrange(nodes), rnd.randrange(nodes), rnd.randint(1, 100))
+            steps = [{"link": [new]}]
+            stored.append(new)
+        elif kind == "grow":
+            a = rnd.choice(sorted(reached))
+            b = rnd.choice([n for n in range(nodes) if n not in reached] or [a])
+            new = (a, b, rnd.randint(1, 100))
+            steps = [{"link": [new]}]
+            stored.append(new)
+        elif kind == "delete":
+            gone = stored.pop(rnd.randrange(len(stored)))
+            steps = [{"drop": [gone]}, {}]
+        else:
+            steps = [{}]
+        meter.take(record=False)  # what ran between the measured ticks (the checks below)
+        jobs = most = bare = records = 0
+        t = time.perf_counter()
+        result = None
+        for inputs in steps:
+            result = engine.tick(inputs)
+            j, u, r = meter.take()
+            jobs, most, bare, records = jobs + j, max(most, j), bare + u, records + r
+        seconds = time.perf_counter() - t
+        out[kind].append((jobs, most, bare, records, seconds))
+        if kind == "grow":  # outside the measured window: what is reached now
+            assert result is not None
+            reached = {r[0] for r in result.rows("reach")}
+            (n,) = result.rows("reached")[0]
+            assert n == len(reached), (n, len(reached))
+    return {"edges": edges, "ticks": out, "undescribed": meter.undescribed}
+
+
+def median_worst(rows: list[tuple[int, int, int, int, float]], i: int) -> tuple[float, float]:
+    vals = [r[i] for r in rows]
+    return statistics.median(vals), max(vals)
+
+
+def report(label: str, results: list[dict[str, Any]], check: bool) -> list[str]:
+    """Print one configuration's figures; the targets missed (records: only if ``check``)."""
+    failures = []
+    print(f"\n== {label} ==", flush=True)
+    for r in results:
+        print(f"\n{r['edges']:,} edges (median / worst of {len(r['ticks']['edge'])} per kind)")
+        for kind in KINDS:
+            rows = r["ticks"][kind]
+            jm, jw = median_worst(rows, 1)
+            rm, rw = median_worst(rows, 3)
+            tm, tw = median_worst(rows, 4)
+            bare = sum(x[2] for x in rows)
+            print(
+                f"  {kind:7s} jobs/tick {jm:4.1f} / {jw:3d}   records {rm:>10,.0f} / {rw:>10,}"
+                f"   {tm:5.2f} / {tw:5.2f} s   undescribed jobs {bare}"
+            )
+            if bare:
+                failures.append(f"{label}, {r['edges']:,} edges, {kind}: {bare} undescribed jobs")
+            if jw > MAX_JOBS:
+                failures.append(f"{label}, {r['edges']:,}, {kind}: {jw} jobs (> {MAX_JOBS})")
+            if kind == "empty" and jw > 0:
+                failures.append(f"{label}, {r['edges']:,}, empty tick: {jw} jobs (> 0)")
+        if r["undescribed"]:
+            print(f"  jobs with no description: {sorted(set(r['undescribed']))}")
+    small, large = results
+    print(f"\nrecords read, {large['edges']:,} vs {small['edges']:,} edges (median, worst):")
+    for kind in KINDS[:-1]:
+        ms, ws = median_worst(small["ticks"][kind], 3)
+        ml, wl = median_worst(large["ticks"][kind], 3)
+        rm, rw = ml / max(ms, 1), wl / max(ws, 1)
+        ok = rm <= RECORDS_RATIO and rw <= RECORDS_RATIO
+        verdict = ("ok" if ok else "MISSED") if check else "(for information)"
+        print(f"  {kind:7s} {rm:5.1f}x  {rw:5.1f}x  (<= {RECORDS_RATIO}) {verdict}")
+        if check and not ok:
+            failures.append(f"{label}, {kind}: records ratio {rm:.1f}x / {rw:.1f}x")
+    return failures
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", type=int, default=10_000)
     ap.add_argument("--large", type=int, default=200_000)
+    ap.add_argument("--ticks", type=int, default=10)
     ap.add_argument("--seed", type=int, default=13)
     args = ap.parse_args(argv)
     rnd = random.Random(args.seed)
     spark = session()
-    # state kept where docs/spark.md says to keep it: reliable files in the checkpoint
-    # directory (sorted, so that a tick's lookups of a few keys read few row groups)
+    print(f"Spark {spark.version}, local[2]")
+    measure(spark, 200, rnd, 2)  # warm up: JVM, code generation, Python workers
+    sizes = (args.small, args.large)
+    # with a checkpoint directory (the configuration the targets are for) first, then without
     tmp = tempfile.TemporaryDirectory(prefix="blooml-bench-tick-")
     spark.sparkContext.setCheckpointDir(tmp.name)
-    print(f"Spark {spark.version}, local[2], checkpoint directory {tmp.name}")
-    measure(spark, 200, rnd)  # warm up: JVM, code generation, Python workers
-    results = [measure(spark, n, rnd) for n in (args.small, args.large)]
-    failures = []
-    for r in results:
-        (j1, r1, t1), (j0, r0, t0) = r["one"], r["empty"]
-        print(f"\nSSSP + two group-bys, {r['edges']:,} edges")
-        print(f"  one-edge tick: {j1:3d} jobs, {r1:>10,} records read, {t1:5.2f} s")
-        print(f"  empty tick:    {j0:3d} jobs, {r0:>10,} records read, {t0:5.2f} s")
-        if j1 > MAX_JOBS:
-            failures.append(f"one-edge tick at {r['edges']:,} edges: {j1} jobs (> {MAX_JOBS})")
-        if j0 > 0:
-            failures.append(f"empty tick at {r['edges']:,} edges: {j0} jobs (> 0)")
-    small, large = results[0]["one"][1], results[1]["one"][1]
-    ratio = large / max(small, 1)
-    ok = ratio <= RECORDS_RATIO
-    print(
-        f"\nrecords read by the one-edge tick, {args.large:,} vs {args.small:,} edges: "
-        f"{ratio:.1f}x (<= {RECORDS_RATIO}) {'ok' if ok else 'MISSED'}"
-    )
-    if not ok:
-        failures.append(f"records ratio {ratio:.1f} (> {RECORDS_RATIO})")
+    kept = [measure(spark, n, rnd, args.ticks) for n in sizes]
+    failures = report(f"with a checkpoint directory ({tmp.name})", kept, check=True)
+    sc = spark.sparkContext
+    getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))  # unset
+    plain = [measure(spark, n, rnd, args.ticks) for n in sizes]
+    failures += report("without a checkpoint directory", plain, check=False)
     spark.stop()
     tmp.cleanup()
     if failures:

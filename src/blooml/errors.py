@@ -23,12 +23,15 @@ __all__ = [
     "DataDirError",
     "DurableStateError",
     "GraphvizNotFound",
+    "IllTypedValueError",
     "KeyConstraintError",
     "LatticeTypeError",
     "LatticeValueError",
     "NotSupportedOnSpark",
     "ProgramError",
+    "RowsRefusedError",
     "RuleQuarantinedError",
+    "ScheduleFailure",
     "SchemaMismatchError",
     "SimulationError",
     "StratificationError",
@@ -295,6 +298,31 @@ class ConfluenceViolation(BloomlError, AssertionError):
         super().__init__(message)
 
 
+class ScheduleFailure(ConfluenceViolation):
+    """A tick failed in a run of :func:`blooml.testing.check_confluence`: a program that
+    raises under some schedule (or under every one, as a typo does) is no confluent
+    program, whatever its outcomes.
+
+    Attributes:
+        schedule: the deliveries of the failing run, in time order.
+        error: the exception the tick raised (also the ``__cause__``).
+        reference: whether it was the reference run (every message at once, in order).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        schedule: list[str],
+        error: BaseException,
+        reference: bool,
+        points_of_order: dict[str, list[str]],
+    ) -> None:
+        super().__init__(message, (schedule, schedule), ({}, {}), [], points_of_order)
+        self.schedule = schedule
+        self.error = error
+        self.reference = reference
+
+
 class RuleQuarantinedError(ProgramError):
     """A network node took a rule out of evaluation after it failed ``failures`` ticks in a
     row (``blooml.net.node(p).quarantine_after``), so that the node keeps running without it.
@@ -316,6 +344,49 @@ class RuleQuarantinedError(ProgramError):
             f"evaluated; the node runs on without it). Last error: {type(last).__name__}: "
             f"{last}. Fix the rule and restart the node, or call "
             "blooml.net.node(p).release_quarantine() to try it again"
+        )
+
+
+class IllTypedValueError(BloomlError, TypeError):
+    """A lattice value written where the program merges it does not merge with what is
+    held there (``lmax("evil")`` under a new key of an ``lmap`` holding ``lmax`` ints). A
+    network node refuses such a row at its door (``stats()["dropped"]["ill_typed"]``, and
+    the sender is told); a local write (``sync_do``, ``async_do``) raises this, with
+    nothing it queued kept: the same check, the same class.
+
+    Attributes:
+        where: where the value came from (``"sync_do"``, ``"datagram from <addr>"``).
+        detail: why it does not merge (the column or variable, the value, what is held).
+    """
+
+    def __init__(self, where: str, detail: str) -> None:
+        self.where = where
+        self.detail = detail
+        super().__init__(f"{where}: {detail}")
+
+
+class RowsRefusedError(ProgramError):
+    """A peer set aside rows this node sent it: its rule raised on them (reported by the
+    peer's refusal message; the peer's other rows applied). Counted in
+    ``stats()["refused"]`` and passed to ``on_error``.
+
+    Attributes:
+        peer: the address of the node that refused them.
+        channel: the channel the rows were sent on.
+        rows: how many rows it refused.
+        error: the class name of the exception its rule raised.
+        detail: that exception's message (at most 200 characters).
+    """
+
+    def __init__(self, peer: str, channel: str, rows: int, error: str, detail: str) -> None:
+        self.peer = peer
+        self.channel = channel
+        self.rows = rows
+        self.error = error
+        self.detail = detail
+        super().__init__(
+            f"{peer} refused {rows} row(s) sent on channel {channel!r}: its rule raised "
+            f"{error}: {detail} (the other rows applied)"
         )
 
 

@@ -8,8 +8,21 @@ import sys
 
 import pytest
 
-from blooml import Program, ProgramError, StratificationError, bloom, lbool, lmax, reads, table
-from blooml.bloom._reads import function_reads
+from blooml import (
+    Program,
+    ProgramError,
+    StratificationError,
+    bloom,
+    lbool,
+    lmax,
+    lmin,
+    lset,
+    reads,
+    scratch,
+    table,
+)
+from blooml.bloom._reads import function_reads, reads_columns_nonmonotonically
+from blooml.lattices._base import registered_lattices
 
 BEST, TICK = "best", "tick_count"  # names read through getattr: the scan cannot see them
 
@@ -290,3 +303,77 @@ def test_reads_rejects_bad_arguments() -> None:
             @bloom
             def rules(self):
                 self.t <= self.t.map(reads("nope")(lambda r: r))
+
+
+class ShortestReveal(Program):
+    """Issue 24's disagreement: a recursive lmin view, its column revealed by a scratch."""
+
+    e = table(["a", "b"], ["c"])
+    root = table(["n"])
+    d = scratch(["n"], ["d"])
+    dd = scratch(["n"], ["v"])
+
+    @bloom
+    def rules(self):
+        self.d <= self.root.map(lambda r: (r.n, lmin(0)))
+        self.d <= self.d.join(self.e, self.d.n == self.e.a).map(lambda x, y: (y.b, x.d + y.c))
+        self.dd <= self.d.map(lambda x: (x.n, x.d.reveal()))
+
+
+def test_a_revealed_lattice_column_is_a_nonmonotone_dependency() -> None:
+    ir = ShortestReveal.ir()
+    assert ir.rules[2].nonmonotone_inputs == {"d"}
+    assert ir.rules[1].nonmonotone_inputs == frozenset()  # x.d + y.c: a morphism
+    assert any(e.src == "d" and e.dst == "dd" and e.kind == "nonmonotone" for e in ir.edges)
+    assert ir.stratum_of["d"] < ir.stratum_of["dd"]
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_revealed_column_of_a_recursive_view_is_read_at_its_fixpoint(incremental) -> None:
+    """The reference read the view mid-fixpoint (5 via node 2, then 4 via node 3) and raised
+    KeyConstraintError; both modes now read d's final values."""
+    p = ShortestReveal(incremental=incremental)
+    p.e.insert([(1, 3, 2), (3, 5, 2), (2, 5, 5)])
+    p.root.insert([(1,), (2,)])
+    p.tick()
+    assert sorted(p.dd) == [(1, 0), (2, 0), (3, 2), (5, 4)]
+
+
+def test_a_revealed_column_on_a_cycle_is_unstratifiable() -> None:
+    with pytest.raises(StratificationError):
+
+        class Cyclic(Program):
+            e = table(["a", "b"])
+            d = scratch(["n"], ["d"])
+
+            @bloom
+            def rules(self):
+                self.d <= self.e.map(lambda r: (r.a, lmin(0)))
+                self.d <= self.d.join(self.e, self.d.n == self.e.a).map(
+                    lambda x, y: (y.b, lmin(x.d.reveal() + 1))
+                )
+
+        Cyclic.ir()
+
+
+@pytest.mark.parametrize(
+    ("fn", "revealing"),
+    [
+        (lambda x: (x.n, x.d.reveal()), True),
+        (lambda x: (x.n, x.d.lt(3).reveal()), True),  # the result of a monotone method
+        (lambda x: (x.n, x.d.is_bottom()), True),  # an unmarked method
+        (lambda x: (x.n, x.d.lt(3)), False),  # a morphism
+        (lambda x: (x.n, x.d + 1), False),
+        (lambda x: (x.n, lset.from_item(x.v)), False),  # a constructor, not a read
+        (lambda x: (x.n, x.tags.get("k")), False),  # dicts answer to get too
+    ],
+)
+def test_the_column_scan(fn, revealing) -> None:
+    classes = list(registered_lattices().values())
+    assert reads_columns_nonmonotonically(fn, ["best"], classes) is revealing
+
+
+def test_revealing_a_lattice_variable_is_not_a_column_read() -> None:
+    classes = list(registered_lattices().values())
+    assert not reads_columns_nonmonotonically(Inline.rules, ["best"], classes)
+    assert not reads_columns_nonmonotonically(Repro.row, ["best"], classes)

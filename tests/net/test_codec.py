@@ -183,7 +183,7 @@ def test_signed_envelopes() -> None:
     assert ei.value.reason == "stale"
     # the signature covers the body: flipping a byte of it is caught
     body = msgpack.unpackb(data)[1]
-    forged = msgpack.packb([1, body[:-1] + b"\x02", hmac.new(b"x", body, sha256).digest()])
+    forged = msgpack.packb([2, body[:-1] + b"\x02", hmac.new(b"x", body, sha256).digest()])
     with pytest.raises(CodecError) as ei:
         decode_envelope(forged, key, guard)
     assert ei.value.reason in ("bad_signature", "malformed")

@@ -52,7 +52,9 @@ msgpack_values = st.recursive(
             lambda t: msgpack.packb([t[0], msgpack.packb(t[1]), t[2]])
         ),
         st.tuples(msgpack_values, msgpack_values).map(
-            lambda t: msgpack.packb([1, msgpack.packb(["x:1", 0, [["msg", [t[0], t[1]]]]]), None])
+            lambda t: msgpack.packb(
+                [1, msgpack.packb(["127.0.0.1:9", 0, [["msg", [t[0], t[1]]]]]), None]
+            )
         ),
     )
 )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import struct
 import time
 from typing import Any
 
@@ -102,12 +103,13 @@ def test_unknown_type_fails_the_sending_rule_naming_the_column() -> None:
         node(b).stop()
 
 
-def test_a_bad_address_fails_the_sending_rule() -> None:
+def test_a_bad_address_is_a_bad_row_not_a_failed_rule() -> None:
+    # (issue 25: it used to fail the sending rule, so one bad row silenced the others)
     a = Echo(addr="127.0.0.1:0")
     try:
         a.out.insert([("nowhere", 1, 1)])
-        with pytest.raises(ProgramError, match="host:port"):
-            a.tick()
+        a.tick()
+        assert node(a).stats()["send_failures"] == {"nowhere": 1}
     finally:
         node(a).stop()
 
@@ -159,7 +161,7 @@ def test_bad_datagrams_are_dropped_counted_and_change_nothing(
     reasons = [r.getMessage() for r in caplog.records if "dropped a datagram" in r.getMessage()]
     assert len(reasons) == len(s["dropped"])
     # and the node still serves
-    good = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 1, 2))])])
+    good = encode_envelope("127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 1, 2))])])
     _udp_send(b.addr, [good])
     wait_until(lambda: got(b) == {("s", 1, 2)})
 
@@ -170,16 +172,73 @@ def test_cluster_key(nodes: list[Any]) -> None:
     nodes += [a, b]
     a.sync_do(lambda p: p.out.insert([(b.addr, 1, 1)]))
     wait_until(lambda: got(b) == {(a.addr, 1, 1)})
-    unsigned = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 2, 2))])])
-    wrong = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 3, 3))])], key=b"k2")
+    unsigned = encode_envelope("127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 2, 2))])])
+    wrong = encode_envelope("127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 3, 3))])], key=b"k2")
     _udp_send(b.addr, [unsigned, wrong])
     wait_until(lambda: b.stats()["dropped_total"] == 2)
     assert b.stats()["dropped"] == {"unsigned": 1, "bad_signature": 1}
     # a replayed datagram (captured off the wire) is dropped too
-    signed = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 4, 4))])], key=b"k1")
+    signed = encode_envelope(
+        "127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 4, 4))])], key=b"k1", dest=b.addr
+    )
     _udp_send(b.addr, [signed, signed])
     wait_until(lambda: b.stats()["dropped"].get("replay") == 1)
     assert got(b) == {(a.addr, 1, 1), ("s", 4, 4)}
+
+
+def _capture(transport: str) -> tuple[str, Any]:
+    """A fake node B: its address, and a function returning the next datagram (or TCP frame)
+    sent to it, as it travelled."""
+    kind = socket.SOCK_DGRAM if transport == "udp" else socket.SOCK_STREAM
+    sock = socket.socket(socket.AF_INET, kind)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(5.0)
+    if transport == "tcp":
+        sock.listen(1)
+
+    def take() -> bytes:
+        try:
+            if transport == "udp":
+                return sock.recvfrom(70_000)[0]
+            conn, _ = sock.accept()
+            with conn:
+                conn.settimeout(5.0)
+                head = conn.recv(4, socket.MSG_WAITALL)
+                return conn.recv(struct.unpack(">I", head)[0], socket.MSG_WAITALL)
+        finally:
+            sock.close()
+
+    return f"127.0.0.1:{sock.getsockname()[1]}", take
+
+
+@pytest.mark.parametrize("transport", ["udp", "tcp"])
+def test_a_datagram_captured_on_its_way_to_b_is_refused_at_c(
+    transport: str, nodes: list[Any]
+) -> None:
+    """Issue 25: the signature did not bind the destination and replay guards are per node,
+    so a datagram signed for B was accepted by C."""
+    a = Echo(addr="127.0.0.1:0", transport=transport, cluster_key=b"k").start()
+    c = Echo(addr="127.0.0.1:0", transport=transport, cluster_key=b"k").start()
+    nodes += [a, c]
+    b_addr, take = _capture(transport)
+    a.sync_do(lambda p: p.out.insert([(b_addr, 1, "for b only")]))
+    captured = take()
+    if transport == "udp":
+        _udp_send(c.addr, [captured])
+    else:
+        host, port = c.addr.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=5.0) as s:
+            s.sendall(struct.pack(">I", len(captured)) + captured)
+    wait_until(lambda: c.stats()["dropped"].get("misdirected") == 1)
+    assert got(c) == set() and c.stats()["received"] == 0
+    # a datagram addressed to C by name (an alias) passes
+    node(c).aliases.add("c.example:1")
+    ok = encode_envelope(
+        "x:1", [("msg", [encode_row((c.addr, "s", 2, 2))])], key=b"k", dest="c.example:1"
+    )
+    if transport == "udp":
+        _udp_send(c.addr, [ok])
+        wait_until(lambda: got(c) == {("s", 2, 2)})
 
 
 def test_the_inbox_is_bounded() -> None:
@@ -200,7 +259,7 @@ def test_a_flood_keeps_the_inbox_bounded_and_the_node_alive(nodes: list[Any]) ->
     node(b).inbox_limit = 50
     b.start()
     nodes.append(b)
-    good = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 1, 1))])])
+    good = encode_envelope("127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 1, 1))])])
     _udp_send(b.addr, [good] * 3000)
     wait_until(lambda: b.stats()["received"] + b.stats()["dropped_total"] > 0)
     time.sleep(0.2)
@@ -235,7 +294,7 @@ def test_a_failing_tick_is_rolled_back_reported_and_set_aside(nodes: list[Any]) 
     a.on_error(errors.append)
 
     def send(v: str) -> None:
-        _udp_send(a.addr, [encode_envelope("x:1", [("msg", [encode_row((a.addr, v))])])])
+        _udp_send(a.addr, [encode_envelope("127.0.0.1:9", [("msg", [encode_row((a.addr, v))])])])
 
     send("ok1")
     wait_until(lambda: a.sync_do(lambda p: len(list(p.seen))) == 1)
@@ -470,7 +529,19 @@ def test_a_too_large_tcp_frame_is_dropped_and_counted(nodes: list[Any]) -> None:
         s.sendall(struct.pack(">I", 2**31) + b"x" * 100)  # announces 2 GiB
         wait_until(lambda: b.stats()["dropped"].get("too_large") == 1)
     # a well-formed frame on a new connection still gets through
-    data = encode_envelope("x:1", [("msg", [encode_row((b.addr, "s", 1, 1))])])
+    data = encode_envelope("127.0.0.1:9", [("msg", [encode_row((b.addr, "s", 1, 1))])])
     with socket.create_connection((host, int(port)), timeout=5) as s:
         s.sendall(struct.pack(">I", len(data)) + data)
         wait_until(lambda: got(b) == {("s", 1, 1)})
+
+
+def test_a_node_bound_to_every_interface_answers_to_this_machine_only() -> None:
+    c = Echo(addr="0.0.0.0:0", cluster_key=b"k")
+    try:
+        n, port = node(c), c.addr.rsplit(":", 1)[1]
+        assert n.addressed_to(f"127.0.0.1:{port}") and n.addressed_to(f"localhost:{port}")
+        assert n.addressed_to(f"{socket.gethostname()}:{port}")
+        assert not n.addressed_to(f"192.0.2.1:{port}")  # TEST-NET-1: not this machine
+        assert not n.addressed_to("127.0.0.1:1") and not n.addressed_to("elsewhere:" + port)
+    finally:
+        node(c).stop()

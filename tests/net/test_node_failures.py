@@ -37,7 +37,7 @@ class Fragile(Program):
         self.later < +self.seen
 
 
-def _datagram(p: Program, v: str, sender: str = "x:1") -> bytes:
+def _datagram(p: Program, v: str, sender: str = "127.0.0.1:9") -> bytes:
     return encode_envelope(sender, [("msg", [encode_row((p.addr, v))])])
 
 
@@ -51,7 +51,7 @@ def test_one_bad_datagram_sets_aside_itself_only() -> None:
     try:
         # five peers' datagrams and a sync_do batch, all for one tick; one datagram is bad
         for i, v in enumerate(["a", "b", "boom", "c", "d"]):
-            assert n.accept(_datagram(p, v, f"10.0.0.{i}:1"))
+            assert n.accept(_datagram(p, v, f"127.0.0.1:{9 + i}"))
         assert p.sync_do(lambda q: q.local.insert([("mine",)]) or "done") == "done"
         assert {r.v for r in p.seen} == {"a", "b", "c", "d", "mine"}
         s = n.stats()
@@ -204,7 +204,8 @@ def test_a_rule_that_keeps_failing_is_quarantined(nodes: list[Any]) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         host, port = p.addr.rsplit(":", 1)
         s.sendto(
-            encode_envelope("x:1", [("msg", [encode_row((p.addr, "early"))])]), (host, int(port))
+            encode_envelope("127.0.0.1:9", [("msg", [encode_row((p.addr, "early"))])]),
+            (host, int(port)),
         )
     wait_until(lambda: n.stats()["quarantined"] == 1)
     quarantined = [e for e in errors if isinstance(e, RuleQuarantinedError)]
@@ -246,7 +247,7 @@ class Store(Program):
 
 
 def _send(p: Program, chan: str, value: Any) -> bytes:
-    return encode_envelope("x:1", [(chan, [encode_row((p.addr, value))])])
+    return encode_envelope("127.0.0.1:9", [(chan, [encode_row((p.addr, value))])])
 
 
 def test_ill_typed_lattice_columns_are_refused_at_decode() -> None:
@@ -288,7 +289,7 @@ def test_ill_typed_lmap_entries_are_refused_at_decode() -> None:
     n = node(p)
 
     def put(k: str, v: Any) -> bool:
-        return n.accept(encode_envelope("x:1", [("put", [encode_row((p.addr, k, v))])]))
+        return n.accept(encode_envelope("127.0.0.1:9", [("put", [encode_row((p.addr, k, v))])]))
 
     try:
         assert put("a", lmax(1))

@@ -16,6 +16,8 @@ from typing import Any
 import msgpack
 import pytest
 from _net import wait_until
+from hypothesis import given
+from hypothesis import strategies as st
 from test_node import Echo, got
 
 from blooml.errors import CodecError
@@ -76,6 +78,69 @@ def test_a_replay_is_refused_before_its_rows_are_decoded(monkeypatch: pytest.Mon
     assert calls == []
 
 
+# -- bound envelopes: sender, destination and sequence are signed (issue 25, item 5) ----------
+
+
+def _bound(dest: str, seq: int = 1, ts: float | None = None, key: bytes | None = b"k") -> bytes:
+    return encode_envelope("a:1", [("ch", [encode_row((7,))])], key=key, ts=ts, dest=dest, seq=seq)
+
+
+def test_a_datagram_captured_on_its_way_to_b_is_refused_at_c() -> None:
+    data = _bound("b:2")
+    env = decode_envelope(data, b"k", ReplayGuard(), dest="b:2")
+    assert (env.sender, env.dest, env.seq, env.batches) == ("a:1", "b:2", 1, (("ch", ((7,),)),))
+    with pytest.raises(CodecError) as ei:  # C has its own guard: it never saw it
+        decode_envelope(data, b"k", ReplayGuard(), dest="c:3")
+    assert ei.value.reason == "misdirected" and ei.value.value == "b:2"
+    with pytest.raises(CodecError) as ei:  # a predicate or a set of addresses works alike
+        decode_envelope(data, b"k", ReplayGuard(), dest={"c:3", "[::1]:3"})
+    assert ei.value.reason == "misdirected"
+    decode_envelope(data, b"k", ReplayGuard(), dest=lambda to: to.endswith(":2"))
+
+
+@given(data=st.data(), field=st.sampled_from([0, 1, 2]))
+def test_the_signature_covers_sender_destination_and_sequence(data: Any, field: int) -> None:
+    """Rewriting the sender (0), destination (1) or sequence (2), keeping the signature, is a
+    bad signature."""
+    version, body, sig = msgpack.unpackb(_bound("b:2", seq=5), raw=False)
+    fields = msgpack.unpackb(body, raw=False, strict_map_key=False)
+    new = data.draw(st.integers(0, 2**40) if field == 2 else st.text(max_size=12))
+    if new == fields[field]:
+        return
+    fields[field] = new
+    forged = msgpack.packb([version, msgpack.packb(fields), sig])
+    with pytest.raises(CodecError) as ei:
+        decode_envelope(forged, b"k", dest=lambda to: True)
+    assert ei.value.reason == "bad_signature"
+
+
+def test_two_datagrams_with_the_same_rows_in_one_millisecond_are_both_accepted() -> None:
+    """Their sequence numbers differ, so their signatures do: not a replay (it was one)."""
+    guard, now = ReplayGuard(), 1_000_000.0
+    for seq in (1, 2):
+        decode_envelope(_bound("b:2", seq=seq, ts=now), b"k", guard, now=now, dest="b:2")
+    with pytest.raises(CodecError) as ei:
+        decode_envelope(_bound("b:2", seq=2, ts=now), b"k", guard, now=now, dest="b:2")
+    assert ei.value.reason == "replay"
+
+
+def test_format_version_1_is_refused_with_a_key_and_read_without() -> None:
+    body = msgpack.packb(["a:1", 5, [["ch", [[7]]]]])
+    old = msgpack.packb([1, body, hmac.new(b"k", body, sha256).digest()])
+    with pytest.raises(CodecError) as ei:
+        decode_envelope(old, b"k", dest="b:2")
+    assert ei.value.reason == "version" and "does not bind its destination" in str(ei.value)
+    env = decode_envelope(msgpack.packb([1, body, None]), None, dest="b:2")
+    assert (env.sender, env.dest, env.seq, env.batches) == ("a:1", "", 0, (("ch", ((7,),)),))
+
+
+def test_with_a_key_a_datagram_that_names_no_destination_is_misdirected() -> None:
+    with pytest.raises(CodecError) as ei:
+        decode_envelope(_bound(""), b"k", dest="c:3")
+    assert ei.value.reason == "misdirected"
+    decode_envelope(_bound("b:2", key=None), None, dest="c:3")  # without a key: unchecked
+
+
 # -- frames and datagrams: limits before decoding -------------------------------------------
 
 
@@ -100,7 +165,7 @@ def test_a_forged_frame_is_refused_before_anything_is_decoded(
     body = msgpack.packb([[0, 1]] * 200_000)
     sizes.clear()
     with pytest.raises(CodecError) as ei:
-        decode_envelope(msgpack.packb([1, body, b"x" * 32]), b"k")
+        decode_envelope(msgpack.packb([2, body, b"x" * 32]), b"k")
     assert ei.value.reason == "bad_signature" and sizes == []
 
 

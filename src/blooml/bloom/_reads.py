@@ -31,7 +31,14 @@ from typing import Any, TypeVar
 
 from blooml.errors import ProgramError
 
-__all__ = ["READS_ATTR", "declared_reads", "function_reads", "reads"]
+__all__ = [
+    "READS_ATTR",
+    "declared_reads",
+    "function_reads",
+    "reads",
+    "reads_columns_nonmonotonically",
+    "shipped_reads",
+]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -139,6 +146,34 @@ def function_reads(
     return out
 
 
+def shipped_reads(fn: Any, lattices: Mapping[str, type]) -> frozenset[str]:
+    """The lattice variables ``fn`` reads only to put their whole value, as the last column,
+    into the row it returns (``lambda t, p: (p.addr, self.cart)``: state-based gossip).
+
+    Such a read is non-monotone for stratification (the row holds the value as it is when
+    the rule fires), but a message or ``<+`` row that carries the tick's final value whole is
+    the CRDT idiom, not a point of order: the receiver merges what it gets. Nested functions
+    and helper methods are not looked into (a read there is not shipped)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    if code is None:
+        return frozenset()
+    shipped: set[str] = set()
+    other: set[str] = set()
+    ins = list(dis.get_instructions(code))
+    for j, i in enumerate(ins):
+        if not _loads_self(i) or j + 1 >= len(ins) or ins[j + 1].opname not in _ATTR_LOADS:
+            continue
+        name = ins[j + 1].argval
+        if name not in lattices:
+            continue
+        tail = [x.opname for x in ins[j + 2 : j + 4]]
+        (shipped if tail == ["BUILD_TUPLE", "RETURN_VALUE"] else other).add(name)
+    for c in code.co_consts:  # a read in a nested function is some other use
+        if isinstance(c, types.CodeType):
+            other.update(n for n in c.co_names if n in lattices)
+    return frozenset(shipped - other)
+
+
 def _merge(out: dict[str, bool], more: Mapping[str, bool]) -> None:
     for n, nm in more.items():
         out[n] = out.get(n, False) or nm
@@ -186,4 +221,69 @@ def _nonmonotone_use(
             not n.startswith("_") and n not in marks and callable(getattr(cls, n, None))
         ):
             return True
+    return False
+
+
+# names that plain Python values also answer to: a call of one of them on a column says
+# nothing about a lattice (``r.tags.get(k)`` on a dict column)
+_PLAIN_ATTRS = frozenset(
+    n for t in (str, bytes, int, float, tuple, list, dict, set, frozenset) for n in dir(t)
+)
+
+
+def _nonmonotone_method(name: str, lattices: Iterable[type]) -> bool:
+    if name == "reveal":
+        return True
+    if name.startswith("_") or name in _PLAIN_ATTRS:
+        return False
+    for cls in lattices:
+        attr = inspect.getattr_static(cls, name, None)
+        if isinstance(attr, (classmethod, staticmethod)):
+            continue  # lset.from_item(...), a constructor: not a read of a value
+        if callable(attr):
+            marks: Mapping[str, str] = getattr(cls, "_marks", {})
+            if marks.get(name) not in _MONOTONE_KINDS:
+                return True
+    return False
+
+
+def reads_columns_nonmonotonically(
+    fn: Any, lattice_vars: Iterable[str], lattices: Iterable[type]
+) -> bool:
+    """Whether rule function ``fn`` may read a lattice column of its rows non-monotonically.
+
+    The scan looks, in ``fn`` and the functions nested in it, for a call of ``reveal`` or of a
+    method that a class in ``lattices`` (the registered lattice classes) defines without a
+    ``@morph``/``@monotone`` mark, on anything but ``self.<lattice variable>`` (those reads
+    are :func:`function_reads`'s, names in ``lattice_vars``): ``lambda x: (x.n, x.d.reveal())``
+    reads column ``d`` of its row before that row is final unless the rule runs in a later
+    stratum than the collection it reads. Methods plain Python values answer to (``get``,
+    ``items``, ...) are not counted: a column may hold a dict.
+    """
+    classes = list(lattices)
+    variables = set(lattice_vars)
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    stack = [code] if code is not None else []
+    seen: set[Any] = set()
+    while stack:
+        c = stack.pop()
+        if c in seen:
+            continue
+        seen.add(c)
+        ins = list(dis.get_instructions(c))
+        for j, i in enumerate(ins):
+            if i.opname not in _ATTR_LOADS or not _nonmonotone_method(i.argval, classes):
+                continue
+            k = j - 1
+            if k >= 0 and ins[k].opname in _ATTR_LOADS and ins[k].argval == "value":
+                k -= 1  # p.best.value.reveal() in a helper method
+            if (
+                k >= 1
+                and ins[k].opname in _ATTR_LOADS
+                and ins[k].argval in variables
+                and _loads_self(ins[k - 1])
+            ):
+                continue  # self.<variable>.reveal(): a read of the variable
+            return True
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
     return False

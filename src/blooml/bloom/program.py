@@ -20,12 +20,12 @@ from typing import Any, ClassVar, Self, TypeVar
 from blooml._factory import new_node, new_runtime, open_durable
 from blooml.bloom._decl import CollectionDecl, DurableLattice
 from blooml.bloom._handles import CollectionHandle, LatticeHandle, Recorder
-from blooml.bloom._reads import function_reads
+from blooml.bloom._reads import function_reads, reads_columns_nonmonotonically, shipped_reads
 from blooml.errors import ProgramError
 from blooml.ir import nodes as N
-from blooml.ir.graph import analyze
+from blooml.ir.graph import analyze, sources
 from blooml.ir.program import CollectionInfo, LatticeInfo, ProgramIR, Rule
-from blooml.lattices._base import Lattice
+from blooml.lattices._base import Lattice, registered_lattices
 
 __all__ = ["Program", "bloom"]
 
@@ -261,6 +261,8 @@ class Program:
                     f"variable of {cls.__qualname__} (its lattice variables: {known})"
                 )
             lat_reads = {n: nm for n, nm in reads.items() if n != "tick_count"}
+            revealing = _revealing_inputs(s.body, lats)
+            shipped = _shipped(list(N.functions(s.body)), lat_reads, lat_classes, cls)
             rule = Rule(
                 index=i,
                 head=s.head,
@@ -272,6 +274,8 @@ class Program:
                 reads=frozenset(lat_reads),
                 reads_tick="tick_count" in reads or _uses_tick(s.body),
                 nonmonotone_reads=frozenset(n for n, nm in lat_reads.items() if nm),
+                nonmonotone_inputs=revealing,
+                shipped_reads=shipped,
             )
             _check_rule_types(rule, lats)
             rules.append(rule)
@@ -557,6 +561,27 @@ def _collect_blocks(cls: type) -> list[tuple[str, Callable[..., Any]]]:
     return out
 
 
+def _revealing_inputs(body: Any, lats: Mapping[str, LatticeInfo]) -> frozenset[str]:
+    """The collections (and lattice variables, through ``to_collection()``) whose rows reach a
+    function of ``body`` that reads their lattice columns non-monotonically
+    (``Rule.nonmonotone_inputs``; see ``reads_columns_nonmonotonically``)."""
+    classes = list(registered_lattices().values())
+    out: set[str] = set()
+    stack = [body]
+    while stack:
+        n = stack.pop()
+        stack.extend(N.children(n))
+        if isinstance(n, (N.Map, N.FlatMap, N.Filter)):
+            inp: Any = n.input
+        elif isinstance(n, N.NotIn) and n.fn is not None:
+            inp = n.left  # the right side is read non-monotonically already
+        else:
+            continue
+        if reads_columns_nonmonotonically(n.fn, lats, classes):
+            out.update(name for name, _ in sources(inp))
+    return frozenset(out)
+
+
 def _uses_tick(node: Any) -> bool:
     stack = [node]
     while stack:
@@ -590,3 +615,18 @@ def _check_rule_types(rule: Rule, lats: dict[str, LatticeInfo]) -> None:
             f"{rule.head!r} is a {getattr(want, 'wrapper_name', want)}; both sides of a lattice "
             "rule must be the same lattice"
         )
+
+
+def _shipped(
+    fns: list[Any], lat_reads: dict[str, bool], lat_classes: dict[str, type], cls: type
+) -> frozenset[str]:
+    """The non-monotone reads of a rule that every function reading them only ships whole
+    (``Rule.shipped_reads``; see ``_reads.shipped_reads``)."""
+    out = set()
+    for name, nm in lat_reads.items():
+        if not nm:
+            continue
+        users = [f for f in fns if name in function_reads(f, lat_classes, cls)]
+        if users and all(name in shipped_reads(f, lat_classes) for f in users):
+            out.add(name)
+    return frozenset(out)

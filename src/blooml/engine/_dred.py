@@ -1,33 +1,51 @@
-"""Recursive scratch views under retraction: delete and re-derive (DRed).
+"""Recursive scratch views under retraction: Backward/Forward with ranked versions.
 
-A recursive unit whose heads are scratches (reachability, paths) cannot keep derivation
-counts: on a cycle they never reach zero. When something the unit reads loses rows (a
-deleted edge, the turnover of a scratch input), :class:`DRed` updates its heads in three
-steps whose cost follows what depends on the change, not the size of the view:
+A recursive unit whose heads are scratches (reachability, paths, ``lmin`` distances) cannot
+keep derivation counts: on a cycle they never reach zero. Plain delete-and-re-derive (DRed)
+over-deletes everything downstream of a removed row, which on a random graph is most of the
+view. :class:`DRed` instead checks for an alternative derivation *before* deleting (the
+Backward/Forward algorithm of Motik et al., AAAI 2015), made sound on cycles by ranks, and
+recomputes a lattice-valued key only from its remaining contributions (the affected set of
+Ramalingam and Reps' dynamic shortest paths):
 
-1. **Over-delete.** Every head row with a derivation, in the state before the change, that
-   uses a removed row is marked, and so on transitively: the frontier of removed rows drives
-   the rules (generated loops probing the old state: the indexes less this tick's additions,
-   plus its removals). Marked rows are removed from the heads.
-2. **Re-derive.** A marked row may still have another derivation. Each rule's head key
-   columns are plain column reads of one of its inputs (``lambda r, e: (r.x, e.y)``: the key
-   ``x`` comes from ``r``), so the rows that could derive a marked key are found by probing
-   that input's index with the key, and the rule runs on them alone against the new state.
-3. **Insert.** What was re-derived, and what the tick added to the unit's inputs, propagate
-   by the ordinary semi-naive rounds (``blooml.engine._units.run_recursive``).
+* **Versions and ranks.** Every row a head stores is a *version* of its key with a rank: the
+  order in which the forward evaluation stored it (a lattice key improved twice has three
+  versions). A version was derived from versions stored before it, so each stored version
+  has a derivation from strictly lower-ranked versions and the current inputs. That is the
+  invariant the updates keep; the ranks are a well-founded order that breaks the cycles
+  through which a row could otherwise "justify itself".
+* **Backward (check before deleting).** The rows a tick removes from the unit's inputs drive
+  the rules (against the state before the tick) to the keys they contributed to. Each such
+  candidate key is checked: its rules are run on the rows that could derive it (found by
+  probing the input whose columns give the head key, ``lambda r, e: (e.dst, ...)``), seeing
+  of the heads only versions ranked below the key's current one and not deleted. If those
+  contributions still give the stored row (the same set row; the same merged lattice value),
+  the key stays and nothing propagates. Otherwise it is deleted and drives its own
+  dependents in turn. A candidate's older versions are retired (they drive their dependents
+  too), so only current versions need checking.
+* **Forward.** The deleted keys are re-derived one step from what remains (any rank), and the
+  re-derived rows, with the rows the tick added, propagate by the ordinary semi-naive rounds
+  (best value first for ``lmin``/``lmax``: ``blooml.engine._priority``); the new versions get
+  ranks above every existing one (:meth:`DRed.settle`).
+
+Never worse than re-deriving: the backward phase counts the keys it deletes and the checks it
+makes, and gives up (changing nothing) once they pass ``limit_share`` of the view; the caller
+then re-derives the view in full, having spent at most that share more than the reference.
 
 A unit it cannot handle (a rule function run as Python, a head key computed rather than
 read, a lattice variable or ``tick_count`` read, a non-monotone input that changed) is
-re-derived in full instead, as before.
+re-derived in full instead.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from blooml.engine._codegen import fused_map
-from blooml.engine._zops import _E, _OldView
+from blooml.engine._zops import _E
 from blooml.engine.relation import Relation
+from blooml.errors import KeyConstraintError
 from blooml.ir import exprs as X
 from blooml.ir import nodes as N
 
@@ -120,18 +138,73 @@ def _compile(rule: Any, rt: Any) -> _Rule | None:
     return _Rule(head, rels, fz, inv)
 
 
-class DRed:
-    """Delete and re-derive for one recursive unit (see the module docstring)."""
+class _Union:
+    """Probes of an input as it is now plus the rows this tick removed from it: every row
+    a derivation in the state before or after the change may have used."""
 
-    __slots__ = ("heads", "rules")
+    __slots__ = ("get", "minus")
+
+    def __init__(self, rel: Relation, cols: tuple[int, ...], gone: list[Any]) -> None:
+        self.get = rel.index(cols).get
+        key = _getter(cols)
+        self.minus: dict[Any, list[Any]] = {}
+        for r in gone:
+            self.minus.setdefault(key(r), []).append(r)
+
+    def __call__(self, k: Any, default: Any = _E) -> Any:
+        ms = self.get(k, _E)
+        extra = self.minus.get(k)
+        return [*ms, *extra] if extra else ms
+
+
+def _getter(cols: tuple[int, ...]) -> Any:
+    return (lambda r: r[cols[0]]) if len(cols) == 1 else (lambda r: tuple(r[c] for c in cols))
+
+
+class DRed:
+    """Backward/Forward maintenance of one recursive unit's scratch heads (see the module
+    docstring). The name is kept from the delete-and-re-derive it replaced."""
+
+    __slots__ = (
+        "by_head",
+        "heads",
+        "journal",
+        "next_rank",
+        "pos",
+        "retired",
+        "rules",
+        "valid",
+        "versions",
+    )
+
+    #: The backward phase gives up (and the heads are re-derived in full) once the keys it
+    #: deleted and the checks it made pass this share of the heads' rows (plus 64): past it,
+    #: checking key by key costs more than one semi-naive evaluation of the whole view.
+    limit_share = 0.125
+    #: Versions kept per key; older ones are retired (their dependents are checked at the
+    #: next retraction), so that a key improved over and over keeps bounded state.
+    cap = 8
 
     def __init__(self, rules: list[_Rule], heads: list[Relation]) -> None:
         self.rules = rules
         self.heads = heads
+        self.by_head = {h.name: h for h in heads}
+        # head -> key -> its one version (rank, row), or its versions [(rank, row), ...]
+        # ascending, the last being the stored row
+        self.versions: dict[str, dict[Any, Any]] = {h.name: {} for h in heads}
+        self.next_rank = 0
+        # head -> (the tick_new list settled, how far)
+        self.pos: dict[str, tuple[Any, int]] = {h.name: (None, 0) for h in heads}
+        # (head, row): versions dropped by ``settle``, whose dependents the next run checks
+        self.retired: list[tuple[str, Any]] = []
+        # whether the versions describe the heads (not before a full derivation, nor after
+        # a rolled-back tick)
+        self.valid = False
+        self.journal: list[Any] = []  # the runtime's journal protocol (see ``rollback``)
 
     @classmethod
     def build(cls, crs: list[Any], rt: Any, heads: list[Relation]) -> DRed | None:
-        """The DRed of a unit's compiled rules, or ``None`` when one of them does not fit."""
+        """The maintenance of a unit's compiled rules, or ``None`` when one does not fit."""
         names = {h.name for h in heads}
         if not heads or any(cr.rule.head not in names for cr in crs):
             return None  # a table or lattice head in the unit: it keeps what it derived
@@ -143,86 +216,322 @@ class DRed:
             rules.append(r)
         return cls(rules, heads)
 
-    #: Over-deletion stops, and the heads are re-derived in full instead, once it has marked
-    #: more than this share of their rows: past it, marking and re-deriving row by row costs
-    #: more than one semi-naive evaluation of the whole view.
-    limit_share = 0.125
+    # -- versions ------------------------------------------------------------------------------
+
+    def rollback(self) -> None:
+        """A tick failed: the versions may not describe the rolled-back heads; the next
+        retraction re-derives them in full (which rebuilds the versions)."""
+        self.valid = False
+        self.retired = []
+
+    def children(self) -> list[Any]:
+        """Nothing below (the runtime's journal walk)."""
+        return []
+
+    def reset(self) -> None:
+        """The heads are emptied to be re-derived in full: forget every version."""
+        for name, h in self.by_head.items():
+            self.versions[name] = {}
+            self.pos[name] = (h.tick_new, len(h.tick_new))
+        self.retired = []
+        self.valid = True
+        # the indexes that find a key's derivations, built with the view (whose derivation
+        # costs its size anyway) rather than by the first retraction
+        for r in self.rules:
+            j, cols, _ = r.inv
+            r.rels[j].index(cols)
+
+    def memory(self, name: str) -> tuple[int, int]:
+        """(versions kept, estimated bytes) for head ``name`` (``Program.memory``)."""
+        vers = self.versions[name]
+        n = sum(1 if type(v) is tuple else len(v) for v in vers.values())
+        lists = sum(1 for v in vers.values() if type(v) is list)
+        return n, sys.getsizeof(vers) + n * 64 + lists * 88
+
+    def settle(self) -> None:
+        """Give every row the heads stored since the last call a version, ranked above all
+        existing ones (a row is derived from rows stored before it)."""
+        rank = self.next_rank
+        cap = self.cap
+        for name, h in self.by_head.items():
+            lst, p = self.pos[name]
+            new = h.tick_new
+            if lst is not new:
+                p = 0
+            n = len(new)
+            vers = self.versions[name]
+            keyfn = h.keyfn
+            if p < n and not vers and keyfn is None:
+                # a set view derived afresh: each row stored once, in order (the bulk path)
+                seg = new[p:n]
+                ranked = zip(range(rank, rank + len(seg)), seg, strict=True)
+                vers.update(zip(seg, ranked, strict=True))
+                rank += len(seg)
+            elif p < n:
+                for i in range(p, n):
+                    row = new[i]
+                    k = row if keyfn is None else keyfn(row)
+                    v = vers.get(k)
+                    if v is None:
+                        vers[k] = (rank, row)
+                    elif type(v) is tuple:
+                        if v[1] is row:
+                            continue  # appended again to be processed later (``Frontier``)
+                        vers[k] = [v, (rank, row)]
+                    elif v[-1][1] is row:
+                        continue
+                    else:
+                        v.append((rank, row))
+                        if len(v) > cap:
+                            self.retired.append((name, v.pop(0)[1]))
+                    rank += 1
+            self.pos[name] = (new, n)
+        self.next_rank = rank
+        if len(self.retired) > 64 + sum(len(h.store) for h in self.heads):
+            self.valid = False  # retire by re-deriving, at the next retraction
+            self.retired = []
+
+    # -- a retraction --------------------------------------------------------------------------
 
     def run(self, rt: Any, removed: dict[str, list[Any]]) -> bool:
-        """Over-delete from ``removed`` (rows gone from the unit's inputs, by collection),
-        take the marked rows out of the heads and put back those still derivable. Returns
-        ``False``, having changed nothing, when the change reaches too much of the view (see
-        ``limit_share``): the caller re-derives it in full."""
-        heads = {h.name: h for h in self.heads}
-        olds: dict[tuple[str, tuple[int, ...]], Any] = {}
+        """Take out of the heads what no longer derives after ``removed`` (rows gone from
+        the unit's inputs, by collection; for a head, its input rows that left) and put back,
+        one step, what the rest still derives (the semi-naive rounds that follow propagate
+        it). Returns ``False``, having changed no row, when the versions are not valid or the
+        change reaches too much of the view (see ``limit_share``): the caller re-derives it
+        in full."""
+        if not self.valid:
+            return False
+        self.settle()  # this tick's input rows of the heads, stored before the unit runs
+        heads = self.by_head
+        versions = self.versions
+        gone: dict[str, dict[Any, Any]] = {h: {} for h in heads}
+        union: dict[tuple[str, tuple[int, ...]], Any] = {}
 
-        def old_view(rel: Relation, cols: tuple[int, ...]) -> Any:
-            if rel.name in heads:
-                return rel.index(cols).get  # heads are unchanged until step 1 ends
+        def union_view(rel: Relation, cols: tuple[int, ...]) -> Any:
             key = (rel.name, cols)
-            v = olds.get(key)
+            v = union.get(key)
             if v is None:
-                d = rel.tick_delta()
-                v = olds[key] = _OldView(rel, cols, d) if d else rel.index(cols).get
+                rows = removed.get(rel.name) if rel.name not in heads else None
+                v = union[key] = _Union(rel, cols, rows) if rows else rel.index(cols).get
             return v
 
-        marked: dict[str, dict[Any, Any]] = {h: {} for h in heads}
-        frontier = {n: rows for n, rows in removed.items() if rows}
+        bound = [0]  # the rank below which the check sees versions
+
+        def pick(name: str, k: Any) -> Any:
+            """The latest version of ``k`` ranked below ``bound``, not deleted (or None)."""
+            if k in gone[name]:
+                return None
+            v = versions[name].get(k)
+            if v is None:
+                return None
+            if type(v) is tuple:
+                return v[1] if v[0] < bound[0] else None
+            for rank, row in reversed(v):
+                if rank < bound[0]:
+                    return row
+            return None
+
+        checks: dict[tuple[str, tuple[int, ...]], Any] = {}
+
+        def check_view(rel: Relation, cols: tuple[int, ...]) -> Any:
+            key = (rel.name, cols)
+            v = checks.get(key)
+            if v is None:
+                if rel.name in heads:
+                    v = checks[key] = _ranked(rel, cols, pick)
+                else:
+                    v = checks[key] = rel.index(cols).get
+            return v
+
+        gets: dict[_Rule, Any] = {}
+        rules_of: dict[str, list[_Rule]] = {h: [] for h in heads}
+        for r in self.rules:
+            rules_of[r.head.name].append(r)
+        tick_in = rt.tick_in
         limit = 64 + int(self.limit_share * sum(len(h.store) for h in self.heads))
-        total = 0
-        while frontier:
-            nxt: dict[str, list[Any]] = {}
-            for r in self.rules:
-                h = r.head
-                got = marked[h.name]
-                for d, rel in enumerate(r.rels):
-                    rows = frontier.get(rel.name)
-                    if not rows:
-                        continue
-                    for out in r.drive(d, rows, old_view):
-                        k = h.key_of(out)
-                        if k in got:
+        work = 0
+        items: list[tuple[str, list[Any]]] = [(n, rows) for n, rows in removed.items() if rows]
+        cands: list[tuple[str, Any]] = []
+        for name, rows in items:
+            if name in heads:  # a head's own input rows left: their keys are candidates
+                h = heads[name]
+                cands.extend((name, h.key_of(r)) for r in rows)
+        items = [(n, rows) for n, rows in items if n not in heads]
+        if self.retired:
+            for name, row in self.retired:
+                items.append((name, [row]))
+            self.retired = []
+        queued: set[tuple[str, Any]] = set(cands)
+        while items or cands:
+            while items:
+                name, rows = items.pop()
+                for r in self.rules:
+                    h = r.head
+                    hn = h.name
+                    store = h.store
+                    for d, rel in enumerate(r.rels):
+                        if rel.name != name:
                             continue
-                        stored = h.store.get(k)
-                        if stored is None:
-                            continue
-                        got[k] = stored
-                        nxt.setdefault(h.name, []).append(stored)
-                        total += 1
-                        if total > limit:
-                            return False
-            frontier = nxt
-        for name, keys in marked.items():
+                        for out in r.drive(d, rows, union_view):
+                            k = h.key_of(out)
+                            c = (hn, k)
+                            if c in queued or k in gone[hn] or k not in store:
+                                continue
+                            queued.add(c)
+                            cands.append(c)
+            if not cands:
+                break
+            name, k = cands.pop()
+            queued.discard((name, k))
+            g = gone[name]
+            if k in g:
+                continue
+            work += 1
+            if work > limit:
+                return False
             h = heads[name]
+            cur = h.store.get(k)
+            if cur is None:
+                continue
+            v = versions[name].get(k)
+            ok = False
+            if type(v) is tuple:
+                if v[1] is cur:
+                    bound[0] = v[0]
+                    ok = _derives(
+                        h, k, cur, rules_of[name], tick_in.get(name), pick, check_view, heads, gets
+                    )
+            elif v is not None and v[-1][1] is cur:
+                # every version may justify rows ranked above it: check each, keep those
+                # still derived (a lattice value only grows: each is checked on its own)
+                keep = []
+                for rank, row in v:
+                    bound[0] = rank
+                    if _derives(
+                        h, k, row, rules_of[name], tick_in.get(name), pick, check_view, heads, gets
+                    ):
+                        keep.append((rank, row))
+                    else:
+                        items.append((name, [row]))
+                ok = bool(keep) and keep[-1][1] is cur
+                if ok:
+                    versions[name][k] = keep if len(keep) > 1 else keep[0]
+            if not ok:
+                g[k] = cur
+                items.append((name, [cur]))
+        # forward: drop what lost every derivation, put back one step what still derives it
+        for name, keys in gone.items():
+            h = heads[name]
+            vers = versions[name]
             for k in keys:
                 h.drop(k)
-
-        def new_view(rel: Relation, cols: tuple[int, ...]) -> Any:
-            return rel.index(cols).get
-
+                vers.pop(k, None)
         now = rt.now
-        for name, keys in marked.items():
+        for name, keys in gone.items():
             if not keys:
                 continue
             h = heads[name]
-            back = [r for r in rt.tick_in.get(name, ()) if h.key_of(r) in keys]
-            for r in self.rules:
-                if r.head is not h:
-                    continue
-                j, cols, pos = r.inv
-                get = r.rels[j].index(cols).get
-                drivers: list[Any] = []
-                seen: set[Any] = set()
-                for k in keys:
-                    kt = k if h.keyfn is None else (k if h.nkeys > 1 else (k,))
-                    probe = tuple(kt[p] for p in pos)
-                    pk = probe[0] if len(probe) == 1 else probe
-                    if pk in seen:
-                        continue
-                    seen.add(pk)
-                    drivers.extend(get(pk, _E))
-                if drivers:
-                    back.extend(o for o in r.drive(j, drivers, new_view) if h.key_of(o) in keys)
+            back = [r for r in tick_in.get(name, ()) if h.key_of(r) in keys]
+            for r in rules_of[name]:
+                back.extend(
+                    o
+                    for o in r.drive(r.inv[0], _drivers(r, keys, h, None), _current)
+                    if h.key_of(o) in keys
+                )
             if back:
                 h.add_many(back, now, f"re-derivation of {name}")
         return True
+
+
+def _current(rel: Relation, cols: tuple[int, ...]) -> Any:
+    return rel.index(cols).get
+
+
+def _ranked(rel: Relation, cols: tuple[int, ...], pick: Any) -> Any:
+    """Probes of head ``rel`` that see, of each stored key, the version ``pick`` chooses."""
+    get = rel.index(cols).get
+    keyfn = rel.keyfn
+    name = rel.name
+    col = _getter(cols)
+
+    def probe(p: Any, default: Any = _E) -> Any:
+        out = []
+        for row in get(p, _E):
+            x = pick(name, row if keyfn is None else keyfn(row))
+            if x is not None and (x is row or col(x) == p):
+                out.append(x)
+        return out
+
+    return probe
+
+
+def _drivers(
+    r: _Rule, keys: Any, h: Relation, pick: Any, heads: Any = (), gets: Any = None
+) -> list[Any]:
+    """The rows of rule ``r``'s input that give the head key columns, for head ``keys``
+    (through ``pick`` when that input is a head: the versions a check may see). ``gets``
+    caches index probes while nothing changes (the backward phase)."""
+    j, cols, pos = r.inv
+    rel = r.rels[j]
+    if gets is None:
+        get = rel.index(cols).get
+    else:
+        get = gets.get(r)
+        if get is None:
+            get = gets[r] = rel.index(cols).get
+    full = h.keyfn is None or h.nkeys > 1
+    out: list[Any] = []
+    seen: set[Any] = set()
+    for k in keys:
+        kt = k if full else (k,)
+        probe = tuple(kt[p] for p in pos)
+        pk = probe[0] if len(probe) == 1 else probe
+        if pk in seen:
+            continue
+        seen.add(pk)
+        out.extend(get(pk, _E))
+    if pick is not None and rel.name in heads:
+        keyfn = rel.keyfn
+        name = rel.name
+        picked = (pick(name, row if keyfn is None else keyfn(row)) for row in out)
+        out = [x for x in picked if x is not None]
+    return out
+
+
+def _derives(
+    h: Relation,
+    k: Any,
+    cur: Any,
+    rules: list[_Rule],
+    inputs: Any,
+    pick: Any,
+    view: Any,
+    heads: Any,
+    gets: Any,
+) -> bool:
+    """Whether head ``h``'s row ``cur`` (key ``k``) is still derived from the inputs and
+    the head versions ``pick`` lets them see: the same row, or for lattice columns a merged
+    value at least ``cur``'s (an older version is justified by contributions that since
+    grew)."""
+    key_of = h.key_of
+    outs: list[Any] = [r for r in inputs if key_of(r) == k] if inputs else []
+    setlike = h.keyfn is None
+    if setlike and cur in outs:
+        return True
+    for r in rules:
+        drivers = _drivers(r, (k,), h, pick, heads, gets)
+        if drivers:
+            outs.extend(o for o in r.drive(r.inv[0], drivers, view) if key_of(o) == k)
+        if setlike and cur in outs:
+            return True
+    if setlike or not outs:
+        return False
+    merged = outs[0]
+    try:
+        for o in outs[1:]:
+            merged = h._merge(k, merged, o)
+        above = h._merge(k, merged, cur)
+    except KeyConstraintError:
+        return False
+    return above is merged or bool(above == merged)

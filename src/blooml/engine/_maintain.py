@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from blooml.engine._codegen import fused_map
+from blooml.engine._zfold import ZLatRows, ZReduce
 from blooml.engine._zops import (
     ZArgAgg,
     ZChoose,
@@ -26,6 +27,7 @@ from blooml.engine._zops import (
     ZFused,
     ZGroup,
     ZJoin,
+    ZLeftJoin,
     ZMap,
     ZNotIn,
     ZOp,
@@ -186,7 +188,9 @@ def zcompile(node: N.Node, rt: Any, raw: bool = False) -> ZOp:
     if t is N.FlatMap:
         return ZFlatMap(zcompile(node.input, rt), node.fn)  # type: ignore[attr-defined]
     if t is N.Join:
-        j = _join(node, rt)  # type: ignore[arg-type]
+        j: ZOp | None = _join(node, rt)  # type: ignore[arg-type]
+        if j is None:
+            j = _leftjoin(node, rt)  # type: ignore[arg-type]
         if j is not None:
             return ZMap(j, flatten_rows, raw) if raw else j
     if (
@@ -200,9 +204,44 @@ def zcompile(node: N.Node, rt: Any, raw: bool = False) -> ZOp:
         return ZGroup(zcompile(node.input, rt), node.keys, node.aggs)  # type: ignore[attr-defined]
     if t is N.ArgAgg:
         return ZArgAgg(zcompile(node.input, rt), node.how, node.keys, node.col)  # type: ignore[attr-defined]
+    if t is N.LatRows:
+        z = _latrows(node, rt)  # type: ignore[arg-type]
+        if z is not None:
+            return z
+    if t is N.Reduce and node.combine is not None:  # type: ignore[attr-defined]
+        return ZReduce(zcompile(node.input, rt), node.init, node.fn, node.combine)  # type: ignore[attr-defined]
     if t is N.Choose:
         return ZChoose(zcompile(node.input, rt), node.keys, node.seed)  # type: ignore[attr-defined]
     return ZFull(compile_node(node, rt, raw=raw))
+
+
+def _latrows(node: N.LatRows, rt: Any) -> ZLatRows | None:
+    """The rows of a lattice variable (``v.to_collection()``, or ``lmap``'s
+    ``to_collection(fn)``), else ``None``."""
+    lat = node.lat
+    if type(lat) is N.LatVar:
+        return ZLatRows(rt.lats[lat.name])
+    if (
+        type(lat) is N.LatMethod
+        and lat.name == "to_collection"
+        and type(lat.target) is N.LatVar
+        and len(lat.args) <= 1
+        and all(callable(a) and not isinstance(a, (N.Node, type)) for a in lat.args)
+    ):
+        return ZLatRows(rt.lats[lat.target.name], True, lat.args)
+    return None
+
+
+def _leftjoin(node: N.Join, rt: Any) -> ZLeftJoin | None:
+    """A left join of two scans with equality predicates (else ``None``)."""
+    if node.how != "left" or not node.preds or len(node.inputs) != 2:
+        return None
+    if not all(type(i) is N.Scan for i in node.inputs):
+        return None
+    if any((p.left, p.right) != (0, 1) for p in node.preds):
+        return None
+    a, b = (rt.rels[i.name] for i in node.inputs)  # type: ignore[attr-defined]
+    return ZLeftJoin(a, b, node.preds)
 
 
 def _join(node: N.Join, rt: Any) -> ZJoin | None:

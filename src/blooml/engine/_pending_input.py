@@ -177,6 +177,20 @@ def discard(rt: Any, only: Any = None) -> PendingInput:
     out = PendingInput()
     for name, items in as_dict(pend).items():
         out[name] = [named(rt, name, r) for r in items]
+    for f in getattr(rt, "feeds", ()):
+        # the rows a <+ (<-) rule over a scratch would have queued, but its table held them
+        # (lacked them; see blooml.engine._feed): dropped, as the reference drops its rows
+        if f.armed and f.counts:
+            name = f.head.name
+            if hasattr(f, "missing"):
+                held = [r for r in f.counts if r not in f.missing]
+                if held:
+                    out.setdefault(name, []).extend(named(rt, name, r) for r in held)
+            else:
+                idle = [r for r in f.counts if r not in f.present]
+                if idle:
+                    out.deletes.setdefault(name, []).extend(named(rt, name, r) for r in idle)
+        f.armed = False
     for name, rows in pend.deletes.items():
         out.deletes[name] = [named(rt, name, r) for r in rows]
     return out

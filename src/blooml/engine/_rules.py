@@ -10,9 +10,11 @@ here; the tick loop is ``blooml.engine._tick``, the incremental units ``blooml.e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._codegen import fused_map
+from blooml.engine._feed import DeleteFeed, Feed
 from blooml.engine._lat_eval import LatEval
 from blooml.engine._net_entry import check_addr
 from blooml.engine._pending_input import NOTE_MARK as _NOTE_MARK
@@ -48,6 +50,7 @@ class CompiledRule:
 
     __slots__ = (
         "body",
+        "feed",
         "fresh",
         "guards",
         "head_lat",
@@ -98,6 +101,9 @@ class CompiledRule:
         #: the incremental evaluator (``blooml.engine._maintain``), for rules it runs
         self.zbody: ZOp | None = None
         self.zfresh = True
+        #: incremental mode, ``<+``/``<-`` over a scratch into a table: what it keeps
+        #: (``blooml.engine._feed``; set by ``_units.plan_feeds``)
+        self.feed: Feed | DeleteFeed | None = None
         # the reference (Program(incremental=False)) re-derives every rule each tick but
         # `<~`, whose messages are what a tick derives anew
         self.ref_full = not rt.incremental and rule.op != "<~"
@@ -121,6 +127,8 @@ class CompiledRule:
             head = self.head_rel
             if head is not None and head.persistent and head.removals != self.seen_removals:
                 return True
+            if head is not None and head.ttl is not None:
+                return True  # each derivation refreshes a soft-state row's lifetime
             return any(v.incs for v in self.read_vars)
         return bool(self.read_vars) and any(v.hi > v.lo for v in self.read_vars)
 
@@ -163,19 +171,32 @@ def open_all(rt: Runtime, from_start: bool) -> bool:
     return live
 
 
-def run_stratum(rt: Runtime, rules: list[CompiledRule], force: bool = False) -> None:
+def run_stratum(
+    rt: Runtime,
+    rules: list[CompiledRule],
+    force: bool = False,
+    after: Callable[[], None] | None = None,
+) -> None:
+    """One stratum (or recursive unit) to fixpoint, semi-naively; ``after`` is called after
+    every rule's evaluation (a recursive view ranking what its heads stored, in order)."""
     open_all(rt, True)
     first = True
     while True:
         for cr in rules:
             fire(rt, cr, first, force and first)
+            if after is not None:
+                after()
         first = False
         if not open_all(rt, False):
             break
 
 
 def run_stratum_prioritized(
-    rt: Runtime, rules: list[CompiledRule], heads: list[Relation], force: bool = False
+    rt: Runtime,
+    rules: list[CompiledRule],
+    heads: list[Relation],
+    force: bool = False,
+    after: Callable[[], None] | None = None,
 ) -> None:
     """``_run_stratum`` with the deltas of ``heads`` processed best value first; the
     fixpoint ends only when no window is open and no deferred row is left."""
@@ -185,6 +206,8 @@ def run_stratum_prioritized(
     while True:
         for cr in rules:
             fire(rt, cr, first, force and first)
+            if after is not None:
+                after()
         first = False
         live = open_all(rt, False)
         for f in fronts:
@@ -196,7 +219,28 @@ def run_stratum_prioritized(
 def run_temporal(rt: Runtime) -> None:
     open_all(rt, True)
     for cr in rt.temporal:
-        fire(rt, cr, True)
+        if cr.feed is not None:
+            run_feed(rt, cr, cr.feed)
+        else:
+            fire(rt, cr, True)
+
+
+def run_feed(rt: Runtime, cr: CompiledRule, feed: Feed | DeleteFeed) -> None:
+    """A next-tick rule over a scratch with a feed: queue the rows that change its head."""
+    rt.firing = cr
+    try:
+        rows = feed.run(cr.zfresh, cr.where)
+        if rows:
+            kind = "deletes" if type(feed) is DeleteFeed else "inserts"
+            rt.pending.add(kind, feed.head.name, rows)
+        if rt._rec is not None and rows:
+            rt._rec.rule(cr.rule.index, rows, None)
+    except BaseException as exc:
+        if rt._failed is None:
+            rt._failed = cr.rule
+        note(exc, f"in {cr.where}")
+        raise
+    cr.zfresh = cr.fresh = False
 
 
 def fire(rt: Runtime, cr: CompiledRule, first: bool, force: bool = False) -> None:

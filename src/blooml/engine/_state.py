@@ -14,15 +14,18 @@ class LatVarState:
     """One lattice variable: its value and the increments merged into it this tick.
 
     ``incs[lo:hi]`` is the current delta (its merge is what a morphism is applied to);
-    ``changes`` counts changes over the program's life (for "did it change since" checks).
+    ``changes`` counts changes over the program's life (for "did it change since" checks);
+    ``start`` is the value at the start of the tick (``value`` is ``start`` merged with
+    ``incs``).
     """
 
-    __slots__ = ("changes", "cls", "hi", "incs", "lo", "name", "value")
+    __slots__ = ("changes", "cls", "hi", "incs", "lo", "name", "start", "value")
 
     def __init__(self, name: str, cls: Any, initial: Any) -> None:
         self.name = name
         self.cls = cls
         self.value = initial
+        self.start = initial
         self.incs: list[Any] = []
         self.lo = 0
         self.hi = 0
@@ -62,6 +65,7 @@ class LatVarState:
         """Start a tick; return what ``rollback`` needs."""
         self.incs = []
         self.lo = self.hi = 0
+        self.start = self.value
         return (self.value, self.changes)
 
     def rollback(self, token: Any) -> None:

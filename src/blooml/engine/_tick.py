@@ -13,6 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from blooml.engine._feed import refill, unfeed
 from blooml.engine._maintain import Support
 from blooml.engine._net_entry import send_outbox
 from blooml.engine._pending_input import blame, culprits, report_pending
@@ -234,6 +235,8 @@ def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
             except Exception as exc:
                 blame(exc, {name: [row]})
                 raise
+    if rt.feeds:
+        unfeed(rt.feeds)
     for name, rows in pend.deletes.items():
         rel = rt.rels[name]
         if name in tick_in:
@@ -242,6 +245,8 @@ def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
             continue
         for row in rows:
             rel.remove(row)
+    if rt.feeds:
+        refill(rt.feeds, now)
     for name, rows in pend.inserts.items():
         if name in tick_in:
             _gather(tick_in, name, rows)

@@ -4,8 +4,8 @@
 component's rules), gives every collection that does not persist its derivation counts, and
 an incremental evaluator (``blooml.engine._zops``) to every rule outside recursion that needs
 one; ``run_units`` runs a stratum unit by unit; ``zfire`` applies a rule's signed output to
-its head; ``run_recursive`` runs a recursive unit semi-naively (DRed for its scratch heads:
-``blooml.engine._dred``).
+its head; ``run_recursive`` runs a recursive unit semi-naively (its scratch heads kept under
+retraction by Backward/Forward with ranked versions: ``blooml.engine._dred``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._dred import DRed
+from blooml.engine._feed import DeleteFeed, Feed
 from blooml.engine._maintain import Support, zcompile_rule
 from blooml.engine._priority import eligible_heads
 from blooml.engine._rules import (
@@ -122,7 +123,33 @@ def plan_units(rt: Runtime) -> None:
             if len(feeding) > 1 and len(heads) == 1 and next(iter(heads)) in rt.support:
                 unit.shared = next(iter(heads))
     rt.units = plans
+    plan_feeds(rt)
     rt._stateful = journaled(rt)
+
+
+def plan_feeds(rt: Runtime) -> None:
+    """Give a feed (``blooml.engine._feed``) to every next-tick rule over a collection that
+    does not persist that can run on changes: a ``<+`` into a table without TTL that no other
+    ``<+``/``<+-`` rule writes, and a ``<-`` from a table."""
+    writers: dict[str, int] = {}
+    for cr in rt.temporal:
+        if cr.op in ("<+", "<+-"):
+            writers[cr.rule.head] = writers.get(cr.rule.head, 0) + 1
+    rt.feeds = []
+    for cr in rt.temporal:
+        head = cr.head_rel
+        cr.feed = None
+        if not cr.transient_full or head is None or head.info.kind != "table":
+            continue
+        if cr.op == "<+" and head.ttl is None and writers[cr.rule.head] == 1:
+            cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
+            cr.feed = Feed(cr.zbody, head)
+        elif cr.op == "<-":
+            cr.zbody = zcompile_rule(cr.rule, rt, True, cr.read_vars)
+            cr.feed = DeleteFeed(cr.zbody, head)
+        else:
+            continue
+        rt.feeds.append(cr.feed)
 
 
 def run_units(rt: Runtime, units: list[Unit]) -> None:
@@ -156,10 +183,12 @@ def run_units(rt: Runtime, units: list[Unit]) -> None:
 
 
 def run_recursive(rt: Runtime, u: Unit) -> None:
-    """A recursive unit: semi-naive from what its heads hold, on this tick's changes; its
-    scratch heads are emptied and re-derived in full when an input it reads lost rows
-    (or a non-monotone input changed), which growth alone cannot account for."""
+    """A recursive unit: semi-naive from what its heads hold, on this tick's changes. When
+    an input it reads lost rows, its scratch heads first lose what no longer derives
+    (``DRed.run``); they are emptied and re-derived in full when that does not fit (a rule
+    it cannot check, a non-monotone input that changed, a retraction reaching too much)."""
     force = False
+    indexed: list[tuple[Relation, list[tuple[int, ...]]]] = []
     if u.scratch:
         force = rt._reset
         force = force or any(rel.tick_delta() for rel in u.nonmono_rels)
@@ -185,16 +214,35 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
                         cr.seen_removals = cr.head_rel.removals
         if force:
             now = rt.now
+            indexed = [(rel, list(rel.indexes)) for rel in u.scratch]
             for rel in u.scratch:
+                if not rel.undo and rel._saved is None:
+                    rel.clear()  # untouched this tick: emptied whole, kept for a rollback
+                    continue
                 for k in list(rel.store):
                     rel.drop(k)
+            if u.dred is not None:
+                u.dred.reset()  # the heads' versions are rebuilt from their re-derivation
+            for rel in u.scratch:
                 rows = rt.tick_in.get(rel.name)
                 if rows:
                     rel.add_many(rows, now, f"input to {rel.name}")
+    # several heads: rank their rows in the order they were stored across heads (each rule
+    # evaluation stores into one head), not head by head
+    after = u.dred.settle if u.dred is not None and len(u.dred.heads) > 1 else None
     if u.prio and rt.prioritize:
-        run_stratum_prioritized(rt, u.rules, u.prio, force)
+        run_stratum_prioritized(rt, u.rules, u.prio, force, after)
     else:
-        run_stratum(rt, u.rules, force)
+        run_stratum(rt, u.rules, force, after)
+    if u.dred is not None:
+        u.dred.settle()  # rank what this tick stored in the heads
+    if force and u.scratch and not rt._reset:
+        # emptying and refilling the heads outgrew their indexes' change logs, which were
+        # dropped: rebuild them in this tick, which costs the view's size anyway, rather than
+        # at the next one's first probe (an insert after such a tick cost 60x another)
+        for rel, cols in indexed:
+            for c in cols:
+                rel.index(c)
 
 
 def zfire(rt: Runtime, cr: CompiledRule, gather: list[tuple[Any, int]] | None = None) -> None:
@@ -260,6 +308,7 @@ def journaled(rt: Runtime) -> list[Any]:
     """The incremental state that a tick changes and a rollback undoes: the derivation
     counts of maintained collections and the operators that keep state."""
     out: list[Any] = list(rt.support.values())
+    out.extend(rt.feeds)
     for cr in rt.rules:
         stack = [cr.zbody] if cr.zbody is not None else []
         while stack:
@@ -267,4 +316,5 @@ def journaled(rt: Runtime) -> list[Any]:
             if hasattr(z, "journal"):
                 out.append(z)
             stack.extend(z.children())
+    out.extend(u.dred for units in rt.units for u in units if u.dred is not None)
     return out

@@ -11,15 +11,17 @@ the current tick (``Relation.tick_delta``), so a step costs what changed, not wh
   input ``i``'s change meets the new state of inputs before ``i`` and the old state of those
   after it). Probes use the relations' maintained hash indexes; the old state is the new one
   with the tick's change taken back, per probed key.
+* A left join of two scans is the inner join plus ``notin``'s rows paired with ``None``.
 * ``notin`` keeps nothing: a changed left row, or a left row under a key whose right side
   changed, is looked up before and after (both sides' indexes), and its output changes when
   its "no match" status does.
 * ``group`` keeps per group its row count and, per aggregate, what undoes a retraction:
   running sums and counts, and a multiset of values for ``min``/``max``/``count(col)``/
-  ``accum`` (the best value is recomputed only when its last copy leaves). ``argmin``/
-  ``argmax`` and ``choose`` keep each group's rows and recompute a group only when its best
-  row leaves.
-* Everything else (``reduce``, outer joins, lattice nodes, joins of non-scans, rules whose
+  ``accum``, with a heap of the distinct values for ``min``/``max``). ``argmin``/``argmax``
+  and ``choose`` keep each group's rows by their ordering value, with a heap of the values:
+  when the best rows leave, the next best is found in O(log n).
+* Everything else (``reduce`` without a declared associative, commutative function, left joins
+  of non-scans, lattice nodes, joins of non-scans, rules whose
   functions read lattice variables or ``tick_count``) runs as :class:`ZFull`: re-evaluated in
   full when one of its sources changed, its output diffed against the last one (a counter),
   which is correct for any node and costs what the old engine paid.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from heapq import heapify, heappop, heappush
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -36,7 +39,7 @@ from typing import Any
 from blooml.engine._agg_eval import _stable
 from blooml.engine._rel_eval import JoinEval, ScanEval, norm_rows
 from blooml.engine.compile import flatten_rows
-from blooml.engine.relation import Relation
+from blooml.engine.relation import MISSING, Relation
 from blooml.errors import ProgramError
 from blooml.ir.aggregates import ExactSum, apply_aggregate
 
@@ -406,33 +409,113 @@ class ZNotIn(ZOp):
         return out
 
 
+class ZLeftJoin(ZOp):
+    """A left outer join of two scans (equality predicates): the inner join's rows, plus
+    ``(row, None)`` for each left row without a match, maintained like ``notin``."""
+
+    __slots__ = ("anti", "inner")
+    width = 2
+
+    def __init__(self, left: Relation, right: Relation, preds: tuple[Any, ...]) -> None:
+        self.inner = ZJoin([left, right], preds)
+        self.anti = ZNotIn(left, right, preds, None)
+
+    def init(self) -> list[Any]:
+        return [*self.inner.init(), *((r, None) for r in self.anti.init())]
+
+    def step(self) -> Delta:
+        out = self.inner.step()
+        anti = self.anti.step()
+        if anti:
+            out = [*out, *(((r, None), w) for r, w in anti)]
+        return out
+
+
 # -- group ---------------------------------------------------------------------------------
 
 
-class _Multiset(dict):  # type: ignore[type-arg]
-    """value -> count; for ``min``/``max`` (``track``), with the best value cached. ``add``
-    changes nothing when it raises (a comparison of values of unlike types)."""
+class _Rev:
+    """A value in reverse order: a min-heap of them pops the largest value first."""
 
-    __slots__ = ("best", "mx", "track")
+    __slots__ = ("v",)
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+    def __lt__(self, other: _Rev) -> bool:
+        return bool(other.v < self.v)
+
+
+class _Heap:
+    """The distinct values of a group in order, for its best one: a binary heap with lazy
+    deletion (a value that left stays in the heap until it reaches the top). ``best(live)``
+    costs O(log n) amortized per value that left; the heap is rebuilt when stale entries
+    outnumber the live ones."""
+
+    __slots__ = ("h", "mx")
+
+    def __init__(self, mx: bool) -> None:
+        self.h: list[Any] = []
+        self.mx = mx
+
+    def _compact(self, live: Any) -> list[Any]:
+        """Drop the stale entries when they outnumber the live ones (values that come and
+        go without ever reaching the top would otherwise pile up)."""
+        h = self.h
+        if len(h) > 2 * len(live) + 16:
+            h = [_Rev(v) for v in live] if self.mx else list(live)
+            heapify(h)
+            self.h = h
+        return h
+
+    def push(self, v: Any, live: Any) -> None:
+        """Add value ``v``, new among ``live`` (the container of the live values)."""
+        h = self._compact(live)
+        heappush(h, _Rev(v) if self.mx else v)  # raises, unchanged, on unlike values
+
+    def best(self, live: Any) -> Any:
+        """The best value still in ``live`` (a container of the live values), or MISSING."""
+        h = self._compact(live)
+        mx = self.mx
+        while h:
+            top = h[0].v if mx else h[0]
+            if top in live:
+                return top
+            heappop(h)
+        return MISSING
+
+
+class _Multiset(dict):  # type: ignore[type-arg]
+    """value -> count; for ``min``/``max`` (``track``), the best value kept by a heap of the
+    distinct values (O(log n) when the best leaves). ``add`` changes nothing when it raises
+    (a comparison of values of unlike types)."""
+
+    __slots__ = ("best", "heap", "mx", "track")
 
     def __init__(self, mx: bool, track: bool) -> None:
         super().__init__()
         self.mx = mx
         self.track = track
         self.best: Any = None
+        self.heap: _Heap | None = _Heap(mx) if track else None
 
     def add(self, v: Any, w: int) -> None:
-        c = self.get(v, 0) + w
+        c0 = self.get(v, 0)
+        c = c0 + w
         nb = self.best
+        heap = self.heap
         if c > 0:
-            if self.track and w > 0 and (not self or (v > nb if self.mx else v < nb)):
-                nb = v
+            if heap is not None and not c0:
+                better = not self or (v > nb if self.mx else v < nb)  # may raise: unchanged
+                heap.push(v, self)
+                if better:
+                    nb = v
             self[v] = c
         else:
-            if self.track and v == nb:
-                rest = [x for x in self if x != v]
-                nb = (max(rest) if self.mx else min(rest)) if rest else None
             del self[v]
+            if heap is not None and v == nb:
+                b = heap.best(self)
+                nb = None if b is MISSING else b
         self.best = nb
 
 
@@ -670,6 +753,10 @@ class _Keyed(ZOp):
     def _gkey(self, r: Any) -> Any:
         return tuple(r[i] for i in self.keys)
 
+    def _group(self) -> dict[Any, int]:
+        """A new, empty group: row -> count."""
+        return {}
+
     def _best(self, rows: dict[Any, int]) -> list[Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -694,8 +781,12 @@ class _Keyed(ZOp):
     def init(self) -> list[Any]:
         self.journal.append(("init", self.groups, self.outs))
         self.groups = {}
+        groups = self.groups
         for r in _input_rows(self.inp):
-            g = self.groups.setdefault(self._gkey(r), {})
+            k = self._gkey(r)
+            g = groups.get(k)
+            if g is None:
+                g = groups[k] = self._group()
             g[r] = g.get(r, 0) + 1
         self.outs = {k: self._best(g) for k, g in self.groups.items()}
         return [r for rows in self.outs.values() for r in rows]
@@ -712,7 +803,7 @@ class _Keyed(ZOp):
             k = self._gkey(r)
             g = groups.get(k)
             if g is None:
-                g = groups[k] = {}
+                g = groups[k] = self._group()
                 journal.append(("new", k))
             c0 = g.get(r, 0)
             c = c0 + w
@@ -769,6 +860,55 @@ class _Keyed(ZOp):
         return (n + e, n * 120 + b)
 
 
+class _Ordered(dict):  # type: ignore[type-arg]
+    """A group of ``argmin``/``argmax``/``choose``: row -> count, and the rows by their
+    ordering value with a heap of the distinct values, so that the best rows are found in
+    O(log n) when the best leaves (a priority queue popping its minimum), not O(group)."""
+
+    __slots__ = ("byval", "heap", "val")
+
+    def __init__(self, val: Callable[[Any], Any], mx: bool) -> None:
+        super().__init__()
+        self.val = val
+        self.byval: dict[Any, dict[Any, None]] = {}
+        self.heap = _Heap(mx)
+
+    def __setitem__(self, r: Any, c: int) -> None:
+        if r not in self:
+            v = self.val(r)
+            if v is None:  # NULL is never a group's extreme (SQL's min/max skip it)
+                dict.__setitem__(self, r, c)
+                return
+            rows = self.byval.get(v)
+            if rows is None:
+                self.heap.push(v, self.byval)  # may raise (unlike values): nothing changed
+                rows = self.byval[v] = {}
+            rows[r] = None
+        dict.__setitem__(self, r, c)
+
+    def __delitem__(self, r: Any) -> None:
+        dict.__delitem__(self, r)
+        v = self.val(r)
+        if v is None:
+            return
+        rows = self.byval[v]
+        del rows[r]
+        if not rows:
+            del self.byval[v]
+
+    def pop(self, r: Any, default: Any = None) -> Any:  # type: ignore[override]
+        if r not in self:
+            return default
+        c = dict.__getitem__(self, r)
+        del self[r]
+        return c
+
+    def best_rows(self) -> dict[Any, None]:
+        """The rows holding the best value (none when the group is empty)."""
+        v = self.heap.best(self.byval)
+        return {} if v is MISSING else self.byval[v]
+
+
 class ZArgAgg(_Keyed):
     """Rows whose column is the minimum/maximum of their group (all ties, with repeats)."""
 
@@ -779,20 +919,12 @@ class ZArgAgg(_Keyed):
         self.col = col
         self.mx = how == "max"
 
+    def _group(self) -> dict[Any, int]:
+        return _Ordered(itemgetter(self.col), self.mx)
+
     def _best(self, rows: dict[Any, int]) -> list[Any]:
-        c, mx = self.col, self.mx
-        best: Any = None
-        out: list[Any] = []
-        for r, n in rows.items():
-            v = r[c]
-            if v is None:  # NULL is never a group's extreme (SQL's min/max skip it)
-                continue
-            if not out or (v > best if mx else v < best):
-                best = v
-                out = [r] * n
-            elif v == best:
-                out.extend([r] * n)
-        return out
+        g: Any = rows
+        return [r for r in g.best_rows() for _ in range(g[r])]
 
     def _worse(self, r: Any, best: Any) -> bool:
         v, b = r[self.col], best[self.col]
@@ -810,9 +942,14 @@ class ZChoose(_Keyed):
         super().__init__(inp, keys)
         self.seed = seed
 
-    def _best(self, rows: dict[Any, int]) -> list[Any]:
+    def _group(self) -> dict[Any, int]:
         seed = self.seed
-        return [min(rows, key=lambda r: _stable(r, seed))]
+        return _Ordered(lambda r: _stable(r, seed), False)
+
+    def _best(self, rows: dict[Any, int]) -> list[Any]:
+        g: Any = rows
+        best = g.best_rows()
+        return [next(iter(best))] if best else []
 
     def _worse(self, r: Any, best: Any) -> bool:
         return _stable(r, self.seed) > _stable(best, self.seed)

@@ -26,6 +26,7 @@ from typing import Any
 
 from blooml.engine import _net_entry
 from blooml.engine._codegen import FusedMapEval
+from blooml.engine._feed import DeleteFeed, Feed
 from blooml.engine._maintain import Support
 from blooml.engine._pending_input import discard
 from blooml.engine._priority import eligible_heads
@@ -134,6 +135,8 @@ class Runtime:
         self.prio_heads = [eligible_heads((cr.rule for cr in s), self.rels) for s in self.strata]
         #: incremental mode: per stratum, its units in dependency order (``_units.plan_units``)
         self.units: list[list[Unit]] = []
+        #: incremental mode: the feeds of ``<+``/``<-`` rules over scratches (``plan_feeds``)
+        self.feeds: list[Feed | DeleteFeed] = []
         #: incremental mode: the derivation counts of each maintained collection
         self.support: dict[str, Support] = {}
         #: incremental mode: the input rows of this tick and the last one, per collection that
@@ -147,11 +150,11 @@ class Runtime:
         self._stateful: list[Any] = []
         self._rec_heads: set[str] = set()
         self._transient = [n for n, r in self.rels.items() if not r.persistent]
+        self.temporal = [self.rules[i] for i in ir.temporal]
         if self.incremental:
             plan_units(self)
         if self.inline:
             self._plain_rows()
-        self.temporal = [self.rules[i] for i in ir.temporal]
         self.pending = Pending()
         self.outbox: list[tuple[Any, str, tuple[Any, ...], Any]] = []
         # (channel, row) of the messages in the outbox: each is sent once a tick
@@ -288,6 +291,8 @@ class Runtime:
             self.support = {}
             plan_units(self)
             self._reset = True
+            for cr in self.rules:  # new operators, empty: each builds its state afresh
+                cr.fresh = cr.zfresh = True
 
     def discard_pending(self, only: Any = None) -> PendingInput:
         """Drop what is queued for the next tick (everything, or the items of ``only``);
@@ -300,6 +305,10 @@ class Runtime:
         previous outputs of rules re-run in full), with estimated bytes."""
         colls: dict[str, Any] = {}
         total = 0
+        # a recursive view's versions (Backward/Forward, ``engine/_dred.py``) count as support
+        ranked = {
+            h: u.dred for units in self.units for u in units if u.dred for h in u.dred.by_head
+        }
         for name, rel in self.rels.items():
             n = len(rel.store)
             rows_b = sys.getsizeof(rel.store) + sizeof_rows(n, next(iter(rel.store.values()), ()))
@@ -310,6 +319,9 @@ class Runtime:
                 sup_b = sys.getsizeof(sup.counts) + entries * 80
                 if sup.keyed:
                     sup_b += len(sup.counts) * 250
+            dred = ranked.get(name)
+            if dred is not None:
+                entries, sup_b = dred.memory(name)
             colls[name] = {"rows": n, "bytes": rows_b, "support": entries, "support_bytes": sup_b}
             total += rows_b + sup_b
         rules: dict[str, Any] = {}
@@ -337,7 +349,11 @@ class Runtime:
     def has_pending(self) -> bool:
         """Whether input (messages, inserts, deferred facts) waits for the next tick."""
         p = self.pending
-        return bool(p.inserts or p.deletes or p.replaces or p.lats)
+        if p.inserts or p.deletes or p.replaces or p.lats:
+            return True
+        # a <+ or <- rule over a scratch queues its rows every tick (those that change its
+        # table: see blooml.engine._feed)
+        return any(f.armed and f.counts for f in self.feeds)
 
     def next_due(self) -> float | None:
         """The clock time at which the next ``periodic`` fires (``None``: no periodic)."""

@@ -5,9 +5,10 @@ to ``head``. The edge is *temporal* for ``<+ <- <~ <+-`` (it crosses a tick), *n
 when the source is read through a non-monotone position (the right of ``notin``, the input of
 ``group``/``argmin``/``reduce``/``choose``/``empty``, the right of a left join, the target of an
 unmarked lattice method, a lattice variable a rule function uses non-monotonically:
-``Rule.nonmonotone_reads``), and *monotone* otherwise. Strata are the strongly connected
-components of the same-tick graph ordered so that a non-monotone edge always goes to a later
-stratum; a cycle through a non-monotone edge cannot be ordered and raises
+``Rule.nonmonotone_reads``, a collection whose lattice columns a rule function reads
+non-monotonically: ``Rule.nonmonotone_inputs``), and *monotone* otherwise. Strata are the
+strongly connected components of the same-tick graph ordered so that a non-monotone edge
+always goes to a later stratum; a cycle through a non-monotone edge cannot be ordered and raises
 :class:`~blooml.errors.StratificationError`.
 """
 
@@ -92,7 +93,7 @@ def analyze(
     for r in rules:
         seen: dict[str, bool] = {}
         for src, nm in sources(r.body):
-            seen[src] = seen.get(src, False) or nm
+            seen[src] = seen.get(src, False) or nm or src in r.nonmonotone_inputs
         for var in sorted(r.reads):
             seen[var] = seen.get(var, False) or var in r.nonmonotone_reads
         for src, nm in seen.items():

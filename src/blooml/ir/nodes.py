@@ -308,14 +308,18 @@ class ArgAgg(Rel):
 @attrs.frozen(repr=False)
 class Reduce(Rel):
     """``fn(memo, row)`` folded over the rows (sorted, for determinism) from ``init``; the
-    result is a row, a list of rows or ``None``."""
+    result is a row, a list of rows or ``None``. ``combine`` (optional) declares the fold
+    order-free: ``combine(m1, m2)`` joins two partial results (associative, commutative,
+    ``init`` its identity), so an engine may fold parts of the rows separately."""
 
     input: Rel
     init: Any
     fn: Callable[[Any, Any], Any]
+    combine: Callable[[Any, Any], Any] | None = attrs.field(default=None, eq=_fn_key)
 
     def __repr__(self) -> str:
-        return f"reduce({self.input!r}, {self.init!r}, {_fn_name(self.fn)})"
+        extra = "" if self.combine is None else f", combine={_fn_name(self.combine)}"
+        return f"reduce({self.input!r}, {self.init!r}, {_fn_name(self.fn)}{extra})"
 
 
 @attrs.frozen(repr=False)
@@ -459,6 +463,9 @@ def functions(node: Any) -> list[Callable[..., Any]]:
         fn = getattr(n, "fn", None)
         if callable(fn):
             out.append(fn)
+        combine = getattr(n, "combine", None)
+        if callable(combine):
+            out.append(combine)
         if isinstance(n, LatMethod):
             out.extend(a for a in n.args if callable(a) and not isinstance(a, (Node, type)))
         stack.extend(children(n))

@@ -119,6 +119,15 @@ class Rule:
             method not marked ``@morph``/``@monotone``, the bare value): a non-monotone edge,
             so the variable is final (an earlier stratum) before the rule runs.
         reads_tick: whether a function reads ``self.tick_count``.
+        nonmonotone_inputs: collections (and lattice variables, through
+            ``to_collection()``) whose rows reach a rule function that reads their lattice
+            columns non-monotonically (``reveal()``, a lattice method not marked
+            ``@morph``/``@monotone``): a non-monotone edge, so those rows are final (an
+            earlier stratum; a recursive lattice view has reached its fixpoint) before the
+            rule runs.
+        shipped_reads: the subset of ``nonmonotone_reads`` whose whole value a function only
+            puts, as the last column, into the row it returns (state-based gossip:
+            ``(p.addr, self.cart)``); in a ``<~``/``<+`` rule, not a point of order.
     """
 
     index: int
@@ -131,6 +140,8 @@ class Rule:
     reads: frozenset[str] = frozenset()
     reads_tick: bool = False
     nonmonotone_reads: frozenset[str] = frozenset()
+    nonmonotone_inputs: frozenset[str] = frozenset()
+    shipped_reads: frozenset[str] = frozenset()
 
     @property
     def temporal(self) -> bool:
@@ -201,7 +212,10 @@ class ProgramIR:
         """Rules with a non-monotone dependency downstream of a channel (CALM points of order).
 
         A rule is one when a channel's contents reach a non-monotone input of it (the right of
-        a ``notin``, a ``group``, an ``argmin``, a non-monotone lattice method, ...), or when it
+        a ``notin``, a ``group``, an ``argmin``, a non-monotone lattice method, a lattice
+        variable its functions read non-monotonically, ``Rule.nonmonotone_reads``, in a rule
+        of any operator, except a value a ``<~``/``<+`` rule ships whole in its rows,
+        ``Rule.shipped_reads``), or when it
         is a ``<-`` or ``<+-`` rule (a deletion or a replacement: non-monotone in its head)
         whose body a channel reaches: what it removes depends on when the message came.
 
@@ -231,6 +245,9 @@ class ProgramIR:
                 srcs = {
                     e.src for e in self.edges if e.rule == rule.index and _nonmono_body(rule.body)
                 }
+                # a lattice variable its functions read non-monotonically (``x.reveal() <
+                # 10`` in a ``<+``/``<~`` rule): its edge is temporal, the read is not
+                srcs |= rule.nonmonotone_reads - rule.shipped_reads
             hit = sorted(c for c in chans if reach[c] & srcs)
             if hit:
                 out.append((rule, hit))

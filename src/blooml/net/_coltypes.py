@@ -64,7 +64,7 @@ class ColumnTypes:
             if not isinstance(scan, N.Scan):
                 continue
             info = rt.ir.collections.get(scan.name)
-            if info is None or info.kind != "channel":
+            if info is None:
                 continue
             cols = info.columns
             expr = body.expr
@@ -84,8 +84,8 @@ class ColumnTypes:
         self.checks.setdefault(chan, []).append(check)
 
     def check(self, chan: str, rows: Sequence[Any]) -> str | None:
-        """Why ``rows`` arriving on ``chan`` cannot be merged where the program merges them
-        (``None``: they can, or the program does not say)."""
+        """Why ``rows`` arriving on (or inserted into) collection ``chan`` cannot be merged
+        where the program merges them (``None``: they can, or the program does not say)."""
         checks = self.checks.get(chan)
         if not checks:
             return None
@@ -114,6 +114,27 @@ class ColumnTypes:
                     why = _compatible(var.value, value)
                 if why is not None:
                     return f"channel {chan!r} column {col!r} {why} (merged by {where})"
+        return None
+
+    def check_pending(self, pend: Any) -> str | None:
+        """Why what a local write queued (``Pending``: rows of collections, lattice merges)
+        cannot be merged where the program merges it, or ``None``: the check the network
+        path makes at the door, for ``sync_do``/``async_do``."""
+        for name, rows in pend.inserts.items():
+            why = self.check(name, rows)
+            if why is not None:
+                return why
+        lats = self.rt.lats
+        for name, values in pend.lats.items():
+            var = lats.get(name)
+            if var is None:
+                continue
+            for v in values:
+                if type(v) is not var.cls:
+                    continue  # the runtime's own merge reports a class mismatch
+                why = _compatible(var.value, v)
+                if why is not None:
+                    return f"lattice variable {name!r} {why}"
         return None
 
 

@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from blooml.errors import BloomlError, ConfluenceViolation
+from blooml.errors import BloomlError, ConfluenceViolation, ScheduleFailure
 from blooml.net.sim import Message, Simulation
 from blooml.testing._confluence import ConfluenceReport, _fmt_points
 
@@ -169,6 +169,24 @@ def _describe(msgs: list[Message]) -> list[str]:
     return out
 
 
+def _failure(
+    exc: BaseException, sched: list[str], reference: bool, points: dict[str, list[str]]
+) -> ScheduleFailure:
+    """The report of a run whose tick failed: the exception and the schedule."""
+    which = (
+        "the reference schedule (every message at once, in order)"
+        if reference
+        else "a message schedule (shrunk by hypothesis)"
+    )
+    lines = [f"a tick failed under {which}: {type(exc).__name__}: {exc}", "", "schedule:"]
+    lines += ["  " + s for s in sched] or ["  (no messages)"]
+    lines.append("points of order (blooml analyze):")
+    lines.append(_fmt_points(points))
+    err = ScheduleFailure("\n".join(lines), sched, exc, reference, points)
+    err.__cause__ = exc
+    return err
+
+
 def check_confluence(
     factory: Callable[[Simulation], Iterable[Any] | Mapping[str, Any]],
     inputs: Mapping[str, Mapping[str, Iterable[Any]]] | Sequence[TimedInput],
@@ -220,6 +238,8 @@ def check_confluence(
                 "never falls quiet (gossip on a periodic), pass until=<virtual seconds>"
             )
 
+    failures: list[BaseException | None] = [None]  # the last run's tick failure
+
     def run(schedule: Callable[[Message], Sequence[float]]) -> tuple[Any, list[str], Any]:
         sim = Simulation(seed=0, schedule=schedule)
         nodes = _nodes(factory(sim))
@@ -235,6 +255,7 @@ def check_confluence(
 
             sim.at(t, put)
         error = None
+        failures[0] = None
         try:
             if until is None:
                 settle(sim)
@@ -256,14 +277,18 @@ def check_confluence(
             if "did not settle" in str(exc) or "still busy" in str(exc):
                 raise
             error = f"{type(exc).__name__}: {exc}"
+            failures[0] = exc
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
+            failures[0] = exc
         outcome = snapshot(nodes)
         if error is not None:
             outcome["<error>"] = {"tick failed": error}
         return outcome, _describe(sim.messages), nodes
 
     ref_outcome, ref_sched, ref_nodes = run(lambda m: [0.0])
+    if failures[0] is not None:  # every schedule may fail alike: never "confluent"
+        raise _failure(failures[0], ref_sched, True, points_of_order(ref_nodes.values()))
     if not any(ref_outcome.get(a) for a in ref_nodes) and outputs is not None:
         raise BloomlError(f"check_confluence: no node has any of the outputs {outputs!r}")
     points = points_of_order(ref_nodes.values())
@@ -303,8 +328,8 @@ def check_confluence(
 
         count[0] += 1
         outcome, sched, _ = run(schedule)
-        if outcome != ref_outcome:
-            found[:] = [outcome, sched]
+        if outcome != ref_outcome or failures[0] is not None:
+            found[:] = [outcome, sched, failures[0]]
             raise AssertionError("outcome differs")
 
     try:
@@ -312,7 +337,9 @@ def check_confluence(
     except AssertionError:
         if not found:
             raise
-        outcome, sched = found
+        outcome, sched, failure = found
+        if failure is not None:
+            raise _failure(failure, sched, False, points) from failure
         diff = sorted(
             (a, n)
             for a in sorted(set(ref_outcome) | set(outcome))

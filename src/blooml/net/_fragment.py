@@ -25,12 +25,14 @@ from hashlib import sha256
 from typing import Any
 
 from blooml.errors import CodecError
-from blooml.net.codec import FORMAT_VERSION, split_outer
+from blooml.net.codec import split_outer
 
 __all__ = ["FRAGMENT_OVERHEAD", "Reassembler", "fragment", "is_fragment"]
 
 _HEADER = struct.Struct(">16sIIIq")
 _TAG = b"blooml-fragment\x00"
+#: The fragment format version (independent of the envelope's: a fragment carries bytes).
+FRAGMENT_VERSION = 1
 #: Bytes of a fragment datagram around its chunk (array, version, bin headers, signature).
 FRAGMENT_OVERHEAD = 1 + 1 + 2 + _HEADER.size + 5 + 2 + 32
 
@@ -67,7 +69,7 @@ def fragment(data: bytes, max_datagram: int, key: bytes | None, ts: float) -> li
         sig = hmac.new(key, _TAG + header + chunk, sha256).digest() if key else None
         out.append(
             b"\x94"
-            + bytes((FORMAT_VERSION,))
+            + bytes((FRAGMENT_VERSION,))
             + _bin(header)
             + _bin(chunk)
             + (b"\xc0" if sig is None else _bin(sig))
@@ -142,7 +144,7 @@ class Reassembler:
         if items is None:
             raise CodecError("malformed", "not a fragment")
         version, (header, chunk, sig) = items
-        if version != FORMAT_VERSION:
+        if version != FRAGMENT_VERSION:
             raise CodecError("version", f"unknown format version {version!r}", version)
         if header is None or chunk is None or len(header) != _HEADER.size:
             raise CodecError("malformed", "bad fragment header")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from blooml.engine._state import Pending
@@ -45,7 +45,7 @@ class Unit:
         result: the call's return value (the future's result once the input commits).
     """
 
-    __slots__ = ("fut", "pend", "result", "what")
+    __slots__ = ("fut", "pend", "result", "sender", "what")
 
     def __init__(
         self,
@@ -53,11 +53,49 @@ class Unit:
         pend: Pending,
         fut: concurrent.futures.Future[Any] | None = None,
         result: Any = None,
+        sender: str | None = None,
     ) -> None:
         self.what = what
         self.pend = pend
         self.fut = fut
         self.result = result
+        #: the address of the node that sent it (a datagram or frame), else ``None``
+        self.sender = sender
+
+    def divisible(self) -> bool:
+        """Whether :func:`isolate` may set aside part of it: a unit nobody waits for (a
+        datagram, a loopback delivery, queued input) holding more than one row. A
+        ``sync_do``/``async_do`` call is applied whole or not at all: its caller is told."""
+        return self.fut is None and self.size() > 1
+
+    def take(self, kind: str, name: str, j: int) -> tuple[Unit, Unit | None]:
+        """Item ``j`` of ``kind``/``name`` as a unit of its own, and the unit without it
+        (``None`` when nothing is left); the same objects, so identity is kept."""
+        piece, rest = Pending(), Pending()
+        for k, n, items in self.lists():
+            cls = CheckedRows if type(items) is CheckedRows else list
+            if k == kind and n == name:
+                piece.add(k, n, cls([items[j]]))
+                others = items[:j] + items[j + 1 :]
+                if others:
+                    rest.add(k, n, cls(others))
+            else:
+                rest.add(k, n, cls(items))
+        left = Unit(self.what, rest, None, None, self.sender) if rest else None
+        return Unit(self.what, piece, None, None, self.sender), left
+
+    def halves(self) -> list[Unit]:
+        """The unit cut into two units of about half its rows each (same ``what`` and
+        ``sender``; the same row objects, so identity is kept)."""
+        items = [(kind, name, x, type(lst)) for kind, name, lst in self.lists() for x in lst]
+        h = len(items) // 2
+        out = []
+        for part in (items[:h], items[h:]):
+            pend = Pending()
+            for kind, name, x, cls in part:
+                pend.add(kind, name, CheckedRows([x]) if cls is CheckedRows else [x])
+            out.append(Unit(self.what, pend, None, None, self.sender))
+        return out
 
     def lists(self) -> Iterator[tuple[str, str, list[Any]]]:
         """``(kind, name, items)`` for everything the unit queued."""
@@ -224,6 +262,8 @@ class Isolation:
         self.undecided: list[Unit] = []
         self.no_input: BaseException | None = None
         self.trials = 0
+        #: whether ``good`` was applied already (by the caller's ``commit``)
+        self.committed = False
 
 
 def trial(rt: Any, units: list[Unit]) -> BaseException | None:
@@ -244,7 +284,14 @@ def trial(rt: Any, units: list[Unit]) -> BaseException | None:
     raise AssertionError("a trial tick committed")  # pragma: no cover - the probe raises
 
 
-def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Isolation:
+def isolate(
+    rt: Any,
+    units: list[Unit],
+    first: BaseException,
+    budget: int,
+    on_bad: Callable[[Unit], bool] | None = None,
+    commit: Callable[[list[Unit]], BaseException | None] | None = None,
+) -> Isolation:
     """Find the units a tick fails on (the tick on all of ``units`` failed with ``first``).
 
     First a tick on no input: if it fails too, the failure is not the input's (``no_input``).
@@ -252,7 +299,13 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
     be good joins them; a failing group is split, and a failing single unit is bad. With one
     bad unit among ``n`` that is about ``2·log2(n)`` trials; after ``budget`` trials, once one
     bad unit is found (that takes at most ``log2(n) + 2``), the untried groups are
-    ``undecided``.
+    ``undecided``. A failing unit of several rows that nobody waits for (a datagram) is
+    bisected further, down to the rows: what is set aside is the poison row alone, in about
+    ``2·log2(rows)`` more trials. ``on_bad(unit)`` is called for each unit found bad; when
+    it returns true (its sender is throttled), the sender's other units are left undecided,
+    as they are when a named row's sender is one of several in the search. ``commit(units)``
+    (a real tick on ``units``, returning its exception) replaces the trial after a named row
+    when given: ``committed`` then says the good units were applied.
     """
     out = Isolation()
     out.trials = 1
@@ -260,9 +313,39 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
     if exc is not None:
         out.no_input = exc
         return out
-    if len(units) == 1:
+    if len(units) == 1 and not units[0].divisible():
         out.bad.append((units[0], first))
+        if on_bad is not None:
+            on_bad(units[0])
         return out
+    # the runtime names the row a simple rule raised on (``pending_input``, found by calling
+    # the rule's functions on the queued rows alone): set it aside and try the rest at once,
+    # one trial per poison row instead of a bisection; without a name, bisect
+    hint: BaseException = first
+    while out.trials < budget:
+        found = _named_row(units, hint)
+        if found is None:
+            break
+        piece, units = found
+        out.bad.append((piece, hint))
+        if _set_apart(piece, units, on_bad):
+            gone = piece.sender
+            out.undecided += [u for u in units if u.sender == gone]
+            units = [u for u in units if u.sender != gone]
+        if not units:
+            return out
+        out.trials += 1
+        # the rest is tried by a real tick when the caller gives one: if it commits, the
+        # search is over and the tick is not run twice (a failing one rolls back as a trial)
+        exc = trial(rt, units) if commit is None else commit(units)
+        if exc is None:
+            out.good = units
+            out.committed = commit is not None
+            return out
+        hint = exc
+    # a sender's units side by side: one sender's poison then fails one group, not every
+    # group (interleaved arrivals would make every half fail down to single units)
+    units = sorted(units, key=_sender_key)
     todo = _halves(units)
     while todo:
         group = todo.pop(0)
@@ -270,16 +353,83 @@ def isolate(rt: Any, units: list[Unit], first: BaseException, budget: int) -> Is
             out.undecided.extend(group)
             continue
         out.trials += 1
-        exc = trial(rt, out.good + group)
+        # the group first: the runtime looks for the row it raised on among the first
+        # 10,000 queued rows, and the good ones are known not to be it
+        # the last group with every good unit is what the real tick would run: when the
+        # caller gives a real tick, run it (it commits, or rolls back as a trial would)
+        last = not todo and commit is not None
+        run = commit if last and commit is not None else (lambda us: trial(rt, us))
+        exc = run(group + out.good)
+        named = None if exc is None else _named_row(group, exc)
         if exc is None:
             out.good.extend(group)
-        elif len(group) == 1:
+            out.committed = last
+        elif named is not None:  # the runtime names the row: it is bad, retry the rest
+            piece, rest = named
+            out.bad.append((piece, exc))
+            if _set_apart(piece, [*rest, *out.good, *(u for g in todo for u in g)], on_bad):
+                gone = piece.sender
+                out.undecided += [u for g in [rest, *todo] for u in g if u.sender == gone]
+                todo = [k for k in ([u for u in g if u.sender != gone] for g in todo) if k]
+                rest = [u for u in rest if u.sender != gone]
+            if rest:
+                todo.insert(0, rest)
+        elif len(group) == 1 and not group[0].divisible():
             out.bad.append((group[0], exc))
+            if on_bad is not None and on_bad(group[0]):
+                # its sender is throttled now: its other units leave this search (they are
+                # undecided, and wait in the sender's slow lane, not in everyone's tick)
+                gone = group[0].sender
+                out.undecided += [u for g in todo for u in g if u.sender == gone]
+                todo = [k for k in ([u for u in g if u.sender != gone] for g in todo) if k]
         else:
             todo[:0] = _halves(group)
     return out
 
 
+def _set_apart(piece: Unit, others: list[Unit], on_bad: Callable[[Unit], bool] | None) -> bool:
+    """A named poison row: count it against its sender (``on_bad``); whether the sender's
+    other units leave the search (to be tried apart from the other senders' input): when
+    the sender is throttled now, or when other senders' units are in the search (one
+    sender's poison rows are then not found one trial each at everyone's cost)."""
+    throttled = on_bad is not None and on_bad(piece)
+    sender = piece.sender
+    if sender is None:
+        return throttled
+    return throttled or any(u.sender is not None and u.sender != sender for u in others)
+
+
+def _named_row(units: list[Unit], exc: BaseException) -> tuple[Unit, list[Unit]] | None:
+    """When ``exc`` names one queued row it was raised on (``pending_input``), that row as a
+    unit of its own and the other units (the row's unit without it); else ``None``."""
+    items = getattr(exc, "pending_input", None)
+    if not isinstance(items, dict) or len(items) != 1:
+        return None
+    ((name, rows),) = items.items()
+    if not isinstance(rows, list) or len(rows) != 1 or not isinstance(rows[0], tuple):
+        return None
+    key = tuple(rows[0])
+    for i, u in enumerate(units):
+        if u.fut is not None:
+            continue  # a sync_do/async_do call applies whole or not at all
+        for kind in ("inserts", "replaces"):
+            lst = getattr(u.pend, kind).get(name)
+            for j, x in enumerate(lst or ()):
+                if isinstance(x, tuple) and tuple(x) == key:
+                    piece, rest = u.take(kind, name, j)
+                    return piece, units[:i] + ([rest] if rest is not None else []) + units[i + 1 :]
+    return None
+
+
+def _sender_key(u: Unit) -> str:
+    return "" if u.sender is None else u.sender
+
+
 def _halves(units: list[Unit]) -> list[list[Unit]]:
+    """Two groups of about half of ``units``; a single unit of several rows is cut into
+    two halves of its rows (a poison row is then found in about ``2·log2(rows)`` more
+    trials, and the other rows of its datagram apply)."""
+    if len(units) == 1:
+        return [[u] for u in units[0].halves()]
     h = len(units) // 2
     return [units[:h], units[h:]]

@@ -40,6 +40,9 @@ class NodeBase:
     transport: str | None
     key: bytes | None
     guard: ReplayGuard | None
+    aliases: set[str]
+    _seq: int
+    _wildcard_port: int | None
     inbox_limit: int
     max_datagram: int
     max_message: int
@@ -89,6 +92,22 @@ class NodeBase:
     _stop_deadline: float
     _rng: random.Random
     _stats: dict[str, Any]
+    throttle_after: int
+    throttle_share: float
+    throttle_queue: int
+    refusals: deque[Any]
+    _logged_refusals: set[str]
+    _strikes: dict[str, int]
+    _throttled_now: set[str]
+    _slow: deque[tuple[str, Any]]
+    _in_slow: bool
+    _slow_credit: float
+    peer_timeout: float
+    _epoch: int
+    _acks_due: dict[str, int]
+    _received_from: dict[str, int]
+    _liveness: dict[str, list[Any]]
+    _down: set[str]
 
     if TYPE_CHECKING:  # provided by the other parts (see the module docstring)
 
@@ -103,6 +122,7 @@ class NodeBase:
             fn: Callable[..., Any],
             *args: Any,
             fut: concurrent.futures.Future[Any] | None = None,
+            sender: str | None = None,
         ) -> Any: ...
         def _run_call(
             self, fn: Callable[[Any], Any], fut: concurrent.futures.Future[Any], what: str
@@ -110,6 +130,15 @@ class NodeBase:
         def _tick(self, t0: float | None = None) -> bool: ...
         def _peer(self, addr: str) -> _Peer: ...
         def _send_limit(self) -> int: ...
+        def _send(self, addr: str, groups: dict[str, list[bytes]]) -> None: ...
+        def _send_failed(self, addr: str, exc: BaseException, n: int = 1) -> None: ...
+        def _refuse(self, sender: str, chan_rows: dict[str, int], exc: BaseException) -> None: ...
+        def _enqueue(self, sender: str, batches: Any) -> bool: ...
+        def _throttled(self, sender: str, batches: Any) -> bool: ...
+        def _slow_step(self, busy: bool) -> None: ...
+        def _credit(self, seconds: float) -> None: ...
+        def _drain_udp(self) -> None: ...
+        def _flush_acks(self) -> None: ...
 
     def _count(self, name: str, n: int = 1) -> None:
         self._stats[name] += n

@@ -26,6 +26,9 @@ class _Peer:
         self.limit = limit  # bytes queued at most
         self.queued = 0
         self.inflight = 0  # frames written but not drained yet
+        # the sizes of the last frames written to the transport, in order (direct writes
+        # and batches alike): what its buffer still holds is the tail of them
+        self.written: deque[int] = deque(maxlen=100_000)
         self.event = asyncio.Event()
         self.writer: asyncio.StreamWriter | None = None
         self.task = asyncio.get_running_loop().create_task(self.run())
@@ -39,6 +42,7 @@ class _Peer:
                 # no hand-off to the peer's task); what the socket did not take waits in
                 # the transport, and the next frames queue behind it for the task
                 t.write(frame)
+                self.written.append(len(frame))
                 return
         if self.queued + len(frame) > self.limit:
             self.node._count("send_dropped")  # a dead or slow peer: drop, never grow
@@ -91,11 +95,13 @@ class _Peer:
                 self.event.clear()
                 await self.event.wait()
                 continue
+            sizes = [len(f) for f in self.frames]
             data, n = self.take()
             w = self.writer
             if w is None:
                 continue
             self.inflight = n
+            self.written.extend(sizes)
             try:
                 w.write(data)
                 await w.drain()
@@ -113,6 +119,22 @@ class _Peer:
                     await last.drain()
             last.close()
 
+    def _unsent(self) -> int:
+        """Frames written to the transport but not wholly handed to the kernel yet (still in
+        its buffer: aborting loses them). A frame the kernel took leaves after the close, so
+        it is not counted as dropped."""
+        w = self.writer
+        if w is None:
+            return self.inflight
+        buffered = w.transport.get_write_buffer_size()
+        lost = held = 0
+        for size in reversed(self.written):
+            if held >= buffered:
+                break
+            held += size
+            lost += 1
+        return lost
+
     async def close(self, budget: float) -> None:
         """Flush within ``budget`` seconds; then drop what is left (counted) and close."""
         self.event.set()
@@ -120,9 +142,7 @@ class _Peer:
             await asyncio.wait_for(asyncio.shield(self.task), budget)
         except (TimeoutError, asyncio.CancelledError):
             self.task.cancel()
-            w = self.writer
-            unsent = self.inflight or int(w is not None and w.transport.get_write_buffer_size() > 0)
-            self.node._count("send_dropped", self.take()[1] + unsent)
+            self.node._count("send_dropped", self.take()[1] + self._unsent())
         if self.writer is not None:
             self.writer.transport.abort()  # a peer that never reads cannot hold us
 

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from blooml.engine._state import Pending
-from blooml.errors import ProgramError, RuleQuarantinedError
+from blooml.errors import IllTypedValueError, ProgramError, RuleQuarantinedError
+from blooml.net._coltypes import ColumnTypes
 from blooml.net._isolate import (
     Unit,
     added,
@@ -33,6 +34,7 @@ class Isolation(NodeBase):
         fn: Callable[..., Any],
         *args: Any,
         fut: concurrent.futures.Future[Any] | None = None,
+        sender: str | None = None,
     ) -> Any:
         """Call ``fn(*args)``, remembering what it queues for the next tick as one input
         unit (``_isolate.Unit``); if it raises, nothing it queued stays queued. ``fn`` sees
@@ -47,8 +49,16 @@ class Isolation(NodeBase):
                 truncate(base, before)
             raise
         mine = added(base, before) if rt.pending is base else None
+        if mine and sender is None:  # a local write: the check the door makes for the wire
+            types = self._types
+            if types is None:
+                types = self._types = ColumnTypes(rt)
+            why = types.check_pending(mine)
+            if why is not None:
+                truncate(base, before)
+                raise IllTypedValueError(what, why)
         if mine:
-            self._units.append(Unit(what, mine, fut, value))
+            self._units.append(Unit(what, mine, fut, value, sender))
         elif fut is not None:  # nothing queued, or fn ticked and so applied it already
             fut.set_result(value)
         return value
@@ -76,6 +86,8 @@ class Isolation(NodeBase):
             self._streak.clear()
             for u in units:
                 u.settle(None)
+            if self._strikes:
+                self._forgive(units)
             return True
         self._stats["errors"] += 1
         self._report(exc, None)
@@ -85,13 +97,19 @@ class Isolation(NodeBase):
         if not live:
             self._hold(exc, [])
             return False
-        iso = isolate(rt, live, exc, self.isolation_trials)
+
+        def attempt(units: list[Unit]) -> BaseException | None:
+            rt.pending = combine(units)
+            return self._commit_tick(t0)
+
+        iso = isolate(rt, live, exc, self.isolation_trials, self._strike_one, attempt)
         self._stats["trial_ticks"] += iso.trials
         if iso.no_input is not None:
             self._hold(iso.no_input, live)
             return False
         for u, e in iso.bad:
             self._set_aside(u, e)
+        self._strike(iso.bad, iso.good)
         log.error(
             "%s: tick %d failed (%s: %s); set aside %s; ticking again on the other %d inputs%s",
             rt.addr,
@@ -102,8 +120,11 @@ class Isolation(NodeBase):
             len(iso.good),
             f" ({len(iso.undecided)} left for the next tick)" if iso.undecided else "",
         )
-        rt.pending = combine(iso.good)
-        exc2 = self._commit_tick(t0)
+        if iso.committed:
+            exc2 = None
+        else:
+            rt.pending = combine(iso.good)
+            exc2 = self._commit_tick(t0)
         ok = exc2 is None
         if exc2 is None:
             self._streak.clear()
@@ -113,9 +134,110 @@ class Isolation(NodeBase):
             self._stats["errors"] += 1
             self._hold(exc2, iso.good)
         for u in iso.undecided:  # not tried within the budget: they stay queued
+            if u.sender is not None and self._strikes.get(u.sender, 0) > 0:
+                self._slow.append((u.sender, u))  # its sender had rows refused: apart
+                continue
             merge_into(rt.pending, u.pend)
             self._units.append(u)
         return ok
+
+    # -- senders whose rows keep failing --------------------------------------------------
+
+    def _strike(self, bad: list[tuple[Unit, BaseException]], good: list[Unit]) -> None:
+        """After an isolation: tell each sender of rows set aside (one refusal per sender
+        and tick), and count a strike against it per piece set aside; a sender with
+        ``throttle_after`` strikes more than clean datagrams is throttled (``_throttled``)."""
+        per: dict[str, tuple[dict[str, int], BaseException]] = {}
+        strikes = self._strikes
+        for u, e in bad:
+            if u.sender is None:
+                continue
+            chans, _ = per.setdefault(u.sender, ({}, e))
+            for _, name, items in u.lists():
+                chans[name] = chans.get(name, 0) + len(items)
+        for sender, (chans, e) in per.items():
+            self._refuse(sender, chans, e)
+            if strikes.get(sender, 0) >= self.throttle_after and sender not in self._throttled_now:
+                self._throttled_now.add(sender)
+                self._stats["throttled_senders"] += 1
+                log.warning(
+                    "%s: throttling %s: %d of its rows were set aside (more than its clean "
+                    "datagrams); its datagrams now wait in a slow lane (at most %d%% of tick "
+                    "time while other input waits)",
+                    self.rt.addr,
+                    sender,
+                    self.throttle_after,
+                    round(100 * self.throttle_share),
+                )
+        while len(strikes) > 10_000:  # forged sender names cannot grow it without bound
+            self._throttled_now.discard(next(iter(strikes)))
+            del strikes[next(iter(strikes))]
+        self._forgive([u for u in good if u.sender not in per])
+
+    def _strike_one(self, unit: Unit) -> bool:
+        """A piece of ``unit``'s sender was found bad: one strike; whether the sender is
+        throttled now."""
+        sender = unit.sender
+        if sender is None:
+            return False
+        strikes = self._strikes
+        n = strikes[sender] = strikes.pop(sender, 0) + 1  # (re)inserted last: oldest first
+        return n >= self.throttle_after
+
+    def _forgive(self, units: list[Unit]) -> None:
+        """Each sender of a datagram that applied cleanly loses one strike."""
+        strikes = self._strikes
+        for sender in {u.sender for u in units if u.sender in strikes}:
+            assert sender is not None
+            n = strikes[sender] - 1
+            if n > 0:
+                strikes[sender] = n
+            else:
+                del strikes[sender]
+            if n < self.throttle_after:
+                self._throttled_now.discard(sender)
+
+    def _throttled(self, sender: str, batches: Any) -> bool:
+        """Whether a checked datagram from ``sender`` goes to the slow lane (its sender is
+        throttled); there it waits, bounded (``throttle_queue``; more are dropped,
+        ``dropped["throttled"]``)."""
+        if self._strikes.get(sender, 0) < self.throttle_after or self._in_slow:
+            return False
+        if len(self._slow) >= self.throttle_queue:
+            self._drop("throttled", f"from {sender!r}: its slow lane is full")
+            self._refuse(  # the sender learns its rows were shed, as any refusal
+                sender,
+                {c: len(rows) for c, rows in batches},
+                ProgramError(f"{sender} is throttled and its slow lane is full: rows shed"),
+            )
+            return True
+        self._slow.append((sender, batches))
+        return True
+
+    def _slow_step(self, busy: bool) -> None:
+        """Apply one datagram of the slow lane in a tick of its own, when the node is idle
+        or the lane's share of tick time (``throttle_share``) allows: a throttled sender's
+        failures cost its own ticks, never the other senders' throughput."""
+        if not self._slow or (busy and self._slow_credit <= 0):
+            return
+        t0 = time.perf_counter()
+        sender, batches = self._slow.popleft()
+        self._in_slow = True
+        try:
+            if isinstance(batches, Unit):  # queued already, then left undecided
+                merge_into(self.rt.pending, batches.pend)
+                self._units.append(batches)
+                self._tick(t0)
+            elif self._enqueue(sender, batches):
+                self._tick(t0)
+        finally:
+            self._in_slow = False
+        self._slow_credit -= time.perf_counter() - t0
+
+    def _credit(self, seconds: float) -> None:
+        """A clean step took ``seconds``: the slow lane may take its share of them."""
+        share = self.throttle_share
+        self._slow_credit = min(self._slow_credit + seconds * share / (1 - share), 0.05)
 
     def _commit_tick(self, t0: float) -> BaseException | None:
         """One tick of the runtime, with the node's bookkeeping; the exception if it failed

@@ -92,8 +92,9 @@ class Scheduler(NodeBase):
         self._step()
         for u in self._units:  # held by a failing rule until the end
             u.settle(ProgramError(f"{self.rt.addr}: the node stopped before applying it"))
-        for _ in range(len(self._inbox)):  # arrived too late for stop()'s budget
+        for _ in range(len(self._inbox) + len(self._slow)):  # too late for stop()'s budget
             self._drop("stopping", "the node stopped before applying it")
+        self._slow.clear()
         self._inbox.clear()
         self._inbox_size = 0
         while self._calls:  # queued sync_do/async_do calls that stop()'s budget left unrun
@@ -152,7 +153,9 @@ class Scheduler(NodeBase):
             return True
         if self.rt.clock() < self._fail_backoff_until:
             return False  # a rule keeps failing: wait (new datagrams wait in the inbox)
-        return bool(self._inbox or self._calls or self._units or self.rt.has_pending())
+        return bool(
+            self._inbox or self._calls or self._units or self._slow or self.rt.has_pending()
+        )
 
     def _timer_delay(self) -> float | None:
         now = self.rt.clock()
@@ -169,6 +172,9 @@ class Scheduler(NodeBase):
         rt = self.rt
         if not self._closing and rt.clock() < self._fail_backoff_until:
             return
+        # the event loop reads one datagram per wake-up: take what else has arrived from
+        # the socket now, so that a tick applies what arrived (up to batch_limit), not one
+        self._drain_udp()
         inbox = self._inbox
         taken = 0
         for _ in range(min(len(inbox), self.batch_limit)):
@@ -189,6 +195,10 @@ class Scheduler(NodeBase):
         timer = due is not None and due <= rt.clock()
         if self._units or rt.has_pending() or timer:
             self._tick(t0)
+            self._credit(time.perf_counter() - t0)
+        self._slow_step(busy=bool(self._inbox))
+        if self._acks_due:
+            self._flush_acks()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop the loop: apply what arrived, send what is queued, close (see ``Program.stop``).

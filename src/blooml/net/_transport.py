@@ -18,7 +18,13 @@ import struct
 import time
 from typing import Any, cast
 
-from blooml.errors import BloomlError, CodecError, ProgramError
+from blooml.errors import (
+    BloomlError,
+    CodecError,
+    IllTypedValueError,
+    ProgramError,
+    RowsRefusedError,
+)
 from blooml.net._coltypes import ColumnTypes
 from blooml.net._fragment import Reassembler, fragment, is_fragment
 from blooml.net._nodebase import NodeBase, log
@@ -27,9 +33,17 @@ from blooml.net.codec import (
     decode_envelope,
     encode_envelope,
     encode_for_channel,
+    encode_row,
 )
 
 _FRAME = struct.Struct(">I")
+#: The channel of refusals: a node tells a peer that rows it sent were set aside (rows of
+#: ``(channel, rows, error class, message)``). No program can declare it (not an identifier).
+REFUSED_CHANNEL = "blooml.refused"
+#: The channel of UDP acknowledgements: a node tells each sender, once per step, how many of
+#: its envelopes it has accepted (rows of ``(epoch, total)``: cumulative, so a lost ack is
+#: made good by the next; the epoch changes when the receiver restarts).
+ACK_CHANNEL = "blooml.ack"
 #: Seconds a resolved host name is used before it is resolved again (in the background).
 RESOLVE_TTL = 30.0
 
@@ -59,6 +73,43 @@ def parse_addr(addr: Any, where: str = "") -> tuple[str, int]:
         f"{where + ': ' if where else ''}the address {addr!r} is not host:port "
         "(a program bound to a socket sends to host:port addresses)"
     )
+
+
+_LOCAL: dict[str, bool] = {}
+
+
+def _local_host(host: str) -> bool:
+    """Whether ``host`` names this machine: ``localhost``, its host name, or an IP address
+    assigned to one of its interfaces (a socket can bind it). Cached; never resolves names."""
+    hit = _LOCAL.get(host)
+    if hit is None:
+        if host in ("localhost", socket.gethostname()):
+            hit = True
+        else:
+            try:
+                ip = ipaddress.ip_address(host.split("%")[0])
+            except ValueError:
+                hit = False
+            else:
+                family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+                try:
+                    with socket.socket(family, socket.SOCK_DGRAM) as s:
+                        s.bind((host, 0))
+                    hit = True
+                except OSError:
+                    hit = False
+        if len(_LOCAL) < 1024:  # forged destinations cannot grow it without bound
+            _LOCAL[host] = hit
+    return hit
+
+
+def _is_addr(addr: Any) -> bool:
+    """Whether ``addr`` is a ``host:port`` a socket can send to (see ``parse_addr``)."""
+    try:
+        parse_addr(addr)
+    except ProgramError:
+        return False
+    return True
 
 
 class _UDP(asyncio.DatagramProtocol):
@@ -141,12 +192,17 @@ class Transport(NodeBase):
         return sock
 
     def check(self, rt: Any, addr: Any, chan: str, row: Any, where: str = "") -> Any:
-        """At the sending rule: the address must be host:port and the row must encode within
-        ``max_message`` bytes (over UDP a row larger than a datagram travels as fragments).
-        Returns the encoded row."""
+        """At the sending rule: the row must encode within ``max_message`` bytes (over UDP a
+        row larger than a datagram travels as fragments). Returns the encoded row.
+
+        A row whose address is not ``host:port`` (``"127.0.0.1:70000"``, no port) is a bad
+        row, not a bad rule: it is refused here (never sent), and counted per address in
+        ``stats()["send_failures"]`` once its tick commits (``deliver``); the rule's other
+        rows are sent, and the rule is never quarantined for it."""
         if addr == rt.addr:
             return None  # loopback: delivered in-process
-        parse_addr(addr, f"{where}: channel {chan!r}")
+        if not _is_addr(addr):
+            return None  # refused in deliver (after commit: trial ticks count nothing)
         return encode_for_channel(
             row,
             chan,
@@ -156,6 +212,25 @@ class Transport(NodeBase):
             udp=self.transport == "udp",
             max_message=self.max_message,
         )
+
+    def address_ok(self, addr: Any) -> bool:
+        """Whether this node can send to ``addr`` (a ``host:port``); used by membership to
+        refuse joins from no address."""
+        return _is_addr(addr)
+
+    def addressed_to(self, dest: str) -> bool:
+        """Whether a datagram sent to ``dest`` is for this node (checked with a cluster key):
+        its address, one of ``aliases``, or, for a node bound to every interface (``0.0.0.0``,
+        ``::``), its port on an IP address of this machine, ``localhost`` or the host name."""
+        if dest == self.rt.addr or dest in self.aliases:
+            return True
+        if self._wildcard_port is None:
+            return False
+        try:
+            host, port = parse_addr(dest)
+        except ProgramError:
+            return False
+        return port == self._wildcard_port and _local_host(host)
 
     def deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
         """After the tick commits: send the messages for ``addr`` (over UDP as few datagrams
@@ -173,13 +248,19 @@ class Transport(NodeBase):
                 )
                 self._wake_soon()
                 return
+            if not _is_addr(addr):
+                try:
+                    parse_addr(addr, f"channel {batch[0][0]!r}")
+                except ProgramError as exc:
+                    self._send_failed(str(addr), exc, len(batch))  # one per refused row
+                return
             self._deliver(rt, addr, batch)
         except Exception as exc:
             self._send_failed(str(addr), exc)
 
-    def _send_failed(self, addr: str, exc: BaseException) -> None:
+    def _send_failed(self, addr: str, exc: BaseException, n: int = 1) -> None:
         fails = self._stats["send_failures"]
-        fails[addr] = fails.get(addr, 0) + 1
+        fails[addr] = fails.get(addr, 0) + n
         if fails[addr] == 1:
             log.error(
                 "%s: sending to %s failed after the tick committed (nothing is rolled back; "
@@ -210,10 +291,15 @@ class Transport(NodeBase):
 
     def _send(self, addr: str, groups: dict[str, list[bytes]]) -> None:
         now = time.time()
-        data = encode_envelope(str(self.rt.addr), groups.items(), self.key, now)
+        self._seq += 1
+        data = encode_envelope(
+            str(self.rt.addr), groups.items(), self.key, now, dest=addr, seq=self._seq
+        )
         self._stats["sent"] += 1
         self._stats["sent_tuples"] += sum(map(len, groups.values()))
         if self.transport == "udp":
+            if REFUSED_CHANNEL not in groups:
+                self._sent_to(addr)
             if len(data) <= self.max_datagram:
                 self._udp_out(addr, data)
                 return
@@ -362,6 +448,142 @@ class Transport(NodeBase):
         if whole is not None:
             self._inbox_put(whole)
 
+    def _refused(self, peer: str, batches: Any) -> None:
+        """A peer refused rows this node sent (their rule raised there): counted per peer
+        (``stats()["refused"]``), kept in ``refusals`` (the last 100), logged once per peer
+        and passed to ``on_error`` as ``RowsRefusedError``. Never answered."""
+        for _, rows in batches:
+            for r in rows:
+                if not (isinstance(r, (tuple, list)) and len(r) == 4):
+                    self._drop("malformed", f"from {peer!r}: a refusal {r!r}")
+                    continue
+                chan, n, cls, msg = r
+                if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                    n = 0
+                counts = self._stats["refused"]
+                counts[str(peer)] = counts.get(str(peer), 0) + n
+                self._stats["refused_rows"] += n
+                err = RowsRefusedError(str(peer), str(chan), n, str(cls), str(msg))
+                self.refusals.append(err)
+                if str(peer) not in self._logged_refusals:
+                    self._logged_refusals.add(str(peer))
+                    log.warning("%s: %s (logged once per peer)", self.rt.addr, err)
+                self._report(err, None)
+
+    def _refuse(self, sender: str, chan_rows: dict[str, int], exc: BaseException) -> None:
+        """Tell ``sender`` that its rows were set aside: one small message per sender and
+        tick at most (its size is bounded; never more than what it sent)."""
+        if sender == self.rt.addr or not _is_addr(sender) or self.transport is None:
+            return
+        msg = f"{exc}"[:200]
+        rows = [encode_row((chan, n, type(exc).__name__, msg)) for chan, n in chan_rows.items()]
+        self._stats["refusals_sent"] += 1
+        try:
+            self._send(sender, {REFUSED_CHANNEL: rows})
+        except Exception as exc2:  # never fail a tick over a courtesy message
+            self._send_failed(sender, exc2)
+
+    # -- per-peer liveness over UDP: cumulative acks ------------------------------------------
+
+    def _ack_later(self, sender: str) -> None:
+        """Count an accepted envelope of ``sender``, to be acknowledged at the step's end."""
+        due = self._acks_due
+        if sender in due or len(due) < 10_000:
+            due[sender] = due.get(sender, 0) + 1
+        total = self._received_from
+        if sender in total or len(total) < 10_000:
+            total[sender] = total.get(sender, 0) + 1
+
+    def _flush_acks(self) -> None:
+        """Send each sender of this step's envelopes one ack: ``(epoch, total accepted)``.
+        One small datagram per sender and step, never more than the envelopes received."""
+        due, self._acks_due = self._acks_due, {}
+        for sender in due:
+            if sender == self.rt.addr or not _is_addr(sender):
+                continue
+            row = encode_row((self._epoch, self._received_from.get(sender, 0)))
+            data = encode_envelope(str(self.rt.addr), [(ACK_CHANNEL, [row])], self.key)
+            self._stats["acks_sent"] += 1
+            self._udp_out(sender, data)
+
+    def _sent_to(self, addr: str) -> None:
+        """An envelope left for ``addr`` (UDP): one more it should acknowledge."""
+        st = self._liveness.get(addr)
+        if st is None:
+            if len(self._liveness) >= 10_000:
+                return
+            # [sent, acked in earlier epochs, acked in this epoch, epoch, last ack, first send]
+            st = self._liveness[addr] = [0, 0, 0, None, None, time.monotonic()]
+        st[0] += 1
+
+    def _acked(self, peer: str, batches: Any) -> None:
+        """A peer's ack: its epoch and how many of our envelopes it has accepted in it."""
+        st = self._liveness.get(str(peer))
+        if st is None:
+            return
+        for _, rows in batches:
+            for r in rows:
+                if not (isinstance(r, (tuple, list)) and len(r) == 2):
+                    continue
+                epoch, total = r
+                if not isinstance(total, int) or isinstance(total, bool):
+                    continue
+                if epoch != st[3]:  # the peer restarted: its count starts again
+                    st[1] += st[2]
+                    st[2], st[3] = 0, epoch
+                st[2] = min(max(st[2], total), st[0] - st[1])
+                st[4] = time.monotonic()
+        if st[4] is not None and str(peer) in self._down:
+            self._down.discard(str(peer))
+            log.warning("%s: %s acknowledges again", self.rt.addr, peer)
+
+    def peers(self) -> dict[str, dict[str, Any]]:
+        """Per UDP destination: envelopes ``sent``, ``acked`` by the peer, ``unacked``,
+        ``last_ack_s`` (seconds since its last ack, ``None`` if none) and ``alive``: it
+        acknowledged within ``peer_timeout`` seconds, or nothing sent to it is unacked.
+        (Over TCP, see ``connect_failures`` and ``send_dropped``.)"""
+        now = time.monotonic()
+        out: dict[str, dict[str, Any]] = {}
+        for addr, (sent, before, acked, _epoch, last, first) in list(self._liveness.items()):
+            done = before + acked
+            since = last if last is not None else first
+            alive = done >= sent or now - since < self.peer_timeout
+            if not alive and addr not in self._down:
+                self._down.add(addr)
+                log.warning(
+                    "%s: %s has not acknowledged for %.1f s; %d envelopes sent to it are "
+                    "unacknowledged (stats()['peers'], ['undelivered'])",
+                    self.rt.addr,
+                    addr,
+                    now - since,
+                    sent - done,
+                )
+            out[addr] = {
+                "sent": sent,
+                "acked": done,
+                "unacked": sent - done,
+                "last_ack_s": None if last is None else now - last,
+                "alive": alive,
+            }
+        return out
+
+    def _drain_udp(self) -> None:
+        """Read the datagrams waiting in the UDP socket (on the node's thread, between
+        ticks), at most until the inbox holds ``batch_limit``: the event loop hands over one
+        datagram per readiness event, and a tick after each would apply one at a time."""
+        sock = self.sock
+        if self._udp is None or sock is None or self._closing:
+            return
+        for _ in range(self.batch_limit - len(self._inbox)):
+            try:
+                data, source = sock.recvfrom(65_536)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:  # e.g. an ICMP error reported on the socket
+                self._count("send_errors")
+                return
+            self._datagram(data, source)
+
     def _inbox_put(self, data: bytes) -> None:
         limit = 4 * self.max_message if self.inbox_bytes is None else self.inbox_bytes
         if len(self._inbox) >= self.inbox_limit or self._inbox_size + len(data) > limit:
@@ -376,13 +598,19 @@ class Transport(NodeBase):
         and counted (``stats()["dropped"]``). Returns whether it was accepted."""
         rt = self.rt
         try:
-            env = decode_envelope(data, self.key, self.guard)
+            env = decode_envelope(data, self.key, self.guard, dest=self.addressed_to)
         except CodecError as exc:
             self._drop(exc.reason, str(exc))
             return False
         except Exception as exc:  # never let a datagram stop the node
             self._drop("malformed", f"{type(exc).__name__}: {exc}")
             return False
+        if env.batches and env.batches[0][0] == REFUSED_CHANNEL:
+            self._refused(env.sender, env.batches)  # a peer's refusal of rows we sent
+            return True
+        if env.batches and env.batches[0][0] == ACK_CHANNEL:
+            self._acked(env.sender, env.batches)
+            return True
         for chan, rows in env.batches:
             rel = rt.rels.get(chan)
             if rel is None or rel.info.kind != "channel":
@@ -403,19 +631,30 @@ class Transport(NodeBase):
             why = types.check(chan, rows)
             if why is not None:
                 self._drop("ill_typed", f"from {env.sender!r}: {why}")
+                err = IllTypedValueError(f"datagram from {env.sender}", why)
+                self._refuse(env.sender, {c: len(r) for c, r in env.batches}, err)
                 return False
+        if self._throttled(env.sender, env.batches):
+            return True  # waits in the sender's slow lane (see _policy)
+        return self._enqueue(env.sender, env.batches)
+
+    def _enqueue(self, sender: str, batches: Any) -> bool:
+        """Queue a checked datagram's rows for the next tick, as one input unit."""
+        rt = self.rt
         try:
             n = self._queue(
-                f"datagram from {env.sender}", rt.receive_batch, env.sender, env.batches
+                f"datagram from {sender}", rt.receive_batch, sender, batches, sender=sender
             )
         except BloomlError as exc:
-            self._drop("rejected", f"from {env.sender!r}: {exc}")
+            self._drop("rejected", f"from {sender!r}: {exc}")
             return False
         except Exception as exc:
-            self._drop("rejected", f"from {env.sender!r}: {type(exc).__name__}: {exc}")
+            self._drop("rejected", f"from {sender!r}: {type(exc).__name__}: {exc}")
             return False
         self._stats["received"] += 1
         self._stats["received_tuples"] += n
+        if self.transport == "udp":
+            self._ack_later(sender)
         return True
 
 

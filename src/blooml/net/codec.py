@@ -18,14 +18,18 @@ address)::
 
 ``batches`` take rows already encoded with :func:`encode_row` (the runtime encodes each row
 at the sending rule, so an unencodable value fails that rule's tick). Layout (format
-version 1)::
+version 2)::
 
-    outer = [1, body: bin, signature: bin | nil]
-    body  = [sender: str, timestamp_ms: int, [[channel: str, [row, ...]], ...]]
+    outer = [2, body: bin, signature: bin | nil]
+    body  = [sender: str, destination: str, sequence: int, timestamp_ms: int,
+             [[channel: str, [row, ...]], ...]]
 
-With a cluster key the signature is HMAC-SHA256 of ``body`` and the timestamp must be within
-``window`` seconds of the receiver's clock; a signature seen before within the window is a
-replay.
+With a cluster key the signature is HMAC-SHA256 of a domain tag and ``body``, so it covers the
+sender, the destination and the sender's sequence number: a receiver refuses a datagram
+addressed to another node (``misdirected``), a timestamp more than ``window`` seconds from its
+clock (``stale``) and a signature it has seen within the window (``replay``). Format version 1
+(``[1, body, sig]``, ``body = [sender, timestamp_ms, batches]``, no destination) is still read
+by a node without a key and refused by a node with one (``version``).
 
 User lattices: :func:`register` (``blooml.net.register(MyLattice)``) adds a lattice class; its
 wire form is ``to_wire(value)`` (default ``value.reveal()``) and it is rebuilt with
@@ -40,7 +44,7 @@ import hmac
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from hashlib import sha256
 from typing import Any, NamedTuple
 
@@ -83,8 +87,11 @@ __all__ = [
     "registered",
 ]
 
-#: The envelope format version this codec writes and accepts.
-FORMAT_VERSION = 1
+#: The envelope format version this codec writes (version 1, unbound, is read without a key).
+FORMAT_VERSION = 2
+#: Domain tag of the version-2 envelope signature (a version-1 signature covers no
+#: destination, so the two can never stand for each other).
+_SIG_TAG = b"blooml-envelope-v2\x00"
 #: The largest UDP datagram a node sends or accepts (bytes); a larger message is fragmented.
 MAX_DATAGRAM = 65_000
 #: The largest message (envelope) a node sends or accepts (bytes): one TCP frame, or one
@@ -432,14 +439,22 @@ def encode_envelope(
     batches: Iterable[tuple[str, Sequence[bytes]]],
     key: bytes | None = None,
     ts: float | None = None,
+    *,
+    dest: str = "",
+    seq: int = 0,
 ) -> bytes:
     """One datagram: the rows (each already :func:`encode_row`-ed) of each channel.
 
     Args:
         sender: the sending node's address.
         batches: ``(channel, [row bytes, ...])`` pairs.
-        key: a cluster key: the body is signed with HMAC-SHA256.
+        key: a cluster key: the body (sender, destination, sequence, timestamp and rows) is
+            signed with HMAC-SHA256.
         ts: the send time in seconds since the epoch (default ``time.time()``).
+        dest: the address the datagram is sent to; a keyed receiver refuses a datagram
+            whose destination is not one of its addresses (``misdirected``).
+        seq: the sender's sequence number (a node numbers its datagrams 1, 2, ...), so
+            that two datagrams with the same rows never share a signature.
     """
     parts = []
     n = 0
@@ -447,9 +462,21 @@ def encode_envelope(
         n += 1
         parts.append(b"\x92" + _packb(chan) + _array_header(len(rows)) + b"".join(rows))
     stamp = int((time.time() if ts is None else ts) * 1000)
-    body = b"\x93" + _packb(sender) + _packb(stamp) + _array_header(n) + b"".join(parts)
-    sig = hmac.new(key, body, sha256).digest() if key is not None else None
+    body = (
+        b"\x95"
+        + _packb(sender)
+        + _packb(dest)
+        + _packb(seq)
+        + _packb(stamp)
+        + _array_header(n)
+        + b"".join(parts)
+    )
+    sig = _sign(key, body) if key is not None else None
     return b"\x93" + _packb(FORMAT_VERSION) + _packb(body) + _packb(sig)
+
+
+def _sign(key: bytes, body: bytes) -> bytes:
+    return hmac.new(key, _SIG_TAG + body, sha256).digest()
 
 
 # -- decoding -------------------------------------------------------------------------------
@@ -560,12 +587,16 @@ class Envelope(NamedTuple):
         sender: the sender's address.
         ts: the send time (seconds since the epoch).
         batches: ``(channel, (row, ...))`` pairs, rows as tuples.
+        dest: the address it was sent to (``""`` in format version 1).
+        seq: the sender's sequence number (``0`` in format version 1).
     """
 
     version: int
     sender: str
     ts: float
     batches: tuple[tuple[str, tuple[tuple[Any, ...], ...]], ...]
+    dest: str = ""
+    seq: int = 0
 
 
 class ReplayGuard:
@@ -621,38 +652,78 @@ class ReplayGuard:
         heapq.heappush(heap, (ts, sig))
 
 
+#: What a receiver answers to: one address, several, or a predicate on the destination.
+Destination = str | Collection[str] | Callable[[str], bool]
+
+
+def _addressed_to(dest: Destination, to: str) -> bool:
+    if isinstance(dest, str):
+        return to == dest
+    if callable(dest):
+        return bool(dest(to))
+    return to in dest
+
+
 def decode_envelope(
     data: bytes,
     key: bytes | None = None,
     guard: ReplayGuard | None = None,
     now: float | None = None,
+    *,
+    dest: Destination | None = None,
 ) -> Envelope:
     """Check and decode one datagram.
 
+    Args:
+        data: the datagram (or TCP frame).
+        key: the cluster key: the datagram must be signed with it, in format version 2.
+        guard: refuses replays (signatures seen within the window) and stale timestamps.
+        now: the receiver's clock (default ``time.time()``).
+        dest: the receiver's address(es), or a predicate on the destination: a datagram sent
+            to another address is refused (``misdirected``). With a key, the destination is
+            checked before anything is decoded. Without a key it is not checked (anyone can
+            forge anything then; and a node reached by a host name would refuse its traffic).
+
     Raises :class:`~blooml.errors.CodecError` with ``reason`` one of ``malformed``,
     ``version``, ``too_deep``, ``lattice_rejected``, ``unknown_lattice``, ``unsigned``,
-    ``bad_signature``, ``stale``, ``replay``.
+    ``bad_signature``, ``misdirected``, ``stale``, ``replay``.
     """
     version, body, sig = _split_envelope(data)
     if key:
+        if version != FORMAT_VERSION:
+            raise CodecError(
+                "version",
+                f"format version {version} does not bind its destination: a node with a "
+                f"cluster key reads version {FORMAT_VERSION} only (upgrade the sender)",
+                version,
+            )
         if sig is None:
             raise CodecError("unsigned", "datagram is not signed")
-        if not hmac.compare_digest(sig, hmac.new(key, body, sha256).digest()):
+        if not hmac.compare_digest(sig, _sign(key, body)):
             raise CodecError("bad_signature", "datagram signature does not match")
+        _, to, _, stamp = _head(body)
+        if dest is not None and not _addressed_to(dest, to):
+            raise CodecError("misdirected", f"the datagram is addressed to {to!r}", to)
         if guard is not None:  # a replay is refused before its rows are decoded
-            assert sig is not None
-            guard.check(sig, _stamp(body) / 1000.0, time.time() if now is None else now)
+            guard.check(sig, stamp / 1000.0, time.time() if now is None else now)
     inner = decode(body)
+    if version == 1:
+        if not (isinstance(inner, tuple) and len(inner) == 3):
+            raise CodecError("malformed", "bad envelope body")
+        sender, stamp, raw = inner
+        to, seq = "", 0
+    else:
+        if not (isinstance(inner, tuple) and len(inner) == 5):
+            raise CodecError("malformed", "bad envelope body")
+        sender, to, seq, stamp, raw = inner
     if not (
-        isinstance(inner, tuple)
-        and len(inner) == 3
-        and isinstance(inner[0], str)
-        and isinstance(inner[1], int)
-        and not isinstance(inner[1], bool)
-        and isinstance(inner[2], tuple)
+        isinstance(sender, str)
+        and isinstance(to, str)
+        and _is_int(stamp)
+        and _is_int(seq)
+        and isinstance(raw, tuple)
     ):
         raise CodecError("malformed", "bad envelope body")
-    sender, stamp, raw = inner
     ts = stamp / 1000.0
     for b in raw:
         if not (
@@ -663,23 +734,28 @@ def decode_envelope(
             and all(isinstance(r, tuple) for r in b[1])
         ):
             raise CodecError("malformed", "bad channel batch")
-    return Envelope(version, sender, ts, raw)
+    return Envelope(version, sender, ts, raw, to, seq)
 
 
-def _stamp(body: bytes) -> int:
-    """The timestamp of an envelope body, read without decoding its rows."""
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _head(body: bytes) -> tuple[str, str, int, int]:
+    """``(sender, destination, sequence, timestamp_ms)`` of a version-2 envelope body, read
+    without decoding its rows."""
     try:
         u = msgpack.Unpacker(raw=False, max_ext_len=0, max_array_len=0, max_map_len=0)
         u.feed(body)
-        if u.read_array_header() != 3:
-            raise ValueError("not an array of 3")
-        u.skip()
-        stamp = u.unpack()
+        if u.read_array_header() != 5:
+            raise ValueError("not an array of 5")
+        head = (u.unpack(), u.unpack(), u.unpack(), u.unpack())
     except Exception as exc:
         raise CodecError("malformed", f"bad envelope body: {exc}") from None
-    if not isinstance(stamp, int) or isinstance(stamp, bool):
-        raise CodecError("malformed", "bad envelope timestamp", stamp)
-    return stamp
+    sender, to, seq, stamp = head
+    if not (isinstance(sender, str) and isinstance(to, str) and _is_int(seq) and _is_int(stamp)):
+        raise CodecError("malformed", "bad envelope header", head)
+    return sender, to, seq, stamp
 
 
 def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
@@ -692,7 +768,7 @@ def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
     if items is None:
         raise CodecError("malformed", "not an envelope")
     version, (body, sig) = items
-    if version != FORMAT_VERSION:
+    if version not in (1, FORMAT_VERSION):
         raise CodecError("version", f"unknown format version {version!r}", version)
     if body is None:
         raise CodecError("malformed", "envelope body is not bytes")

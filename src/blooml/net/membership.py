@@ -38,11 +38,22 @@ Guarantees (what a user may rely on, see docs/net.md):
   network delay). Nothing here is a consensus on membership; a program that needs one view
   must coordinate (and its ``peer_down`` joins are CALM points of order, as ``blooml
   analyze`` shows).
-* **Joining.** A node that sends heartbeats to a member becomes a member of that node too
-  (``member`` learns the sender), so a new node needs only one existing address.
+* **Membership: configured, joined, left.** ``member`` holds the peers inserted into it
+  (configuration, kept until they leave) and the peers that *joined*: a heartbeat from an
+  address not in ``member`` adds it (and to ``joined``), so a new node needs only one
+  existing address. A joined peer leaves ``member`` when it is declared down (no heartbeat
+  for ``timeout``); any member leaves at once when it sends a leave message
+  (:meth:`Membership.leave_cluster`). With a cluster key only signed heartbeats arrive, so
+  only key holders join; without one, anyone who reaches the port can (bind to a private
+  network). A heartbeat whose ``frm`` is not an address the node could send to (``"x"``, a
+  port out of range) is ignored.
+* **No amplification.** A configured member gets one heartbeat per period; a joined member
+  gets at most one per period *and* one per heartbeat received from it (a reply on the next
+  timer), so no input makes a node send more heartbeats than it receives, beyond the fixed
+  traffic to its configuration.
 
-Cost: one datagram per peer per period on each node (a heartbeat is one small tuple), and a
-tick per period on each node (the timer).
+Cost: one datagram per configured peer per period on each node (a heartbeat is one small
+tuple), one per heartbeat received from a joined peer, and a tick per period (the timer).
 """
 
 from __future__ import annotations
@@ -77,9 +88,10 @@ def detection_bound(period: float, timeout: float, delay: float = 0.0) -> float:
 
 class Membership(Program, abstract=True):
     """Heartbeat membership with the default timings (a heartbeat every ``period`` = 0.5 s,
-    down after ``timeout`` = 2 s of silence): ``member`` (the peers to watch), ``alive``
-    (soft state, ``ttl=timeout``), ``up`` (the view), and the events ``peer_up`` and
-    ``peer_down``. :func:`membership` makes one with other timings."""
+    down after ``timeout`` = 2 s of silence): ``member`` (the peers to watch: configured and
+    joined), ``joined`` (those that joined by heartbeat), ``alive`` (soft state,
+    ``ttl=timeout``), ``up`` (the view), and the events ``peer_up`` and ``peer_down``.
+    :func:`membership` makes one with other timings."""
 
     #: Seconds between two heartbeats to each member.
     period: float = DEFAULT_PERIOD
@@ -87,9 +99,16 @@ class Membership(Program, abstract=True):
     timeout: float = 4 * DEFAULT_PERIOD
 
     member = table(["addr"])
+    joined = table(["addr"])
     heartbeat = channel(["@to", "frm"])
+    leave = channel(["@to", "frm"])
     heartbeat_timer = periodic(DEFAULT_PERIOD)
     alive = table(["addr"], ttl=4 * DEFAULT_PERIOD)
+    departed = table(["addr"], ttl=4 * DEFAULT_PERIOD)
+    heard = table(["addr"])
+    left = table(["addr"])
+    leaving = scratch(["addr"])
+    hb_in = scratch(["addr"])
     up = table(["addr"])
     peer_up = scratch(["addr"])
     peer_down = scratch(["addr"])
@@ -104,18 +123,60 @@ class Membership(Program, abstract=True):
             cls.period, cls.timeout = p, t
             cls.heartbeat_timer = periodic(p)  # redeclared: overrides the base's
             cls.alive = table(["addr"], ttl=t)
+            cls.departed = table(["addr"], ttl=t)
         super().__init_subclass__(**kwargs)
+
+    def leave_cluster(self) -> None:
+        """Leave: send every member a leave message at the next tick (they drop this node
+        from ``member`` and declare it down at once) and send no heartbeat from then on.
+        Call it between ticks (``p.sync_do(lambda q: q.leave_cluster())``)."""
+        self.leaving.insert([(self.addr,)])
+
+    def membership_address_ok(self, addr: Any) -> bool:
+        """Whether ``addr`` may join: an address this node could send to (on a socket node,
+        ``host:port``; any string on a simulated or in-process network)."""
+        if not isinstance(addr, str) or not addr or addr == self.addr:
+            return False
+        check = getattr(self._rt.network, "address_ok", None)
+        return True if check is None else bool(check(addr))
 
     # fmt: off
     @bloom
     def membership_rules(self) -> None:
-        """Heartbeats out on the timer; ``alive`` refreshed by each one in; up/down events
-        when ``alive`` and the view ``up`` differ."""
-        self.heartbeat <~ self.heartbeat_timer.join(self.member).map(
-            lambda tick, m: (m.addr, self.addr) if m.addr != self.addr else None
+        """Heartbeats out on the timer (to the configured members, and once per heartbeat
+        received to the joined ones); ``alive`` refreshed by each one in; joins, leaves and
+        up/down events."""
+        # a heartbeat counts unless it names no address, its sender left less than `timeout`
+        # ago (a heartbeat overtaken by the leave), or this node left
+        self.hb_in <= self.heartbeat.filter(
+            lambda h: self.membership_address_ok(h.frm)
+        ).map(lambda h: (h.frm,)).notin(self.departed).notin(self.left, lambda h, lft: True)
+        # a heartbeat from a non-member is a join (at the next tick: `member` is read here)
+        self.member <+ self.hb_in.notin(self.member)
+        self.joined <+ self.hb_in.notin(self.member)
+        self.alive <= self.hb_in
+        self.heard <= self.hb_in.join(self.joined, self.hb_in.addr == self.joined.addr).map(
+            lambda h, j: (h.addr,)
         )
-        self.member <= self.heartbeat.map(lambda h: (h.frm,))
-        self.alive <= self.heartbeat.map(lambda h: (h.frm,))
+        self.heartbeat <~ self.heartbeat_timer.join(
+            self.member.notin(self.joined).notin(self.left, lambda m, lft: True)
+        ).map(lambda t, m: (m.addr, self.addr))
+        self.heartbeat <~ self.heartbeat_timer.join(
+            self.heard.notin(self.left, lambda h, lft: True)
+        ).map(lambda t, h: (h.addr, self.addr))
+        self.heard <- self.heartbeat_timer.join(self.heard).map(lambda t, h: h)
+        # leaving: tell every member, then fall silent
+        self.leave <~ self.leaving.join(self.member).map(lambda lv, m: (m.addr, self.addr))
+        self.left <= self.leaving
+        self.departed <= self.leave.map(lambda lv: (lv.frm,))
+        self.member <- self.leave.map(lambda lv: (lv.frm,))
+        self.joined <- self.leave.map(lambda lv: (lv.frm,))
+        self.alive <- self.leave.map(lambda lv: (lv.frm,))
+        # a joined peer that is declared down leaves `member`
+        self.member <- self.peer_down.join(
+            self.joined, self.peer_down.addr == self.joined.addr
+        ).map(lambda d, j: (d.addr,))
+        self.joined <- self.peer_down.map(lambda d: (d.addr,))
         self.peer_up <= self.alive.notin(self.up)
         self.peer_down <= self.up.notin(self.alive)
         self.up <+ self.peer_up

@@ -26,7 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from blooml.errors import ProgramError, RuleQuarantinedError
+from blooml.errors import ProgramError, RowsRefusedError, RuleQuarantinedError
 from blooml.net._coltypes import ColumnTypes
 from blooml.net._fragment import Reassembler
 from blooml.net._isolate import Unit
@@ -76,6 +76,17 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
     #: messages (whole states queued behind a busy tick) is applied over several short ticks,
     #: each of which commits and answers, not in one tick that decodes them all.
     batch_bytes = 4 * 1024 * 1024
+    #: Rows (or pieces of datagrams) of a sender that may be set aside, more than its
+    #: datagrams that applied cleanly, before the sender is throttled: its datagrams then
+    #: wait in a slow lane of their own.
+    throttle_after = 3
+    #: The share of tick time the slow lane may take while other input waits.
+    throttle_share = 0.1
+    #: Datagrams waiting in the slow lane at most (more are dropped, ``throttled``).
+    throttle_queue = 1000
+    #: Seconds a UDP peer may leave what it was sent unacknowledged before it is shown as
+    #: not alive (``peers()``, ``stats()["peers_down"]``, ``["undelivered"]``).
+    peer_timeout = 5.0
 
     def __init__(
         self,
@@ -193,10 +204,35 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
             "injected_drops": 0,
             "trial_ticks": 0,
             "send_failures": {},
+            "refused": {},
+            "refused_rows": 0,
+            "refusals_sent": 0,
+            "throttled_senders": 0,
+            "acks_sent": 0,
         }
+        #: Refusals of rows this node sent, from the peers that set them aside (the most
+        #: recent 100, as ``RowsRefusedError``).
+        self.refusals: deque[RowsRefusedError] = deque(maxlen=100)
+        self._logged_refusals: set[str] = set()
+        self._strikes: dict[str, int] = {}
+        self._throttled_now: set[str] = set()
+        self._slow: deque[tuple[str, Any]] = deque()
+        self._in_slow = False
+        self._slow_credit = 0.0
+        self._epoch = random.getrandbits(31)
+        self._acks_due: dict[str, int] = {}
+        self._received_from: dict[str, int] = {}
+        self._liveness: dict[str, list[Any]] = {}
+        self._down: set[str] = set()
         #: The batches set aside after failed ticks (the most recent 100).
         self.discarded: deque[dict[str, list[Any]]] = deque(maxlen=100)
         self.sock: socket.socket | None = None
+        #: Other addresses this node answers to (``"localhost:7000"`` for a node bound at
+        #: ``127.0.0.1:7000``, a public name behind NAT): with a cluster key, a datagram
+        #: addressed to any other is refused (``misdirected``).
+        self.aliases: set[str] = set()
+        self._seq = 0
+        self._wildcard_port: int | None = None
         if transport is not None:
             if transport not in ("udp", "tcp"):
                 raise ProgramError(f"transport must be 'udp' or 'tcp', got {transport!r}")
@@ -208,6 +244,8 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
             bound_port = self.sock.getsockname()[1]
             shown = f"[{host}]" if ":" in host else host
             rt.addr = f"{shown}:{bound_port}"
+            if host in ("0.0.0.0", "::", ""):  # bound to every interface: any host, this port
+                self._wildcard_port = bound_port
         rt.network = self if transport is not None else None
         rt.node = self
 
@@ -220,6 +258,8 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
             self._run_call(fn, fut, "sync_do")
             if self._units or self.rt.has_pending():
                 self._tick()
+            while self._slow:  # not running: what waits apart is applied now, in turn
+                self._slow_step(busy=False)
             if not fut.done():  # held: the tick fails with no input to blame
                 fut.set_exception(self._last_error or ProgramError("the tick did not commit"))
             return fut.result(0)
@@ -260,6 +300,12 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         out = dict(self._stats)
         out["dropped"] = dict(out["dropped"])
         out["send_failures"] = dict(out["send_failures"])
+        out["refused"] = dict(out["refused"])
+        out["throttled"] = len(self._throttled_now)
+        out["slow_lane"] = len(self._slow)
+        peers = self.peers()
+        out["peers_down"] = sorted(a for a, st in peers.items() if not st["alive"])
+        out["undelivered"] = sum(st["unacked"] for st in peers.values() if not st["alive"])
         out["quarantined"] = len(self.quarantined)
         kernel = self._kernel_drops()
         if kernel:
@@ -269,15 +315,22 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         out["send_queue_bytes"] = self._pre_start_size + sum(
             p.queued for p in list(self._peers.values())
         )
+        # every key docs/net.md lists is present from the start (a dashboard reads them
+        # before the first fragment or tick): 0 until there is something to count
         if self._reassembly is not None:
             out["reassembling"] = len(self._reassembly)
             out["fragments_lost"] = dict(self._reassembly.lost)
+        else:
+            out["reassembling"] = 0
+            out["fragments_lost"] = {"timeout": 0, "evicted": 0}
         out["addr"] = str(self.rt.addr)
         out["transport"] = self.transport
         lat = sorted(self._latency)
         if lat:
             out["tick_ms_p50"] = lat[len(lat) // 2] * 1000
             out["tick_ms_p99"] = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+        else:
+            out["tick_ms_p50"] = out["tick_ms_p99"] = 0.0
         return out
 
     def _kernel_drops(self) -> int:

@@ -365,7 +365,7 @@ class Simulation:
             wires: dict[str, list[bytes]] = {}
             for chan, _, wire in batch:
                 wires.setdefault(chan, []).append(wire)
-            payload: Any = encode_envelope(src, wires.items(), None, ts=0.0)
+            payload: Any = encode_envelope(src, wires.items(), None, ts=0.0, dest=str(addr))
             size = len(payload)
         else:
             rows: dict[str, list[Any]] = {}
@@ -534,7 +534,7 @@ class Simulation:
         rt = target._rt
         try:
             if self.codec:
-                env = decode_envelope(msg.payload)
+                env = decode_envelope(msg.payload, dest=str(msg.dst))
                 sender, batches = env.sender, env.batches
             else:
                 sender, batches = msg.src, msg.payload

@@ -26,8 +26,11 @@ from blooml.ir import (
 )
 from blooml.ir import exprs as X
 from blooml.lattices import lmax
-from blooml.spark._dfstate import _State
+from blooml.spark._dfstate import SMALL_DELTA, _atomic, _local_frame, _matches, _State
 from blooml.spark._exactsum import exact_avg, exact_sum, is_float_type
+
+#: :meth:`_Run._driver_join` does not apply (None means "no rows")
+_NOT_ON_DRIVER = object()
 
 
 class _Lowering:
@@ -157,6 +160,26 @@ class _Run(_State):
             pairs = [(p.lcol, p.rcol) for p in node.preds] or [
                 (i, i) for i in range(len(left.columns))
             ]
+            got = self.local_frames.get(id(left))
+            if (
+                got is not None
+                and got[0] is left
+                and len(got[1]) <= SMALL_DELTA
+                and _atomic(left.schema)
+                and _atomic(right.schema)
+            ):
+                # a few rows on the driver: one job reads the right side's rows matching
+                # their values (a filter that state files prune), the rest on the driver
+                keys = list(dict.fromkeys(tuple(x[a] for a, _ in pairs) for x in got[1]))
+                rcols = [right.columns[b] for _, b in pairs]
+                hit = right.where(_matches(rcols, keys, right.schema)).select(*rcols)
+                found = {tuple(x) for x in hit.collect()}
+                keep = [x for x in got[1] if tuple(x[a] for a, _ in pairs) not in found]
+                if not keep:
+                    return None
+                out = _local_frame(self.spark, keep, left.schema)
+                self.local_frames[id(out)] = (out, keep)
+                return out
             r = right.toDF(*[f"r{c}" for c in right.columns])
             cond = [left[f"c{a}"].eqNullSafe(r[f"rc{b}"]) for a, b in pairs]
             return left.join(r, cond, "left_anti")
@@ -165,12 +188,12 @@ class _Run(_State):
             if df is None:
                 return None
             _dfpython.check_group(self.plan, node, df)
-            keys = [F.col(f"c{k}") for k in node.keys]
+            by = [F.col(f"c{k}") for k in node.keys]
             aggs = []
             for j, a in enumerate(node.aggs):
                 dtype = None if a.col is None else df.schema[f"c{a.col}"].dataType
                 aggs.append(_aggregate(a.fn, a.col, dtype).alias(f"c{len(node.keys) + j}"))
-            out = df.groupBy(*keys).agg(*aggs)
+            out = df.groupBy(*by).agg(*aggs)
             return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(out.columns)])
         raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
 
@@ -182,12 +205,66 @@ class _Run(_State):
             types.append(t)
         return _Lowering(columns, types)
 
+    def _driver_join(self, node: Join, parts: list[Any]) -> Any:
+        """A join of two inputs, one of them a few rows on the driver (a local frame), done on
+        the driver: one job reads the other input's rows that match those rows' values (a
+        filter by them, which state files sorted by the column prune; none when both are on
+        the driver), and the joined rows are a local frame, so that what the rule derives
+        from them is collected, counted and merged with no job. No broadcast, no shuffle.
+        Returns the frame (columns ``i{input}_{position}``), None for no rows, or
+        ``_NOT_ON_DRIVER`` when this does not apply."""
+        from pyspark.sql.types import StructField, StructType
+
+        if len(parts) != 2 or node.how != "inner":
+            return _NOT_ON_DRIVER
+        got = [self.local_frames.get(id(p)) for p in parts]
+        local = [i for i, g in enumerate(got) if g is not None and g[0] is parts[i]]
+        if not local or not all(_atomic(p.schema) for p in parts):
+            return _NOT_ON_DRIVER
+        a = local[0]
+        b = 1 - a
+        pairs = [
+            (p.lcol, p.rcol) if p.left == a else (p.rcol, p.lcol)
+            for p in node.preds
+            if {p.left, p.right} == {0, 1}
+        ]
+        rows_a = got[a][1]  # type: ignore[index]
+        if b in local:
+            rows_b = got[b][1]  # type: ignore[index]
+        else:
+            if not pairs or len(rows_a) > SMALL_DELTA:
+                return _NOT_ON_DRIVER
+            cols_b = parts[b].columns
+            keys = list(dict.fromkeys(tuple(r[ac] for ac, _ in pairs) for r in rows_a))
+            hit = _matches([cols_b[bc] for _, bc in pairs], keys, parts[b].schema)
+            rows_b = [tuple(r) for r in parts[b].where(hit).collect()]
+        index: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        for r in rows_b:
+            index.setdefault(tuple(r[bc] for _, bc in pairs), []).append(r)
+        out = []
+        for ra in rows_a:
+            for rb in index.get(tuple(ra[ac] for ac, _ in pairs), ()):
+                out.append((*ra, *rb) if a == 0 else (*rb, *ra))
+        if not out:
+            return None
+        schema = StructType(
+            [
+                StructField(f"i{i}_{f.name[1:]}", f.dataType, True)
+                for i, p in enumerate(parts)
+                for f in p.schema.fields
+            ]
+        )
+        return _local_frame(self.spark, out, schema)
+
     def _join(self, node: Join, delta_at: int | None, counter: list[int]) -> Any:
         from pyspark.sql import functions as F
 
         parts = [self.eval(inp, delta_at, counter) for inp in node.inputs]
         if any(p is None for p in parts):
             return None
+        on_driver = self._driver_join(node, parts)
+        if on_driver is not _NOT_ON_DRIVER:
+            return on_driver
         # an input of rows on the driver: the other side of each equality with it filtered
         # by its values, which a state read back from sorted files prunes row groups with
         for p in node.preds:

@@ -55,6 +55,9 @@ class _State:
         self.fresh = True
         self.tick_delta: dict[str, list[tuple[Any, int]]] = {}
         self.shrunk: set[str] = set()
+        #: collection -> the rows it lost this tick, when known on the driver (few deletes;
+        #: see :meth:`delete_local`); absent when it lost rows otherwise (``shrunk``)
+        self.removed: dict[str, list[tuple[Any, ...]]] = {}
         self.tick_lats: set[str] = set()
         #: scratches whose rows this tick came (also) from inputs or pending facts
         self.fed: set[str] = set()
@@ -70,6 +73,42 @@ class _State:
         self.layers: dict[str, int] = {}
         #: collections given a new frame this tick other than by layers: kept in full
         self.rewrite: set[str] = set()
+
+    def lose(self, name: str) -> None:
+        """``name`` lost rows this tick in a way not known row by row (see :meth:`delete_local`
+        for deletes that are)."""
+        self.shrunk.add(name)
+        self.removed.pop(name, None)
+
+    def delete_local(self, name: str, rows: Any, match: list[str]) -> bool:
+        """Delete the stored rows of ``name`` whose ``match`` columns equal those of one of
+        ``rows`` (a ``<-`` rule's facts), when they are few: one job collects them, one reads
+        the stored rows they match (a filter by their values), and the state becomes its
+        stored frame less those rows, a layer (nothing rewritten). The rows deleted are
+        recorded in ``removed``, so that a ``group`` over ``name`` updates only the groups
+        they touch. False (nothing done) when the rows are many or not atomic."""
+        from pyspark.sql import functions as F
+
+        old = self.state[name]
+        if not _atomic(old.schema):
+            return False
+        given = list(dict.fromkeys(tuple(r) for r in rows.select(*match).collect()))
+        if len(given) > SMALL_DELTA:
+            return False
+        first = name not in self.shrunk
+        keys = _local_rows(self.spark, given, old.select(*match).schema)
+        # the lookup's filter as it is (Parquet prunes row groups by it; not under coalesce)
+        hit = _matches(match, keys, old.schema)
+        gone = [tuple(r) for r in old.where(hit).collect()] if keys else []
+        if gone:
+            keep = old.where(~F.coalesce(hit, F.lit(False)))
+            self._layer(name, keep, self.state_rows(name) - len(gone))
+            self.shrunk.add(name)
+            if first:
+                self.removed[name] = gone
+            else:
+                self.removed.pop(name, None)
+        return True
 
     def small(self, df: Any, rows: int | None, width: int) -> Any:
         """``df`` with a broadcast hint when its exact row count makes it cheap to ship."""
@@ -98,18 +137,32 @@ class _State:
         stay on the driver as this tick's delta (a local frame: its rows and keys are known
         without a job). False (nothing done) when the rows are many, the table is keyed, has
         lattice columns or columns that are not atomic or not of the stored types, or
-        nothing is stored yet."""
+        their types are not known (a column of NULLs only)."""
         info = self.ir.collections[name]
         old = self.state.get(name)
-        if old is None or info.values or self.plan.lattice_cols[name]:
+        if info.values or self.plan.lattice_cols[name] or len(given) > SMALL_DELTA:
             return False
-        if len(given) > SMALL_DELTA or not _local_ok(rows.schema, old.schema):
+        if old is None:  # nothing stored: the distinct rows are the state and the delta
+            from pyspark.sql.types import NullType
+
+            if not _atomic(rows.schema) or any(
+                isinstance(f.dataType, NullType) for f in rows.schema.fields
+            ):
+                return False
+            learn_types(self.plan, name, rows)
+            got = [r if isinstance(r, tuple) else (r,) for r in given]
+            new = list(dict.fromkeys(_local_rows(self.spark, got, rows.schema)))
+            delta = _local_frame(self.spark, new, rows.schema)
+            self._store(name, delta, len(new), checkpointed=True)
+            self._local_delta(name, delta, new)
+            return True
+        if not _local_ok(rows.schema, old.schema):
             return False
         learn_types(self.plan, name, rows)
         self._add_local(name, [r if isinstance(r, tuple) else (r,) for r in given])
         return True
 
-    def _merge_small(self, name: str, rows: Any) -> bool:
+    def _merge_small(self, name: str, rows: Any, got: list[tuple[Any, ...]] | None = None) -> bool:
         """Merge a few derived rows (checkpointed and counted) into the stored set-semantics
         collection ``name`` as :meth:`merge_local` merges an input list: the rows collected,
         the stored ones among them found by a filter, the new ones a local delta. The
@@ -117,10 +170,97 @@ class _State:
         columns do not allow it."""
         info = self.ir.collections[name]
         old = self.state[name]
-        if info.values or self.plan.lattice_cols[name] or not _local_ok(rows.schema, old.schema):
+        if not _local_ok(rows.schema, old.schema):
+            return False
+        if info.values:
+            return self._merge_small_keyed(name, rows, got)
+        if self.plan.lattice_cols[name]:
             return False
         learn_types(self.plan, name, rows)
-        self._small_result = self._add_local(name, [tuple(r) for r in rows.collect()])
+        if got is None:
+            got = [tuple(r) for r in rows.collect()]
+        self._small_result = self._add_local(name, got)
+        return True
+
+    def _merge_small_keyed(
+        self, name: str, rows: Any, got: list[tuple[Any, ...]] | None = None
+    ) -> bool:
+        """Merge a few derived rows into the stored keyed collection ``name`` on the driver:
+        the rows collected and merged per key, one job reads the stored rows of their keys (a
+        filter by the key values, which state files sorted or bucketed by the key prune), and
+        the keys whose row is new or grew replace their stored rows as a layer (no scan or
+        shuffle of the state); they are the delta. Lattice columns merge as in :meth:`merge`
+        (``lmax``/``lmin``/``lbool``, NULL their bottom); a key whose other values disagree
+        takes :meth:`merge` instead, which says which rows conflict. False when it does not
+        apply (nothing done)."""
+        from pyspark.sql import functions as F
+
+        info = self.ir.collections[name]
+        old = self.state[name]
+        lat = self.plan.lattice_cols[name]
+        if any(cls not in _CELL for cls in lat.values()):
+            return False
+        cols = self.cols(name)
+        nk = len(info.keys)
+        if got is None:
+            got = [tuple(r) for r in rows.collect()]
+        derived = _local_rows(self.spark, got, old.schema)
+        merged: dict[tuple[Any, ...], list[Any]] = {}
+        seen: dict[tuple[Any, ...], list[set[Any]]] = {}
+        for r in derived:
+            k, v = r[:nk], list(r[nk:])
+            got = merged.get(k)
+            if got is None:
+                merged[k] = v
+                seen[k] = [set() if v[j] is None else {v[j]} for j in range(len(v))]
+                continue
+            for j, c in enumerate(v):
+                cls = lat.get(nk + j)
+                if cls is not None:
+                    got[j] = _cell_join(cls, got[j], c)
+                elif c is not None:
+                    seen[k][j].add(c)
+                    got[j] = c if got[j] is None else got[j]
+        if any(len(vals) > 1 for per in seen.values() for vals in per):
+            return False  # derived rows disagree: merge() raises the KeyConstraintError
+        learn_types(self.plan, name, rows)
+        keys = list(merged)
+        stored = {
+            tuple(r[:nk]): tuple(r[nk:])
+            for r in old.where(_matches(cols[:nk], keys, old.schema)).collect()
+        }
+        changed: list[tuple[Any, ...]] = []
+        for k, v in merged.items():
+            was = stored.get(k)
+            if was is None:
+                now = tuple(
+                    _cell_join(lat[nk + j], None, c) if nk + j in lat else c
+                    for j, c in enumerate(v)
+                )
+                changed.append((*k, *now))
+                continue
+            out = []
+            for j, (w, c) in enumerate(zip(was, v, strict=True)):
+                cls = lat.get(nk + j)
+                if cls is None:
+                    if w != c:
+                        return False  # a stored value disagrees: merge() raises
+                    out.append(w)
+                else:
+                    out.append(_cell_join(cls, w, c))
+            if tuple(out) != was:
+                changed.append((*k, *out))
+        if not changed:
+            self._small_result = (None, 0)
+            return True
+        changed = _local_rows(self.spark, changed, old.schema)
+        delta = _local_frame(self.spark, changed, old.schema)
+        gone = _matches(cols[:nk], [r[:nk] for r in changed], old.schema)
+        state = old.where(~F.coalesce(gone, F.lit(False))).unionByName(delta)
+        added = sum(1 for r in changed if tuple(r[:nk]) not in stored)
+        self._layer(name, state, self.state_rows(name) + added)
+        self._local_delta(name, delta, changed)
+        self._small_result = (delta, len(changed))
         return True
 
     def _add_local(self, name: str, given: list[tuple[Any, ...]]) -> tuple[Any, int]:
@@ -194,7 +334,7 @@ class _State:
         state = old.where(~F.coalesce(match, F.lit(False))).unionByName(touched)
         self._layer(name, state, self.state_rows(name) + len(new_rows) - len(stored))
         if len(changed) > len(new_rows) - len(stored):
-            self.shrunk.add(name)  # a stored group's row was replaced
+            self.lose(name)  # a stored group's row was replaced
         if not changed:
             return None, 0
         changed = _local_rows(self.spark, changed, old.schema)
@@ -212,11 +352,18 @@ class _State:
         from pyspark.sql import functions as F
 
         if precount and self.state.get(name) is not None:
-            rows, (n_rows,) = _checkpoint_observed(rows, "count(1)")
-            if n_rows == 0:
-                return None, 0
-            if n_rows <= SMALL_DELTA and self._merge_small(name, rows):
-                return self._small_result
+            if _local_plan(rows):  # rows derived on the driver: collected with no job
+                got = [tuple(r) for r in rows.collect()]
+                if not got:
+                    return None, 0
+                if len(got) <= SMALL_DELTA and self._merge_small(name, rows, got):
+                    return self._small_result
+            else:
+                rows, (n_rows,) = _checkpoint_observed(rows, "count(1)")
+                if n_rows == 0:
+                    return None, 0
+                if n_rows <= SMALL_DELTA and self._merge_small(name, rows):
+                    return self._small_result
 
         info = self.ir.collections[name]
         cols = self.cols(name)
@@ -522,6 +669,20 @@ def _local_ok(rows: Any, stored: Any) -> bool:
     )
 
 
+def _local_plan(df: Any) -> bool:
+    """Whether ``df``'s rows are a local relation once Spark has optimized its plan (rows on
+    the driver, selected, filtered and computed there): collecting it runs no job. Classic
+    sessions (Spark Connect: False)."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return False
+    try:
+        plan = jdf.queryExecution().optimizedPlan()
+        return bool(plan.getClass().getSimpleName() == "LocalRelation")
+    except Exception:  # pragma: no cover - an internal API moved: take the general path
+        return False
+
+
 def _local_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
     """A frame of ``rows`` (at least one) with ``schema``'s columns and types, as a local
     relation (an inline table of parameters): collecting it, or filtering by its values, runs
@@ -539,8 +700,8 @@ def _local_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
 def _local_rows(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> list[tuple[Any, ...]]:
     """``rows`` as Spark gives them back in ``schema``'s types (a Python int of a ``double``
     column becomes a float, ...), so that they compare equal to collected rows (no job)."""
-    if not rows:
-        return []
+    if not rows or not schema.fields:  # no columns (a global aggregate's key): nothing to type
+        return [tuple(r) for r in rows]
     return [tuple(r) for r in _local_frame(spark, rows, schema).collect()]
 
 
@@ -548,6 +709,8 @@ def _matches(cols: list[str], rows: list[tuple[Any, ...]], schema: Any) -> Any:
     """A Column: the row's ``cols`` equal (NULL-safe) those of one of ``rows``."""
     from pyspark.sql import functions as F
 
+    if not cols:  # no key columns (a global aggregate's one row): every row matches
+        return F.lit(bool(rows))
     types = {f.name: f.dataType for f in schema.fields}
     if len(cols) == 1:
         c = F.col(cols[0])
@@ -602,6 +765,17 @@ def _any_sql(conds: Any) -> str:
     """SQL for "any of ``conds`` is true" (NULL counts as false)."""
     parts = [f"coalesce({c}, false)" for c in conds]
     return "(" + " OR ".join(parts) + ")" if parts else "false"
+
+
+def _cell_join(cls: type, a: Any, b: Any) -> Any:
+    """Two cells of a lattice column of class ``cls`` (a :data:`_CELL` class) merged on the
+    driver as :func:`_cell_merge_sql` merges them in SQL: NULL is bottom; ``lbool``'s bottom
+    is false."""
+    if cls is lbool:
+        return bool(a) or bool(b)
+    if a is None or b is None:
+        return b if a is None else a
+    return max(a, b) if _CELL[cls] == "max" else min(a, b)
 
 
 def _cell_merge_sql(cls: type, c: str) -> str:

@@ -14,12 +14,16 @@ from blooml.errors import NotSupportedOnSpark, ProgramError
 from blooml.ir import Group, Lat, LatConst, LatMethod, LatVar, Node, Rule, Scan, sources
 from blooml.lattices._base import Lattice
 from blooml.spark import _dfpython, _jobs
-from blooml.spark._dfeval import _Run
+from blooml.spark._dfeval import _aggregate, _Run
 from blooml.spark._dfplan import _INCREMENTAL, DataFramePlan
 from blooml.spark._dfstate import (
     SMALL_DELTA,
     _atomic,
     _checkpoint,
+    _local_frame,
+    _local_plan,
+    _local_rows,
+    _matches,
     anti_join,
     checkpoint_dir,
     learn_types,
@@ -108,7 +112,7 @@ def run_plan(
             if n in carry.counts:
                 run.n_state[n] = carry.counts[n]
         else:
-            run.shrunk.add(n)
+            run.lose(n)
             if n in derived:
                 run.reset.add(n)
     run.fresh = state is None
@@ -119,22 +123,28 @@ def run_plan(
         info = ir.collections[name]
         nk = len(info.keys) if info.values else len(info.columns)
         keys = run.cols(name)[:nk]
-        if old is not None:
+        _jobs.label(what=f"<+- facts of the previous tick: replace in {name}")
+        if old is not None and not run.delete_local(name, rows, keys):
             run.state[name] = anti_join(old, rows.select(*keys).distinct(), keys)
             run.n_state.pop(name, None)
             run.rewrite.add(name)  # a new frame: kept in full
-            run.shrunk.add(name)
-        run.merge(name, rows)
+            run.lose(name)
+        run.merge(name, rows, precount=True)
     for name, rows in pend.get("<-", {}).items():
         old = run.state.get(name)
         if old is not None:
             match = [c for i, c in enumerate(run.cols(name)) if i not in plan.lattice_cols[name]]
+            _jobs.label(what=f"<- facts of the previous tick: delete from {name}")
+            if run.delete_local(name, rows, match):
+                continue
             run.state[name] = anti_join(old, rows.select(*match).distinct(), match)
             run.n_state.pop(name, None)
             run.rewrite.add(name)
-            run.shrunk.add(name)
+            run.lose(name)
     for name, rows in pend.get("<+", {}).items():
-        run.merge(name, rows)
+        _jobs.label(what=f"<+ facts of the previous tick: insert into {name}")
+        run.merge(name, rows, precount=True)
+    _jobs.label(what="inputs")
     for name, df in inputs.items():
         if df is None:
             continue
@@ -185,7 +195,8 @@ def run_plan(
         for name in by_head:
             idx = [i for i in ir.temporal if ir.rules[i].head == name and ir.rules[i].op == op]
             _jobs.label(end=True, what=f"{op} facts for the next tick into {name} {_rules(idx)}")
-            by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
+            if not _local_plan(by_head[name]):  # rows on the driver stay there
+                by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
     # layers piled up: the state materialized (written to the checkpoint directory by the
     # engine when the session has one, else checkpointed here)
     reliable = checkpoint_dir(spark) is not None
@@ -270,9 +281,10 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
                 if first or {n for n, _ in sources(rule.body)} & changed_lats:
                     lat_news.setdefault(rule.head, []).append(_eval_lat(run, rule, rule.body))
                 continue
-            if first and first_rules[rule.index] == "incr":
+            if first and first_rules[rule.index] in ("incr", "regroup"):
                 _jobs.label(round=rounds, what=f"update {rule.head} (rule {rule.index})")
-                delta, n = run.incr_group(rule)
+                regroup = first_rules[rule.index] == "regroup"
+                delta, n = _regroup(run, rule) if regroup else run.incr_group(rule)
                 incr[rule.head] = n
                 if delta is not None and rule.head in reads:
                     incr_delta[rule.head] = delta
@@ -346,6 +358,8 @@ def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
             continue
         if _incremental(run, rule, rules):
             how[rule.index] = "incr"
+        elif _regroupable(run, rule, rules):
+            how[rule.index] = "regroup"
         elif any(nm and (n in changed or n in run.shrunk) for n, nm in srcs) or any(
             n in run.tick_lats for n, _ in srcs
         ):
@@ -359,11 +373,15 @@ def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
         for r in rules
         if r.head in ir.collections
         and not ir.collections[r.head].persistent
-        and (how[r.index] not in ("skip", "incr") or r.head in run.fed or r.head in run.reset)
+        and (
+            how[r.index] not in ("skip", "incr", "regroup")
+            or r.head in run.fed
+            or r.head in run.reset
+        )
     }
     for name in redo - run.fed:  # recomputed from nothing (a fed scratch holds this tick's rows)
         if run.state.pop(name, None) is not None:
-            run.shrunk.add(name)
+            run.lose(name)
         run.n_state.pop(name, None)
     for rule in rules:
         if rule.head in redo:
@@ -419,6 +437,89 @@ def _incremental(run: _Run, rule: Rule, rules: list[Rule]) -> bool:
     return not any(r is not rule and head in {n for n, _ in sources(r.body)} for r in rules)
 
 
+def _regroupable(run: _Run, rule: Rule, rules: list[Rule]) -> bool:
+    """Whether ``rule``, a ``group`` (any aggregate) straight over a collection whose every
+    change this tick is known on the driver — rows gained (few, local) and rows deleted
+    (:meth:`~blooml.spark._dfstate._State.delete_local`) — keeps its head up to date by
+    recomputing only the groups those rows touch (:func:`_regroup`); the head as for
+    :func:`_incremental`: a keyed scratch keyed by the group's keys, derived by this rule alone
+    and read by no other rule of the stratum, holding the previous tick's rows."""
+    node = rule.body
+    if not isinstance(node, Group) or not isinstance(node.input, Scan):
+        return False
+    src, head = node.input.name, rule.head
+    info = run.ir.collections.get(head)
+    gained = run.tick_local.get(src, [])
+    lost = run.removed.get(src, []) if src in run.shrunk else []
+    if (
+        gained is None
+        or (src in run.shrunk and src not in run.removed)
+        or not (gained or lost)
+        or src not in run.state
+        or info is None
+        or info.persistent
+        or head not in run.state
+        or head in run.fed
+        or head in run.reset
+        or len(info.keys) != len(node.keys)
+        or run.plan.lattice_cols[head]
+        or run.plan.python_nodes.get(id(node))
+        or sum(1 for r in run.ir.rules if r.head == head) != 1
+        or not _atomic(run.state[head].schema)
+        or not _atomic(run.state[src].schema)
+    ):
+        return False
+    return not any(r is not rule and head in {n for n, _ in sources(r.body)} for r in rules)
+
+
+def _regroup(run: _Run, rule: Rule) -> tuple[Any, int]:
+    """Update the scratch ``rule.head`` (see :func:`_regroupable`) for the groups this tick's
+    changes of its input touch: one job aggregates the input's rows of those groups (a filter
+    by their keys), one reads their stored rows; the new state is the stored one less those
+    groups plus their new rows, a layer. Returns (the rows that changed or None, how many)."""
+    from pyspark.sql import functions as F
+
+    node = rule.body
+    assert isinstance(node, Group) and isinstance(node.input, Scan)  # _regroupable
+    name, src = rule.head, node.input.name
+    rows = [*(run.tick_local.get(src) or ()), *run.removed.get(src, ())]
+    keys = list(dict.fromkeys(tuple(r[i] for i in node.keys) for r in rows))
+    data = run.state[src]
+    src_cols = run.cols(src)
+    nk = len(node.keys)
+    where = _matches([src_cols[i] for i in node.keys], keys, data.schema)
+    part = data.where(where)  # as it is: Parquet prunes row groups by it (not by a coalesce)
+    aggs = [
+        _aggregate(a.fn, a.col, None if a.col is None else part.schema[f"c{a.col}"].dataType).alias(
+            f"c{nk + j}"
+        )
+        for j, a in enumerate(node.aggs)
+    ]
+    grouped = part.groupBy(*[F.col(f"c{k}") for k in node.keys]).agg(
+        *aggs, F.count(F.lit(1)).alias("_rows")
+    )
+    old = run.state[name]
+    cols = run.cols(name)
+    # a group with no rows left has no row (groupBy() of no keys gives one, counting 0)
+    fresh = [tuple(r)[:-1] for r in grouped.collect() if r["_rows"]]
+    new_rows = _local_rows(run.spark, fresh, old.schema)
+    hit = _matches(cols[:nk], keys, old.schema)
+    stored = {tuple(r[:nk]): tuple(r[nk:]) for r in old.where(hit).collect()}
+    now = {tuple(r[:nk]): tuple(r[nk:]) for r in new_rows}
+    changed = [(*k, *v) for k, v in now.items() if stored.get(k) != v]
+    state = old.where(~F.coalesce(hit, F.lit(False)))
+    if new_rows:
+        state = state.unionByName(_local_frame(run.spark, new_rows, old.schema))
+    run._layer(name, state, run.state_rows(name) - len(stored) + len(new_rows))
+    if any(k in now for k in stored if stored[k] != now.get(k)) or set(stored) - set(now):
+        run.lose(name)  # a stored group's row was replaced or removed
+    if not changed:
+        return None, 0
+    delta = _local_frame(run.spark, changed, old.schema)
+    run._local_delta(name, delta, changed)
+    return delta, len(changed)
+
+
 def _tick_delta_rows(run: _Run, rule: Rule) -> list[Any]:
     """The rows of ``rule`` that this tick's changes make derivable: one evaluation per
     occurrence of a changed collection, that occurrence reading the tick's delta of it and the
@@ -444,11 +545,17 @@ def _tick_delta_rows(run: _Run, rule: Rule) -> list[Any]:
 
 
 def _union(name: str, parts: list[Any], rules: list[Rule]) -> Any:
-    """The union of rule outputs for one head; columns must have one Spark type."""
+    """The union of rule outputs for one head; columns must have one Spark type. Parts of
+    one schema whose rows are on the driver (:func:`_local_plan`) give one local frame
+    (collecting a union of local relations would run a job)."""
     from pyspark.sql.types import NullType, NumericType
 
     if len(parts) == 1:
         return parts[0]
+    if all(p.schema == parts[0].schema and _local_plan(p) for p in parts):
+        got = [tuple(r) for p in parts for r in p.collect()]
+        if got:
+            return _local_frame(parts[0].sparkSession, got, parts[0].schema)
     types = [[f.dataType for f in p.schema.fields] for p in parts]
     for j in range(len(types[0])):
         seen = {t[j] for t in types if not isinstance(t[j], NullType)}

@@ -137,6 +137,8 @@ class SparkEngine:
             0 if self.connect else spark.sparkContext.defaultParallelism
         )
         self.max_rounds = max_rounds
+        #: whether this engine has said that ticks without a checkpoint directory scan state
+        self._said_no_checkpoint_dir = False
 
     def check(self, program: Any) -> ProgramIR:
         """Return the program's IR if every rule can run on Spark.
@@ -233,6 +235,17 @@ class SparkEngine:
         if any(plan.python_nodes.values()):
             check_worker_python("SparkEngine", self.spark)
         tick = (carried.tick + 1 if carried else 0) if keep else "run"
+        if carried and not self._said_no_checkpoint_dir and checkpoint_dir(self.spark) is None:
+            self._said_no_checkpoint_dir = True
+            log.warning(
+                "%s: the session has no checkpoint directory, so the state kept between ticks "
+                "is localCheckpointed and every lookup of a tick (the stored rows its changes "
+                "touch) scans the collection it looks in: ticks read the whole state. For ticks "
+                "that read what changed, set one (spark.sparkContext.setCheckpointDir(...); "
+                "spark.checkpoint.dir on Spark Connect): the state is then kept as sorted "
+                "Parquet files that lookups prune (see docs/spark.md, 'What a tick costs')",
+                plan.ir.name,
+            )
         with (
             _jobs.tick(self.spark, plan.ir.name, tick),
             worker_errors(),  # a rule function raising on a worker: named by its rule
@@ -248,9 +261,15 @@ class SparkEngine:
                 pending=carried.pending if carried else None,
                 carry=carry,
             )
-        state = self._keep(
-            plan.ir.name, state, carried.state if carried else {}, keep, carry.layers, carry.counts
-        )
+            # the state files are written inside the tick: their jobs carry its label and tag
+            state = self._keep(
+                plan.ir.name,
+                state,
+                carried.state if carried else {},
+                keep,
+                carry.layers,
+                carry.counts,
+            )
         result = DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
         if keep:
             assert isinstance(tick, int)
@@ -285,6 +304,7 @@ class SparkEngine:
                 out[name] = df
                 continue
             files: list[str] = []
+            _jobs.label(end=True, what=f"keep {name} as state files")
             out[name] = keep_state(df, files, sort=True, rows=counts.get(name))
             if keep and files:
                 old = kept.get(name, [])
@@ -304,7 +324,9 @@ class SparkEngine:
         counts the ticks from 0; :meth:`reset` forgets the program's state.
 
         Raises:
-            NotSupportedOnSpark: a rule does not lower to DataFrame plans (before any job).
+            NotSupportedOnSpark: a rule does not lower to DataFrame plans, or the engine was
+                made with ``path="rdd"`` (the RDD path runs one tick, :meth:`run`; before any
+                job).
             TypeError: no program (pass ``program=`` here or to the engine).
         """
         ir = self._bound(program)
@@ -312,6 +334,13 @@ class SparkEngine:
             if name not in ir.collections:
                 known = ", ".join(sorted(ir.collections))
                 raise KeyError(f"input {name!r} is not a collection of {ir.name} (known: {known})")
+        if self.path == "rdd":
+            raise NotSupportedOnSpark(
+                f"SparkEngine(path='rdd').tick({ir.name})",
+                "the RDD path evaluates one tick from nothing (SparkEngine.run); ticks that "
+                "carry state across ticks (tables, lattice variables, <+ <- <+- facts) run "
+                "as DataFrame plans: use path='auto' or path='dataframe' for tick",
+            )
         plan, why = DataFramePlan.try_build(ir)
         if plan is None:
             raise NotSupportedOnSpark(why, "no Spark SQL translation (SparkEngine.tick)")
