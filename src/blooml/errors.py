@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "BloomlError",
     "ColumnTypeError",
+    "ColumnValueError",
     "ConfluenceViolation",
     "DataDirError",
     "DurableStateError",
@@ -185,6 +186,34 @@ class ColumnTypeError(BloomlError, TypeError):
         self.spark_type = spark_type
         self.spec = spec
         super().__init__(f"column {column!r} of type {spark_type} cannot hold {spec}: {reason}")
+
+
+class ColumnValueError(ColumnTypeError):
+    """A value given for a collection's column does not fit the one Spark type the column
+    holds (a string into a ``double`` column, a boolean into a ``bigint`` one), raised on the
+    driver before any Spark job.
+
+    Attributes:
+        collection: the collection's name.
+        column: the column's name.
+        value: the offending value.
+        spark_type: the column's Spark type (its ``simpleString()``).
+        spec: the Python type of the value.
+    """
+
+    def __init__(
+        self, collection: str, column: str, value: Any, spark_type: str, reason: str = ""
+    ) -> None:
+        self.collection = collection
+        self.column = column
+        self.value = value
+        self.spark_type = spark_type
+        self.spec = type(value).__name__
+        BloomlError.__init__(
+            self,
+            f"{collection!r} column {column!r} holds {spark_type} on Spark; it cannot hold "
+            f"{value!r} ({self.spec})" + (f": {reason}" if reason else ""),
+        )
 
 
 def _cls_name(cls: type) -> str:

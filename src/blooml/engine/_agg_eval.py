@@ -101,6 +101,8 @@ class ArgAggEval(_NonMono):
         for r in self._rows():
             k = tuple(r[i] for i in keys)
             v = r[c]
+            if v is None:  # NULL is never a group's extreme (SQL's min/max skip it)
+                continue
             cur = best.get(k)
             if cur is None or (v > cur[0] if mx else v < cur[0]):
                 best[k] = (v, [r])

@@ -303,7 +303,8 @@ def emit(rt: Runtime, cr: CompiledRule, out: Any) -> None:
 
 
 def fold(rt: Runtime, cr: CompiledRule, out: Any) -> Any:
-    """A lattice head: the body's value, or its rows folded with merge."""
+    """A lattice head: the body's value, or its rows folded with merge (a row holding a
+    None is skipped: NULL is ⊥, as Spark SQL's aggregates skip NULL)."""
     if cr.is_lat_body:
         return out
     var = cr.head_lat
@@ -312,7 +313,12 @@ def fold(rt: Runtime, cr: CompiledRule, out: Any) -> Any:
     for r in out:
         if r is None:
             continue
-        item = (r[0] if len(r) == 1 else tuple(r)) if isinstance(r, tuple) else r
+        if isinstance(r, tuple):
+            if None in r:  # NULL is ⊥: a row with a None adds nothing (as Spark's lfold)
+                continue
+            item = r[0] if len(r) == 1 else tuple(r)
+        else:
+            item = r
         if b is None:
             b = var.cls.builder()
         b.add(item)

@@ -41,7 +41,7 @@ from blooml.engine._rel_eval import JoinEval, ScanEval, norm_rows
 from blooml.engine.compile import flatten_rows
 from blooml.engine.relation import MISSING, Relation
 from blooml.errors import ProgramError
-from blooml.ir.aggregates import apply_aggregate
+from blooml.ir.aggregates import ExactSum, apply_aggregate
 
 __all__ = ["ZFull", "ZOp", "consolidate", "sizeof_rows"]
 
@@ -565,7 +565,7 @@ class ZGroup(ZOp):
             if fn in ("min", "max", "accum") or (fn == "count" and a.col is not None):
                 g.slots[i] = _Multiset(fn == "max", fn in ("min", "max"))
             elif fn in ("sum", "avg"):
-                g.slots[i] = [0, 0, None]  # total, count of values, non-int values multiset
+                g.slots[i] = [ExactSum(), None]  # ints and floats, a multiset of the others
             elif fn in ("bool_and", "bool_or"):
                 g.slots[i] = [0, 0]  # truthy, falsy
         return g
@@ -604,23 +604,23 @@ class ZGroup(ZOp):
 
     @staticmethod
     def _slot(s: Any, fn: str, v: Any, w: int) -> None:
-        if s is None:  # count(): the group's row count
+        if s is None or v is None:  # count(): the group's row count; NULL is skipped
             return
         if type(s) is _Multiset:
             s.add(v, w)
         elif fn in ("sum", "avg"):
-            if type(v) is int or type(v) is bool:
-                s[0] += v * w
-            else:  # exact arithmetic only for ints: other values are summed afresh
-                ms = s[2]
+            t = type(v)
+            if t is int or t is float or t is bool:
+                s[0].add(v, w)
+            else:  # other numbers (Decimal, ...) are summed afresh with +
+                ms = s[1]
                 if ms is None:
-                    ms = s[2] = {}
+                    ms = s[1] = {}
                 c = ms.get(v, 0) + w
                 if c > 0:
                     ms[v] = c
                 else:
                     del ms[v]
-            s[1] += w
         else:  # bool_and, bool_or
             s[0 if v else 1] += w
 
@@ -632,14 +632,18 @@ class ZGroup(ZOp):
         if fn in ("min", "max"):
             return s.best if s else None
         if fn == "accum":
-            return frozenset(s) if s else None
+            return frozenset(s)
         if fn in ("sum", "avg"):
-            if not s[1]:
+            exact, ms = s
+            n = exact.n + (sum(ms.values()) if ms else 0)
+            if not n:
                 return None
-            total = s[0]
-            if s[2]:
-                total = sum((v * c for v, c in s[2].items()), total)
-            return total if fn == "sum" else total / s[1]
+            total = exact.value()
+            if ms:
+                total = sum((v * c for v, c in ms.items()), 0 if total is None else total)
+            if fn == "sum":
+                return total
+            return (float(total) if type(total) is int else total) / n
         if not (s[0] or s[1]):
             return None
         return s[1] == 0 if fn == "bool_and" else s[0] > 0
@@ -872,6 +876,9 @@ class _Ordered(dict):  # type: ignore[type-arg]
     def __setitem__(self, r: Any, c: int) -> None:
         if r not in self:
             v = self.val(r)
+            if v is None:  # NULL is never a group's extreme (SQL's min/max skip it)
+                dict.__setitem__(self, r, c)
+                return
             rows = self.byval.get(v)
             if rows is None:
                 self.heap.push(v, self.byval)  # may raise (unlike values): nothing changed
@@ -882,6 +889,8 @@ class _Ordered(dict):  # type: ignore[type-arg]
     def __delitem__(self, r: Any) -> None:
         dict.__delitem__(self, r)
         v = self.val(r)
+        if v is None:
+            return
         rows = self.byval[v]
         del rows[r]
         if not rows:
@@ -919,6 +928,8 @@ class ZArgAgg(_Keyed):
 
     def _worse(self, r: Any, best: Any) -> bool:
         v, b = r[self.col], best[self.col]
+        if v is None:
+            return True
         return bool(v < b) if self.mx else bool(v > b)
 
 

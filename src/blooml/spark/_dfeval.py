@@ -27,6 +27,7 @@ from blooml.ir import (
 from blooml.ir import exprs as X
 from blooml.lattices import lmax
 from blooml.spark._dfstate import SMALL_DELTA, _atomic, _local_frame, _matches, _State
+from blooml.spark._exactsum import exact_avg, exact_sum, is_float_type
 
 #: :meth:`_Run._driver_join` does not apply (None means "no rows")
 _NOT_ON_DRIVER = object()
@@ -190,7 +191,8 @@ class _Run(_State):
             by = [F.col(f"c{k}") for k in node.keys]
             aggs = []
             for j, a in enumerate(node.aggs):
-                aggs.append(_aggregate(a.fn, a.col).alias(f"c{len(node.keys) + j}"))
+                dtype = None if a.col is None else df.schema[f"c{a.col}"].dataType
+                aggs.append(_aggregate(a.fn, a.col, dtype).alias(f"c{len(node.keys) + j}"))
             out = df.groupBy(*by).agg(*aggs)
             return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(out.columns)])
         raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
@@ -306,17 +308,25 @@ class _Run(_State):
         return acc
 
 
-def _aggregate(fn: str, col: int | None) -> Any:
+def _aggregate(fn: str, col: int | None, dtype: Any = None) -> Any:
     """The Spark aggregate of a ``group`` aggregate, as :func:`blooml.ir.apply_aggregate`
-    defines it: ``count()`` counts rows, ``count(c)`` the distinct values of ``c`` (NULL, like
-    Python's None, is one value of them; SQL's ``count(DISTINCT c)`` skips it)."""
+    defines it (Spark SQL's own NULL rules: an aggregate of a column skips NULL):
+    ``count()`` counts rows, ``count(c)`` the distinct non-NULL values of ``c``; ``sum`` and
+    ``avg`` of a ``double`` column (``dtype``) are exact (:mod:`blooml.spark._exactsum`:
+    ``math.fsum``'s value, as the local engine's), of an integer column Spark's exact
+    ``sum``, ``avg`` that sum as a double over the number of values."""
     from pyspark.sql import functions as F
 
     if col is None:
         return F.count(F.lit(1))
-    c = F.col(f"c{col}")
+    name = f"c{col}"
+    c = F.col(name)
     if fn == "count":
-        return F.count_distinct(c) + F.max(c.isNull().cast("int"))
+        return F.count_distinct(c)
+    if fn in ("sum", "avg") and is_float_type(dtype):
+        return exact_sum(name) if fn == "sum" else exact_avg(name)
+    if fn == "avg":
+        return F.sum(c).cast("double") / F.count(c)
     return getattr(F, fn)(c)
 
 

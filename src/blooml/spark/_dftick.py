@@ -28,7 +28,8 @@ from blooml.spark._dfstate import (
     checkpoint_dir,
     learn_types,
 )
-from blooml.spark._formats import column_format
+from blooml.spark._exactsum import is_float_type
+from blooml.spark._listinput import check_frame_types, typed_rows
 
 __all__ = ["Carry", "run_plan"]
 
@@ -148,20 +149,20 @@ def run_plan(
         if df is None:
             continue
         cols = run.cols(name)
-        given = None if hasattr(df, "schema") and hasattr(df, "columns") else list(df)
-        df = _as_frame(
-            spark,
-            df if given is None else given,
-            ir.collections[name].columns,
-            plan.lattice_cols[name],
-        )
-        if df is None:
-            continue  # no rows
+        given = None
+        if not (hasattr(df, "schema") and hasattr(df, "columns")):
+            info = ir.collections[name]
+            given, schema = typed_rows(name, info.kind, info.columns, df, _known_types(run, name))
+            if not given:
+                continue  # no rows
+            df = spark.createDataFrame(given, schema)
         if len(df.columns) != len(cols):
             raise ProgramError(
                 f"input {name!r}: {ir.collections[name].kind} {name!r} has columns "
                 f"{list(ir.collections[name].columns)}; the DataFrame has {df.columns}"
             )
+        if given is None:
+            check_frame_types(name, ir.collections[name].columns, df, _known_types(run, name))
         df = df.toDF(*cols)
         if given is None or not run.merge_local(name, df, given):
             run.merge(name, df)
@@ -222,17 +223,29 @@ def run_plan(
 
 
 def _as_frame(spark: Any, data: Any, columns: tuple[str, ...], lat: dict[int, type]) -> Any:
+    """A frame of an input (a DataFrame as it is; Python rows typed by what they hold, as
+    :func:`blooml.spark._listinput.typed_rows` types them), or None for no rows."""
     if hasattr(data, "schema") and hasattr(data, "columns"):
         return data
-    rows = []
-    for r in data:
-        r = tuple(r) if isinstance(r, tuple) else (r,)
-        rows.append(
-            tuple(column_format(type(c)).to_cell(c) if isinstance(c, Lattice) else c for c in r)
-        )
-    if not rows:
-        return None
-    return spark.createDataFrame(rows, list(columns))
+    rows, schema = typed_rows("input", "collection", columns, data, {})
+    return spark.createDataFrame(rows, schema) if rows else None
+
+
+def _known_types(run: _Run, name: str) -> dict[int, Any]:
+    """Column index -> the Spark type collection ``name``'s column is known to hold: declared
+    (``SparkEngine(schemas=...)``), else as stored, else as learned from earlier rows."""
+    from pyspark.sql.types import NullType
+
+    declared = run.plan.schemas.get(name)
+    if declared is not None:
+        return {i: f.dataType for i, f in enumerate(declared.fields)}
+    known = dict(run.plan.column_types.get(name, {}))
+    old = run.state.get(name)
+    if old is not None:
+        for i, f in enumerate(old.schema.fields):
+            if not isinstance(f.dataType, NullType):
+                known[i] = f.dataType
+    return known
 
 
 def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
@@ -406,10 +419,21 @@ def _incremental(run: _Run, rule: Rule, rules: list[Rule]) -> bool:
             return False
         if a.col is not None and any(r[a.col] is None for r in rows):
             return False
+        # a float sum is exact over all of a group's values: a stored sum plus the new
+        # values' is not (it would depend on the ticks the values came in)
+        col = a.col
+        if a.fn == "sum" and col is not None and any(type(r[col]) is float for r in rows):
+            return False
     if sum(1 for r in run.ir.rules if r.head == head) != 1:
         return False
     if not _atomic(run.state[head].schema):  # its touched groups become local rows
         return False
+    fields = run.state[head].schema.fields
+    if any(
+        a.fn == "sum" and is_float_type(fields[len(node.keys) + j].dataType)
+        for j, a in enumerate(node.aggs)
+    ):
+        return False  # a stored float sum (see above)
     return not any(r is not rule and head in {n for n, _ in sources(r.body)} for r in rules)
 
 
@@ -465,7 +489,12 @@ def _regroup(run: _Run, rule: Rule) -> tuple[Any, int]:
     nk = len(node.keys)
     where = _matches([src_cols[i] for i in node.keys], keys, data.schema)
     part = data.where(where)  # as it is: Parquet prunes row groups by it (not by a coalesce)
-    aggs = [_aggregate(a.fn, a.col).alias(f"c{nk + j}") for j, a in enumerate(node.aggs)]
+    aggs = [
+        _aggregate(a.fn, a.col, None if a.col is None else part.schema[f"c{a.col}"].dataType).alias(
+            f"c{nk + j}"
+        )
+        for j, a in enumerate(node.aggs)
+    ]
     grouped = part.groupBy(*[F.col(f"c{k}") for k in node.keys]).agg(
         *aggs, F.count(F.lit(1)).alias("_rows")
     )
