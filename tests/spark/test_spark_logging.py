@@ -4,6 +4,7 @@ path, and every Spark job of a tick says what it is (program, tick, stratum, rou
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from typing import Any
@@ -121,11 +122,19 @@ def test_every_job_of_a_tick_says_what_it_is(spark: Any, path: str) -> None:
         assert job_name.startswith(f"blooml {name} tick "), (job_id, job_name)
         assert any(t.startswith(f"blooml:{name}:tick=") for t in tags), (job_id, tags)
     descriptions = [d for _, _, d, _ in jobs]
-    assert f"blooml {name} {tick}, stratum 0 round 2: merge into path (rules 0, 1)" in descriptions
+    # the round a merge runs in depends on how much of the fixpoint a small tick computes
+    # on the driver (tick 1 of Reach reaches it in round 1), so any round will do
+    merge = re.compile(
+        rf"blooml {name} {tick}, stratum 0 round \d+: merge into path \(rules 0, 1\)"
+    )
+    assert any(merge.fullmatch(d) for d in descriptions), descriptions
     if path == "dataframe":
         lattice_rule = f"blooml {name} {tick}, stratum 0 round 1: rule 5 (_reach.py:"
         assert any(d.startswith(lattice_rule) for d in descriptions)
         assert (
             f"blooml {name} tick 1: <+ facts for the next tick into back (rule 2)" in descriptions
         )
-        assert f"blooml {name} tick 1: inputs" in descriptions  # tick 0's <+ facts applied
+        # tick 0's <+ facts applied, one labelled job per collection they go into
+        assert f"blooml {name} tick 1: <+ facts of the previous tick: insert into back" in (
+            descriptions
+        )
