@@ -389,3 +389,33 @@ def test_an_lmin_column_of_a_keyed_table_names_its_column_on_direct_input():
             p.tick()
         assert (info.value.collection, info.value.column, info.value.value) == ("kv", "v", "x")
         assert tuples(p.kv) == {("a", lmin(1))}
+        p.discard_pending()
+        # straight into the table
+        p.kv.insert([("a", lmin("y"))])
+        with pytest.raises(LatticeColumnValueError) as info:
+            p.tick()
+        assert (info.value.collection, info.value.column, info.value.value) == ("kv", "v", "y")
+        assert info.value.pending_input == {"kv": [("a", lmin("y"))]}
+        assert tuples(p.kv) == {("a", lmin(1))}
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_an_lmin_column_of_a_soft_state_table_names_its_column(incremental):
+    """A soft-state table stores one row at a time (``Relation.add``): the same error."""
+
+    class Soft(Program):
+        inp = scratch(["k"], ["v"])
+        kv = table(["k"], ["v"], ttl=10)
+
+        @bloom
+        def rules(self):
+            self.kv <= self.inp
+
+    p = Soft(incremental=incremental)
+    p.inp.insert([("a", lmin(1))])
+    p.tick()
+    p.inp.insert([("a", lmin("x"))])
+    with pytest.raises(LatticeColumnValueError) as info:
+        p.tick()
+    assert (info.value.collection, info.value.column, info.value.value) == ("kv", "v", "x")
+    assert tuples(p.kv) == {("a", lmin(1))}
