@@ -25,6 +25,7 @@ __all__ = [
     "GraphvizNotFound",
     "IllTypedValueError",
     "KeyConstraintError",
+    "LatticeColumnValueError",
     "LatticeTypeError",
     "LatticeValueError",
     "NotSupportedOnSpark",
@@ -181,6 +182,8 @@ class ColumnTypeError(BloomlError, TypeError):
         spec: the column spec (``lset``, ``MapOf(lmax)``, ...).
     """
 
+    spark_type: str | None  # None only for the local engine's LatticeColumnValueError
+
     def __init__(self, column: str, spark_type: str, spec: str, reason: str) -> None:
         self.column = column
         self.spark_type = spark_type
@@ -189,31 +192,71 @@ class ColumnTypeError(BloomlError, TypeError):
 
 
 class ColumnValueError(ColumnTypeError):
-    """A value given for a collection's column does not fit the one Spark type the column
-    holds (a string into a ``double`` column, a boolean into a ``bigint`` one), raised on the
-    driver before any Spark job.
+    """A value given for (or derived into) a collection's column does not fit what the column
+    holds. On ``SparkEngine``: a value that does not fit the one Spark type the column holds (a
+    string into a ``double`` column, a boolean into a ``bigint`` one), raised on the driver
+    before any Spark job. On the local engine (which has no column types): a lattice column's
+    merge of a stored or derived value with one of an incompatible type (``lmin("x")`` where
+    ``lmin(3.0)`` is held), raised as its subclass :class:`LatticeColumnValueError`. Catch this
+    class to handle both engines alike.
 
     Attributes:
         collection: the collection's name.
         column: the column's name.
         value: the offending value.
-        spark_type: the column's Spark type (its ``simpleString()``).
+        spark_type: the column's Spark type (its ``simpleString()``); ``None`` on the local
+            engine.
+        holds: what the column holds: its Spark type on ``SparkEngine``; on the local engine
+            the held value's lattice class and the type of its raw value (``"lmin of float"``).
         spec: the Python type of the value.
     """
 
     def __init__(
-        self, collection: str, column: str, value: Any, spark_type: str, reason: str = ""
+        self,
+        collection: str,
+        column: str,
+        value: Any,
+        spark_type: str | None,
+        reason: str = "",
+        *,
+        holds: str | None = None,
     ) -> None:
         self.collection = collection
         self.column = column
         self.value = value
         self.spark_type = spark_type
+        self.holds = holds if holds is not None else (spark_type or "")
         self.spec = type(value).__name__
+        where = "on Spark" if spark_type is not None else "on the local engine"
         BloomlError.__init__(
             self,
-            f"{collection!r} column {column!r} holds {spark_type} on Spark; it cannot hold "
+            f"{collection!r} column {column!r} holds {self.holds} {where}; it cannot hold "
             f"{value!r} ({self.spec})" + (f": {reason}" if reason else ""),
         )
+
+
+class LatticeColumnValueError(ColumnValueError, LatticeValueError):
+    """The local engine's :class:`ColumnValueError`: a lattice column's merge failed because
+    the stored value and the arriving one are of incompatible types (``lmin("x")`` into a
+    column holding ``lmin(3.0)``). It is also a :class:`LatticeValueError` (what the lattice's
+    merge raised, kept as ``__cause__``), so code catching either class catches it; the tick
+    that raised it changed nothing.
+
+    Attributes:
+        collection: the collection's name.
+        column: the column's name.
+        value: the offending value (the raw value the lattice refused, ``"x"``).
+        holds: the held value's lattice class and raw type (``"lmin of float"``).
+        lattice: the lattice class name.
+        reason: the lattice's own message.
+    """
+
+    def __init__(
+        self, collection: str, column: str, value: Any, lattice: str, holds: str, reason: str
+    ) -> None:
+        ColumnValueError.__init__(self, collection, column, value, None, reason, holds=holds)
+        self.lattice = lattice
+        self.reason = reason
 
 
 def _cls_name(cls: type) -> str:

@@ -6,7 +6,17 @@ from __future__ import annotations
 
 import pytest
 
-from blooml import KeyConstraintError, LatticeValueError, Program, bloom, lmax, scratch, table
+from blooml import (
+    KeyConstraintError,
+    LatticeValueError,
+    Program,
+    bloom,
+    lmax,
+    lmin,
+    scratch,
+    table,
+)
+from blooml.errors import ColumnTypeError, ColumnValueError, LatticeColumnValueError
 
 
 def tuples(coll):
@@ -297,3 +307,115 @@ def test_discard_only_rejects_what_is_not_input():
     assert p.discard_pending({"put": [("z", 9)]}) == {}  # not queued: nothing dropped
     p.tick()
     assert tuples(p.kv) == {("a", 1)}
+
+
+class LminHead(Program):
+    """Issue 27: a string reaches an ``lmin`` column that holds a float (the program of the
+    issue: ``SparkEngine`` refuses the string before any job with a ``ColumnValueError``)."""
+
+    link = table(["a", "b"], ["c"])
+    path = table(["a", "b"], ["c"])
+
+    @bloom
+    def rules(self):
+        self.path <= self.link.map(lambda lk: (lk.a, 2, lmin(lk.c)))
+
+
+class LminWide(Program):
+    """As ``LminHead`` with two lattice columns after the key (the general merge loop)."""
+
+    link = table(["a", "b"], ["c"])
+    path = table(["a"], ["lo", "hi"])
+
+    @bloom
+    def rules(self):
+        self.path <= self.link.map(lambda lk: (lk.a, lmin(lk.c), lmax(lk.b)))
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+@pytest.mark.parametrize(
+    ("program", "column", "held", "after"),
+    [
+        (LminHead, "c", {(1, 2, lmin(3.0))}, {(1, 2, lmin(1.5))}),
+        (LminWide, "lo", {(1, lmin(3.0), lmax(2))}, {(1, lmin(1.5), lmax(4))}),
+    ],
+)
+def test_a_string_into_an_lmin_column_names_collection_column_and_value(
+    program, column, held, after, incremental
+):
+    p = program(incremental=incremental)
+    p.link.insert([(1, 2, 3.0)])
+    p.tick()
+    before = (tuples(p.link), tuples(p.path), p.tick_count)
+    p.link.insert([(1, 3, "x")])
+    with pytest.raises(ColumnValueError) as info:
+        p.tick()
+    exc = info.value
+    # one class for both engines (SparkEngine raises ColumnValueError), and still the
+    # LatticeValueError (a ValueError) that callers caught before
+    assert type(exc) is LatticeColumnValueError
+    assert isinstance(exc, LatticeValueError) and isinstance(exc, ColumnTypeError)
+    assert (exc.collection, exc.column, exc.value) == ("path", column, "x")
+    assert exc.spark_type is None and exc.holds == "lmin of float" and exc.lattice == "lmin"
+    assert str(exc).startswith(f"'path' column '{column}' holds lmin of float on the local engine")
+    assert "it cannot hold 'x' (str)" in str(exc)
+    assert isinstance(exc.__cause__, LatticeValueError)
+    assert "cannot be compared with 3.0" in str(exc.__cause__)
+    assert exc.pending_input == {"link": [(1, 3, "x")]}
+    # the tick is atomic: nothing changed, and the next tick goes on from the stored state
+    assert (tuples(p.link), tuples(p.path), p.tick_count) == before
+    assert tuples(p.path) == held
+    p.discard_pending()
+    p.link.insert([(1, 4, 1.5)])
+    p.tick()
+    assert tuples(p.path) == after
+
+
+def test_an_lmin_column_of_a_keyed_table_names_its_column_on_direct_input():
+    class Direct(Program):
+        inp = scratch(["k"], ["v"])
+        kv = table(["k"], ["v"])
+
+        @bloom
+        def rules(self):
+            self.kv <= self.inp
+
+    for incremental in (True, False):
+        p = Direct(incremental=incremental)
+        p.inp.insert([("a", lmin(1))])
+        p.tick()
+        p.inp.insert([("a", lmin("x"))])
+        with pytest.raises(LatticeColumnValueError) as info:
+            p.tick()
+        assert (info.value.collection, info.value.column, info.value.value) == ("kv", "v", "x")
+        assert tuples(p.kv) == {("a", lmin(1))}
+        p.discard_pending()
+        # straight into the table
+        p.kv.insert([("a", lmin("y"))])
+        with pytest.raises(LatticeColumnValueError) as info:
+            p.tick()
+        assert (info.value.collection, info.value.column, info.value.value) == ("kv", "v", "y")
+        assert info.value.pending_input == {"kv": [("a", lmin("y"))]}
+        assert tuples(p.kv) == {("a", lmin(1))}
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_an_lmin_column_of_a_soft_state_table_names_its_column(incremental):
+    """A soft-state table stores one row at a time (``Relation.add``): the same error."""
+
+    class Soft(Program):
+        inp = scratch(["k"], ["v"])
+        kv = table(["k"], ["v"], ttl=10)
+
+        @bloom
+        def rules(self):
+            self.kv <= self.inp
+
+    p = Soft(incremental=incremental)
+    p.inp.insert([("a", lmin(1))])
+    p.tick()
+    p.inp.insert([("a", lmin("x"))])
+    with pytest.raises(LatticeColumnValueError) as info:
+        p.tick()
+    assert (info.value.collection, info.value.column, info.value.value) == ("kv", "v", "x")
+    assert tuples(p.kv) == {("a", lmin(1))}

@@ -166,6 +166,16 @@ SCHEMAS = {
 }
 
 
+def error_class(exc: BaseException) -> str:
+    """The class two engines' errors must share: the class's name, except that every
+    ``ColumnValueError`` counts as one (the local engine raises its subclass
+    ``LatticeColumnValueError``, also a ``LatticeValueError``, where a lattice column's merge
+    meets a value of another type; ``SparkEngine`` refuses the same value before any job)."""
+    from blooml.errors import ColumnValueError
+
+    return "ColumnValueError" if isinstance(exc, ColumnValueError) else type(exc).__name__
+
+
 def compare(spark: Any, names: list[str], ticks: list[dict[str, list[Any]]]) -> str | None:
     """Run the program of ``names`` on the local engine and on a new ``SparkEngine`` of the
     session ``spark`` (DataFrame plans) tick by tick; the first difference, described, or
@@ -184,12 +194,12 @@ def compare(spark: Any, names: list[str], ticks: list[dict[str, list[Any]]]) -> 
         try:
             p.tick()
         except Exception as exc:
-            errors.append(type(exc).__name__)
+            errors.append(error_class(exc))
             p.discard_pending()
         try:
             result = engine.tick(inputs)
         except Exception as exc:
-            errors.append(type(exc).__name__)
+            errors.append(error_class(exc))
         if errors:
             if len(errors) != 2 or errors[0] != errors[1]:
                 return f"{where}: errors {errors}"

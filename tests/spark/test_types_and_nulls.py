@@ -8,10 +8,17 @@ import sys
 from typing import Any
 
 import pytest
+from _differential import error_class
 from test_tick_cost import Meter, _alongside
 
 from blooml import Program, avg, bloom, count, lmin, scratch, sum_, table
-from blooml.errors import ColumnTypeError, ColumnValueError, ProgramError
+from blooml.errors import (
+    ColumnTypeError,
+    ColumnValueError,
+    LatticeColumnValueError,
+    LatticeValueError,
+    ProgramError,
+)
 from blooml.spark import SparkEngine
 
 pytestmark = pytest.mark.spark
@@ -131,3 +138,37 @@ def test_a_float_sum_kept_across_ticks_is_the_exact_sum(spark: Any) -> None:
     engine = SparkEngine(spark, path="dataframe", program=Spend)
     result = list(_alongside(engine, Spend(), ticks))[-1][1]
     assert dict(result.rows("spend"))["c"] == 0.6
+
+
+class LminHead(Program):
+    link = table(["a", "b"], ["c"])
+    path = table(["a", "b"], ["c"])
+
+    # fmt: off
+    @bloom
+    def rules(self) -> None:
+        self.path <= self.link.map(lambda lk: (lk.a, 2, lmin(lk.c)))
+    # fmt: on
+
+
+def test_a_string_into_an_lmin_column_is_one_error_class_on_both_engines(spark: Any) -> None:
+    """Issue 27: the same input fails with a ``ColumnValueError`` naming the collection, the
+    column and the value on both engines (on the local engine its subclass
+    ``LatticeColumnValueError``, also a ``LatticeValueError``), and changes neither."""
+    engine = SparkEngine(spark, path="dataframe", program=LminHead)
+    p = LminHead()
+    list(_alongside(engine, p, [{"link": [(1, 2, 3.0)]}]))
+    p.link.insert([(1, 3, "x")])
+    with pytest.raises(ColumnValueError) as local:
+        p.tick()
+    with pytest.raises(ColumnValueError) as remote:
+        engine.tick({"link": [(1, 3, "x")]})
+    assert isinstance(local.value, LatticeColumnValueError)
+    assert isinstance(local.value, LatticeValueError)
+    assert (local.value.collection, local.value.column, local.value.value) == ("path", "c", "x")
+    assert (remote.value.collection, remote.value.column, remote.value.value) == ("link", "c", "x")
+    assert error_class(local.value) == error_class(remote.value)  # the differential's rule
+    # neither engine changed: both go on from the stored state, and agree
+    p.discard_pending()
+    list(_alongside(engine, p, [{"link": [(1, 4, 1.5)]}]))
+    assert {tuple(r) for r in p.path} == {(1, 2, lmin(1.5))}

@@ -21,7 +21,13 @@ from keyword import iskeyword
 from operator import itemgetter
 from typing import Any
 
-from blooml.errors import KeyConstraintError, ProgramError
+from blooml.errors import (
+    BloomlError,
+    KeyConstraintError,
+    LatticeColumnValueError,
+    LatticeValueError,
+    ProgramError,
+)
 from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
 from blooml.lattices.ordered import order_sign
@@ -376,7 +382,10 @@ class Relation:
             if old is row:
                 continue
             if one_value:
-                m = _join_one(old[-1], row[-1])
+                try:
+                    m = _join_one(old[-1], row[-1])
+                except (LatticeValueError, TypeError) as exc:
+                    raise self._column_error(exc, arity - 1, old, row) from exc
                 if m is _SAME:
                     continue
                 if m is not None:
@@ -456,13 +465,19 @@ class Relation:
                     if better:
                         m = b
                     else:
-                        m = _raw_merge(ta)(a, b)  # ⊥ or incomparable: the lattice decides
+                        try:  # ⊥ or incomparable: the lattice decides
+                            m = _raw_merge(ta)(a, b)
+                        except (LatticeValueError, TypeError) as exc:
+                            raise self._column_error(exc, 1, old, row) from exc
                         if m is a:
                             continue
                 else:
                     m = None
             else:
-                m = _join_one(a, b)
+                try:
+                    m = _join_one(a, b)
+                except (LatticeValueError, TypeError) as exc:
+                    raise self._column_error(exc, 1, old, row) from exc
                 if m is _SAME:
                     continue
             if m is None:  # not two values of one lattice: equal, or a key conflict
@@ -511,7 +526,10 @@ class Relation:
                 self._touch(k, now)
             return False
         if self.arity - self.nkeys == 1:  # the common shape (keys, one value)
-            m = _join_one(old[-1], row[-1])
+            try:
+                m = _join_one(old[-1], row[-1])
+            except (LatticeValueError, TypeError) as exc:
+                raise self._column_error(exc, self.arity - 1, old, row) from exc
             if m is _SAME:
                 new = old
             elif m is None:
@@ -538,7 +556,10 @@ class Relation:
                 continue
             ta = type(a)
             if ta is type(b) and issubclass(ta, Lattice):
-                m = _raw_merge(ta)(a, b)
+                try:
+                    m = _raw_merge(ta)(a, b)
+                except (LatticeValueError, TypeError) as exc:
+                    raise self._column_error(exc, i, old, new) from exc
                 if m is a or m == a:
                     continue
                 if out is None:
@@ -554,6 +575,23 @@ class Relation:
         if out is None:
             return old
         return tuple.__new__(self.row_type, out)
+
+    def _column_error(self, exc: Exception, i: int, old: Any, new: Any) -> Exception:
+        """What to raise when merging column ``i`` of ``new`` into ``old`` raised ``exc``: a
+        :class:`LatticeColumnValueError` naming this collection, the column and the offending
+        value when the lattice refused the values (a :class:`LatticeValueError`, or a plain
+        ``TypeError`` from a user lattice's merge); ``exc`` itself otherwise (another blooml
+        error, such as merging two lattice classes, keeps its class)."""
+        if isinstance(exc, LatticeColumnValueError) or (
+            isinstance(exc, BloomlError) and not isinstance(exc, LatticeValueError)
+        ):
+            return exc
+        a, b = old[i], new[i]
+        held = getattr(a, "_v", a)
+        holds = f"{type(a).__qualname__} of {type(held).__name__}"
+        lattice = getattr(type(b), "wrapper_name", None) or type(b).__qualname__
+        value = exc.value if isinstance(exc, LatticeValueError) else b
+        return LatticeColumnValueError(self.name, self.columns[i], value, lattice, holds, str(exc))
 
     def _replace(self, k: Any, old: Any, new: Any) -> None:
         self.store[k] = new
