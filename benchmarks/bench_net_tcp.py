@@ -166,14 +166,18 @@ class _Client:
         self.keys = keys
         self.reply_conn: asyncio.Future[asyncio.StreamReader] | None = None
         self.replies: asyncio.StreamReader | None = None
+        self.reply_writer: asyncio.StreamWriter | None = None
         self.frames: list[bytes] = []
         self.expect: list[tuple[int, Any]] = []
 
     async def open(self, echo_port: int | None) -> None:
         conn = self.reply_conn = asyncio.get_running_loop().create_future()
 
-        async def on_reply(reader: asyncio.StreamReader, _w: asyncio.StreamWriter) -> None:
+        async def on_reply(reader: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
             if not conn.done():  # the node's connection: read where the request awaits it
+                # keep the writer: from Python 3.13 on, a StreamWriter that is garbage
+                # collected closes its connection (the node's replies then never arrive)
+                self.reply_writer = w
                 conn.set_result(reader)
 
         self.server = await asyncio.start_server(on_reply, "127.0.0.1", 0)
