@@ -29,10 +29,62 @@ from blooml.lattices._base import Lattice
 __all__ = ["DeleteFeed", "Feed", "UpsertFeed", "refill", "unfeed"]
 
 
-class Feed:
+class _Journaled:
+    """What the three feeds share: the body's evaluator ``z``, the head, S with counts
+    (``counts``), S's rows per head key (``bykey``), ``armed`` (whether the last committed
+    tick queued S), and a dict of flagged rows or keys named by ``_FLAGGED`` (each feed's
+    own: the rows the head lacks, the rows that would delete one, the stale keys), with the
+    tick's journal that :meth:`rollback` undoes."""
+
+    __slots__ = ("armed", "bykey", "counts", "head", "journal", "z")
+    _FLAGGED: str  # the name of the subclass's flag dict, also its journal entries' kind
+
+    z: ZOp
+    counts: dict[Any, int]
+    bykey: dict[Any, dict[Any, None]]
+    armed: bool
+    journal: list[tuple[Any, ...]]
+
+    def rollback(self) -> None:
+        """Undo this tick's changes (see ``journal``)."""
+        kind_flagged = self._FLAGGED
+        flagged: dict[Any, None] = getattr(self, kind_flagged)
+        for e in reversed(self.journal):
+            kind = e[0]
+            if kind == "count":
+                if e[2]:
+                    self.counts[e[1]] = e[2]
+                else:
+                    self.counts.pop(e[1], None)
+            elif kind == kind_flagged:
+                if e[2]:
+                    flagged[e[1]] = None
+                else:
+                    flagged.pop(e[1], None)
+            elif kind == "enter":
+                rows = self.bykey[e[1]]
+                del rows[e[2]]
+                if not rows:
+                    del self.bykey[e[1]]
+            elif kind == "leave":
+                self.bykey.setdefault(e[1], {})[e[2]] = None
+            elif kind == "armed":
+                self.armed = e[1]
+            else:  # init: the state before a full evaluation, restored whole
+                self.counts, flagged, self.bykey = e[1], e[2], e[3]
+                setattr(self, kind_flagged, flagged)
+        self.journal = []
+
+    def children(self) -> list[ZOp]:
+        """The body's evaluator (its stateful operators journal too)."""
+        return [self.z]
+
+
+class Feed(_Journaled):
     """The state of one ``<+`` rule over a scratch (see the module docstring)."""
 
-    __slots__ = ("armed", "bykey", "counts", "head", "journal", "missing", "z")
+    __slots__ = ("missing",)
+    _FLAGGED = "missing"
 
     def __init__(self, z: ZOp, head: Relation) -> None:
         self.z = z
@@ -131,37 +183,6 @@ class Feed:
             del self.bykey[k]
         self.journal.append(("leave", k, r))
 
-    def rollback(self) -> None:
-        """Undo this tick's changes (see ``journal``)."""
-        for e in reversed(self.journal):
-            kind = e[0]
-            if kind == "count":
-                if e[2]:
-                    self.counts[e[1]] = e[2]
-                else:
-                    self.counts.pop(e[1], None)
-            elif kind == "missing":
-                if e[2]:
-                    self.missing[e[1]] = None
-                else:
-                    self.missing.pop(e[1], None)
-            elif kind == "enter":
-                rows = self.bykey[e[1]]
-                del rows[e[2]]
-                if not rows:
-                    del self.bykey[e[1]]
-            elif kind == "leave":
-                self.bykey.setdefault(e[1], {})[e[2]] = None
-            elif kind == "armed":
-                self.armed = e[1]
-            else:  # init
-                self.counts, self.missing, self.bykey = e[1], e[2], e[3]
-        self.journal = []
-
-    def children(self) -> list[ZOp]:
-        """The body's evaluator (its stateful operators journal too)."""
-        return [self.z]
-
 
 def refill(feeds: list[Any], now: float) -> None:
     """The input step of a tick, before queued rows are inserted: put back in each armed
@@ -191,13 +212,14 @@ def _matches(head: Relation, r: Any) -> bool:
     return True
 
 
-class DeleteFeed:
+class DeleteFeed(_Journaled):
     """``head <- body`` over a collection that does not persist: the rows of S (what the
     reference queues every tick) that would delete a row of the head (``present``); only
     those are queued. The next tick's replacements run before deletions and may store a row
     that a row of S deletes: :func:`unfeed` deletes it, as the reference would."""
 
-    __slots__ = ("armed", "bykey", "counts", "head", "journal", "present", "z")
+    __slots__ = ("present",)
+    _FLAGGED = "present"
 
     def __init__(self, z: ZOp, head: Relation) -> None:
         self.z = z
@@ -267,37 +289,6 @@ class DeleteFeed:
             return []
         return list(self.present)
 
-    def rollback(self) -> None:
-        """Undo this tick's changes (see ``journal``)."""
-        for e in reversed(self.journal):
-            kind = e[0]
-            if kind == "count":
-                if e[2]:
-                    self.counts[e[1]] = e[2]
-                else:
-                    self.counts.pop(e[1], None)
-            elif kind == "present":
-                if e[2]:
-                    self.present[e[1]] = None
-                else:
-                    self.present.pop(e[1], None)
-            elif kind == "enter":
-                rows = self.bykey[e[1]]
-                del rows[e[2]]
-                if not rows:
-                    del self.bykey[e[1]]
-            elif kind == "leave":
-                self.bykey.setdefault(e[1], {})[e[2]] = None
-            elif kind == "armed":
-                self.armed = e[1]
-            else:  # init
-                self.counts, self.present, self.bykey = e[1], e[2], e[3]
-        self.journal = []
-
-    def children(self) -> list[ZOp]:
-        """The body's evaluator (its stateful operators journal too)."""
-        return [self.z]
-
 
 def unfeed(feeds: list[Any]) -> None:
     """The input step of a tick, before queued deletions: delete the rows that this tick's
@@ -313,7 +304,7 @@ def unfeed(feeds: list[Any]) -> None:
                     head.remove(s)
 
 
-class UpsertFeed:
+class UpsertFeed(_Journaled):
     """``head <+- body`` over a collection that does not persist: the reference queues every
     row of S (the body's rows) every tick; at the next tick each deletes the row stored under
     its key and is inserted. Under a key whose stored row is the one row of S under it, that
@@ -322,7 +313,8 @@ class UpsertFeed:
     end of a tick and the next tick's replacements (no TTL, no other ``<+``/``<+-`` rule), so
     the head is the same after them as the reference's."""
 
-    __slots__ = ("armed", "bykey", "counts", "head", "journal", "stale", "z")
+    __slots__ = ("stale",)
+    _FLAGGED = "stale"
 
     def __init__(self, z: ZOp, head: Relation) -> None:
         self.z = z
@@ -425,39 +417,8 @@ class UpsertFeed:
         bykey = self.bykey
         return [r for k in self.stale for r in bykey[k]]
 
-    def rollback(self) -> None:
-        """Undo this tick's changes (see ``journal``)."""
-        for e in reversed(self.journal):
-            kind = e[0]
-            if kind == "count":
-                if e[2]:
-                    self.counts[e[1]] = e[2]
-                else:
-                    self.counts.pop(e[1], None)
-            elif kind == "stale":
-                if e[2]:
-                    self.stale[e[1]] = None
-                else:
-                    self.stale.pop(e[1], None)
-            elif kind == "enter":
-                rows = self.bykey[e[1]]
-                del rows[e[2]]
-                if not rows:
-                    del self.bykey[e[1]]
-            elif kind == "leave":
-                self.bykey.setdefault(e[1], {})[e[2]] = None
-            elif kind == "armed":
-                self.armed = e[1]
-            else:  # init
-                self.counts, self.stale, self.bykey = e[1], e[2], e[3]
-        self.journal = []
-
     def held(self) -> list[Any]:
         """The rows of S the reference queues but this feed does not (their key's stored row
         is theirs): what ``discard_pending()`` reports besides the queued ones."""
         stale = self.stale
         return [r for k, rows in self.bykey.items() if k not in stale for r in rows]
-
-    def children(self) -> list[ZOp]:
-        """The body's evaluator (its stateful operators journal too)."""
-        return [self.z]
