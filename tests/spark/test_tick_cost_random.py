@@ -7,41 +7,25 @@ from __future__ import annotations
 
 import random
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from blooml import Program, bloom, count, lmin, scratch, table
+from blooml import Program, bloom, table
 from blooml.spark import SparkEngine
 
 pytestmark = pytest.mark.spark
 cloudpickle = pytest.importorskip("pyspark.cloudpickle", reason="Spark tests need pyspark")
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
+# the benchmark's program: shortest paths from ``source`` (an ``lmin`` table), the nodes
+# reached, out-edges per node, the reached count and ``<-`` deletes of links
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import bench_spark_tick  # noqa: E402
 
-class Reached(Program):
-    """Shortest paths from ``source``, the nodes reached, out-edges per node, reached count."""
-
-    link = table(["src", "dst", "c"])
-    source = table(["node"])
-    dist = table(["node"], ["d"])
-    reach = table(["node"])
-    fanout = scratch(["src"], ["n"])
-    reached = scratch([], ["n"])
-    drop = scratch(["src", "dst", "c"])
-
-    # fmt: off
-    @bloom
-    def rules(self):
-        self.dist <= self.source.map(lambda s: (s.node, lmin(0)))
-        self.dist <= self.dist.join(self.link, self.dist.node == self.link.src).map(
-            lambda d, lk: (lk.dst, d.d + lk.c)
-        )
-        self.reach <= self.dist.map(lambda d: (d.node,))
-        self.fanout <= self.link.group(["src"], count())
-        self.reached <= self.reach.group([], count())
-        self.link <- self.drop
-    # fmt: on
+cloudpickle.register_pickle_by_value(bench_spark_tick)
+Reached = bench_spark_tick.SSSPReach
 
 
 class Meter:
