@@ -84,7 +84,12 @@ def _plain(x: Any) -> bool:
     t = type(x)
     if t in _PLAIN:
         return True
-    return t is tuple and all(_plain(y) for y in x)
+    if t is not tuple:
+        return False
+    for y in x:  # noqa: SIM110 - a loop: all() over a generator costs twice as much here
+        if type(y) not in _PLAIN and not _plain(y):
+            return False
+    return True
 
 
 def _b64(data: bytes) -> int:
@@ -189,26 +194,61 @@ class RangeDigest:
         """A committed tick merged ``incs`` into the store (``start`` -> ``value``): update
         the digests of the keys they name (O(their size)); a start this digest does not
         describe (a change made some other way) means a rebuild."""
-        if start is not self.value or self.whole:
+        if start is not self.value or self.whole or any(type(i) is not type(value) for i in incs):
             self.rebuild(value)
             return
-        boxed: set[Any] = set()
-        for inc in incs:
-            if type(inc) is lset:
-                boxed.update((x,) for x in _elems(inc._v))
-            elif type(inc) in (lmap, lbag):
-                boxed.update(bk for bk, _ in trie_items(inc._v))
-            else:  # pragma: no cover - the store's own type is merged into it
-                self.rebuild(value)
-                return
-        old = {bk: h for bk, _, h in self._entries(start, boxed)}
-        for bk, i, h in self._entries(value, boxed):
-            was = old.get(bk)
-            if was != h:
-                if was is not None:
-                    self._sub(i, was)
-                self._add(bk, i, h)
+        t = type(value)
+        if t is lset:
+            self._seen_set(start, value, incs)
+        else:
+            self._seen_map(start, value, incs)
         self.value = value
+
+    def _seen_map(self, start: Any, value: Any, incs: list[Any]) -> None:
+        # one increment (the usual case): a key the store lacked holds the increment's
+        # value now, so neither store is looked up for it
+        if len(incs) == 1:
+            pairs = trie_items(incs[0]._v)
+            fresh_is_inc = True
+        else:
+            boxed = {bk for inc in incs for bk, _ in trie_items(inc._v)}
+            get = value._v.get
+            pairs = [(bk, get(bk)) for bk in boxed]
+            fresh_is_inc = False
+        keys, leaf, count = self.keys, self.leaf, self.count
+        old_get, new_get = start._v.get, value._v.get
+        root = self.root
+        for bk, v in pairs:
+            k = bk[0]
+            kt = _key_text(k)
+            i = _leaf_of(k, kt)
+            ks = keys[i]
+            if bk in ks:
+                was = old_get(bk)
+                now = new_get(bk) if fresh_is_inc else v
+                if now is was or now is None:
+                    continue
+                h0, h = _entry_hash(k, was, kt), _entry_hash(k, now, kt)
+                if h0 == h:
+                    continue
+                leaf[i] = (leaf[i] - h0 + h) & _MASK
+                root += h - h0
+            else:
+                h = _entry_hash(k, v, kt)
+                leaf[i] = (leaf[i] + h) & _MASK
+                root += h
+                ks.add(bk)
+                count[i] += 1
+        self.root = root & _MASK
+
+    def _seen_set(self, start: Any, value: Any, incs: list[Any]) -> None:
+        keys = self.keys
+        for inc in incs:
+            for x in _elems(inc._v):
+                kt = _key_text(x)
+                i = _leaf_of(x, kt)
+                if (x,) not in keys[i]:
+                    self._add((x,), i, _elem_hash(x, kt))
 
     def size(self) -> int:
         """Entries in the store."""

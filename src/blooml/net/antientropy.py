@@ -180,9 +180,12 @@ class DeltaGossip(Program, abstract=True):
     ae_batch_keys = 4_000
     #: Chunks of a range repair in flight to a peer at a time.
     ae_window = 4
-    #: Seconds before a delta or chunk that was not acked is sent again (a chunk's waits
-    #: double with each resend of it, up to ``ae_full_max``).
+    #: Seconds before a delta that was not acked is sent again.
     ae_resend = 1.0
+    #: Seconds without any chunk acked before a repair's overdue chunk is sent again (its
+    #: waits double with each resend of it, up to ``ae_full_max``): generous, since a peer
+    #: being filled may take seconds per tick, and a copy only adds to its backlog.
+    ae_chunk_resend = 5.0
     #: The longest wait before a chunk is sent again.
     ae_full_max = 30.0
     #: Seconds a range repair may go without any chunk acked before it is given up (the
@@ -203,6 +206,7 @@ class DeltaGossip(Program, abstract=True):
         rt.lat_watch.setdefault("store", []).append(self.ae_digests.seen)
         #: The chunks of each range repair: ``(peer, snap) -> [ranges of chunk i]``.
         self._ae_plans: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        self._ae_plan_epochs: dict[tuple[str, int], int] = {}
 
     def ae_usable(self, state: ldompair) -> bool:
         """Whether a peer's ack still lets deltas reach it: every change after it is still
@@ -259,15 +263,17 @@ class DeltaGossip(Program, abstract=True):
         seconds ago."""
         return bool(self.ae_now.value.reveal() - at.reveal() < self.ae_quiet)
 
-    def ae_plan_for(self, peer: str, depth: Any, digests: Any) -> int:
-        """Plan a range repair of ``peer`` from its range digests: the keys of the ranges
-        that differ, in chunks of about ``ae_batch_keys``; returns the number of chunks
-        (0: nothing this replica could send)."""
+    def ae_plan_for(self, peer: str, depth: Any, digests: Any, epoch: int) -> int:
+        """Plan a range repair of ``peer`` (incarnation ``epoch``) from its range digests:
+        the keys of the ranges that differ, in chunks of about ``ae_batch_keys``; returns
+        the number of chunks (0: nothing this replica could send)."""
         d = self.ae_digests
         plan = d.plan(d.differs(digests, depth), self.ae_batch_keys)
         key = (peer, self.tick_count)
         self._ae_plans[key] = plan
+        self._ae_plan_epochs[key] = epoch
         while len(self._ae_plans) > 64:  # repairs that outlive 64 newer ones start again
+            del self._ae_plan_epochs[next(iter(self._ae_plans))]
             del self._ae_plans[next(iter(self._ae_plans))]
         return len(plan)
 
@@ -276,8 +282,9 @@ class DeltaGossip(Program, abstract=True):
     ) -> list[int]:
         """The chunks of a range repair to send now (a sliding window): of the first
         ``ae_window`` not acked yet (by the peer's newest incarnation that acked any), every
-        one never sent, and the first whose ack is overdue (``ae_resend`` seconds, doubling
-        with each resend of it: a busy peer is not buried under copies). None if the repair
+        one never sent, and the first whose ack is overdue (``ae_chunk_resend`` seconds, doubling
+        with each resend of it, and no chunk acked meanwhile: a busy peer is not buried under
+        copies). None if the repair
         is complete, stalled (no ack for ``ae_stall`` seconds) or its plan is gone."""
         now = self.ae_now.value.reveal()
         if (peer, snap) not in self._ae_plans or now - at.reveal() > self.ae_stall:
@@ -290,8 +297,10 @@ class DeltaGossip(Program, abstract=True):
         for i in todo:
             if i in when:
                 tries, last = when[i].reveal()
-                wait = min(self.ae_resend * 2 ** (tries - 1), self.ae_full_max)
-                if now - last >= wait:
+                wait = min(self.ae_chunk_resend * 2 ** (tries - 1), self.ae_full_max)
+                # and only when no chunk was acked meanwhile: a peer that acks is busy, not
+                # deaf (resending to it would only add to its backlog)
+                if now - last >= wait and now - at.reveal() >= self.ae_chunk_resend:
                     out.append(i)
                     break
         return sorted(out)
@@ -309,6 +318,11 @@ class DeltaGossip(Program, abstract=True):
         if plan is None or not 0 <= index < len(plan):
             return []
         return [self.ae_digests.chunk(self.store.value, plan[index])]
+
+    def ae_outdated(self, peer: str, snap: int, state: ldompair) -> bool:
+        """Whether a repair was planned for an earlier incarnation of ``peer`` than the one
+        its ack ``state`` names (it restarted: the repair starts over)."""
+        return self._ae_plan_epochs.get((peer, snap), 0) < _ack_parts(state)[0]
 
     @staticmethod
     def ae_synced(count: int, acked: lmap) -> int | None:
@@ -443,7 +457,7 @@ class DeltaGossip(Program, abstract=True):
         # the ranges that differ are sent in chunks (not while a repair to that peer is in
         # progress, nor while this replica is itself being repaired)
         self.ae_asked <= self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).map(
-            lambda r, p: (r.src, (r.depth, r.digests))
+            lambda r, p: (r.src, (r.depth, r.digests, r.src_epoch))
         )
         self.ae_feeding <= self.ae_rx.filter(lambda r: self.ae_recent(r.at)).map(
             lambda r: (r.peer,)
@@ -502,6 +516,9 @@ class DeltaGossip(Program, abstract=True):
         self.ae_digest <~ self.ae_done.map(
             lambda s: (s.peer, self.addr, self.ae_epoch, self.ae_root(), self.ae_digests.size())
         )
+        self.ae_sync <- self.ae_sync.join(self.ae_acks, self.ae_sync.peer == self.ae_acks.peer).filter(
+            lambda s, a: self.ae_outdated(s.peer, s.snap, a.state)
+        ).map(lambda s, a: s)
         self.ae_sync <- self.ae_sync.filter(
             lambda s: self.ae_synced(s.count, s.acked) is not None
             or self.ae_now.reveal() - s.at.reveal() > self.ae_stall
