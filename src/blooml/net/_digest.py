@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections import defaultdict
 from hashlib import blake2b
 from typing import Any
 
@@ -141,7 +142,7 @@ class RangeDigest:
         not seen: O(store))."""
         self.leaf = [0] * LEAVES
         self.count = [0] * LEAVES
-        self.keys: list[set[Any]] = [set() for _ in range(LEAVES)]
+        self.keys: defaultdict[int, set[Any]] = defaultdict(set)  # the ranges used only
         self.root = 0
         #: a lattice the ranges do not know is one entry, in range 0
         self.whole = type(value) not in (lmap, lset, lbag)
@@ -313,7 +314,7 @@ class RangeDigest:
         t = type(value)
         if self.whole:
             return value
-        boxed = [bk for i in ranges for bk in self.keys[i]]
+        boxed = [bk for i in ranges for bk in self.keys.get(i, ())]
         if t is lmap or t is lbag:
             get = value._v.get
             items = {bk: v for bk in boxed if (v := get(bk)) is not None}
