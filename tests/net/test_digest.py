@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -76,3 +77,27 @@ def test_stable_hash_ignores_the_order_of_sets() -> None:
     assert stable_hash(lset(["a", "b", ("c", 1)])) == stable_hash(lset([("c", 1), "b", "a"]))
     assert stable_hash(frozenset({1, 2})) != stable_hash(frozenset({1, 3}))
     assert stable_hash({"x": 1, "y": 2}) == stable_hash({"y": 2, "x": 1})
+
+
+def test_lat_watch_is_told_what_committed_ticks_merged_and_nothing_else() -> None:
+    from blooml import Program, bloom, lmap, scratch
+
+    class P(Program):
+        store = lmap()
+        put = scratch(["k"], ["v"])
+
+        @bloom
+        def rules(self):
+            self.store <= self.put.map(lambda r: lmap({r.k: lmax(1 // r.v)}))
+
+    p = P()
+    seen: list[tuple[Any, Any, list[Any]]] = []
+    p._rt.lat_watch["store"] = [lambda start, value, incs: seen.append((start, value, incs))]
+    p.put.insert([("a", 1)])
+    p.tick()
+    assert seen == [(lmap(), lmap({"a": lmax(1)}), [lmap({"a": lmax(1)})])]
+    p.tick()  # nothing merged: not called
+    p.put.insert([("b", 0)])  # the rule raises: rolled back, not called
+    with pytest.raises(Exception, match="division"):
+        p.tick()
+    assert len(seen) == 1

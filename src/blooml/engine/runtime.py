@@ -276,12 +276,20 @@ class Runtime:
 
     def _notify_lats(self) -> None:
         """Tell the ``lat_watch`` callbacks what the committed tick merged into their lattice
-        variables (a tick that raised never gets here: it was rolled back)."""
+        variables (a tick that raised never gets here: it was rolled back). The tick is
+        committed: a callback that raises is logged, never reported as the tick's failure."""
         for name, fns in self.lat_watch.items():
             var = self.lats[name]
             if var.incs:
                 for fn in fns:
-                    fn(var.start, var.value, var.incs)
+                    try:
+                        fn(var.start, var.value, var.incs)
+                    except Exception:
+                        log.exception(
+                            "a lat_watch callback of %r raised after tick %d",
+                            name,
+                            self.tick_count - 1,
+                        )
 
     def tick_n(self, n: int) -> None:
         """Run ``n`` ticks."""

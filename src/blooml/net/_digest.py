@@ -198,8 +198,8 @@ class RangeDigest:
         if start is not self.value or self.whole or any(type(i) is not type(value) for i in incs):
             self.rebuild(value)
             return
-        t = type(value)
-        if t is lset:
+        self.value = None  # half updated, should this raise: the next change rebuilds
+        if type(value) is lset:
             self._seen_set(start, value, incs)
         else:
             self._seen_map(start, value, incs)
