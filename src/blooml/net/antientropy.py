@@ -453,7 +453,7 @@ class DeltaGossip(Program, abstract=True):
         self.ae_ranges <~ self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).filter(
             lambda r, p: r.ask
         ).map(lambda r, p: (r.src, self.addr, self.ae_epoch, False,
-                            *self.ae_ranges_for(len(r.digests) * 8)))
+                            *self.ae_ranges_for(len(r.digests) // 8 * 64)))
         # the ranges that differ are sent in chunks (not while a repair to that peer is in
         # progress, nor while this replica is itself being repaired)
         self.ae_asked <= self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).map(
