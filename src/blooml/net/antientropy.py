@@ -167,7 +167,6 @@ class DeltaGossip(Program, abstract=True):
     ae_pend = scratch(["peer"], ["kv"])
     ae_fly = table(["peer"], ["upto", "at"])
     ae_asked = scratch(["peer", "item"])
-    ae_asking = scratch(["peer", "ask", "size"])
     ae_plan = scratch(["peer"], ["count"])
     ae_sync = table(["peer", "snap"], ["count", "acked", "sent", "at"])
     ae_done = scratch(["peer", "snap"])
@@ -193,9 +192,9 @@ class DeltaGossip(Program, abstract=True):
     #: next root digest starts another).
     ae_stall = 30.0
     #: Seconds after the last repair chunk it received from a peer during which a replica
-    #: neither starts a repair of another peer nor invites one from another peer (it is still
-    #: being filled: its ranges are moving, and a second source would send it a second copy).
-    ae_quiet = 5.0
+    #: starts no repair of another peer (it is still being filled: its ranges are moving, and
+    #: the other peer is likely being filled by the same source).
+    ae_quiet = 2.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -446,25 +445,22 @@ class DeltaGossip(Program, abstract=True):
             lambda t, p: (p.addr, self.addr, self.ae_epoch, self.ae_root(),
                           self.ae_digests.size())
         )
-        # (a replica being filled by one peer invites no other: a second copy of the store)
-        self.ae_feeding <= self.ae_rx.filter(lambda r: self.ae_recent(r.at)).map(
-            lambda r: (r.peer,)
-        )
-        self.ae_asking <= self.ae_digest.join(self.peer, self.ae_digest.src == self.peer.addr).filter(
+        self.ae_ranges <~ self.ae_digest.join(self.peer, self.ae_digest.src == self.peer.addr).filter(
             lambda d, p: d.root != self.ae_root()
-        ).map(lambda d, p: (d.src, True, d.size))
+        ).map(lambda d, p: (d.src, self.addr, self.ae_epoch, True, *self.ae_ranges_for(d.size)))
         # ranges that asked for ours (answers to a digest) get them: both sides then send
         # what differs, in one and a half round trips
-        self.ae_asking <= self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).filter(
+        self.ae_ranges <~ self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).filter(
             lambda r, p: r.ask
-        ).map(lambda r, p: (r.src, False, len(r.digests) // 8 * 64))
-        self.ae_ranges <~ self.ae_asking.notin(self.ae_feeding, lambda a, f: a[0] != f.peer).map(
-            lambda a: (a[0], self.addr, self.ae_epoch, a[1], *self.ae_ranges_for(a[2]))
-        )
+        ).map(lambda r, p: (r.src, self.addr, self.ae_epoch, False,
+                            *self.ae_ranges_for(len(r.digests) // 8 * 64)))
         # the ranges that differ are sent in chunks (not while a repair to that peer is in
         # progress, nor while this replica is itself being repaired)
         self.ae_asked <= self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).map(
             lambda r, p: (r.src, (r.depth, r.digests, r.src_epoch))
+        )
+        self.ae_feeding <= self.ae_rx.filter(lambda r: self.ae_recent(r.at)).map(
+            lambda r: (r.peer,)
         )
         self.ae_plan <= self.ae_asked.notin(self.ae_sync, lambda a, s: a[0] == s.peer).notin(
             self.ae_feeding, lambda a, f: a[0] != f.peer
