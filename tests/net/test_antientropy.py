@@ -170,7 +170,8 @@ def test_a_peer_back_after_its_changes_were_dropped_gets_the_whole_state() -> No
     sim = Simulation(seed=4)
     ps = _mesh(sim, ["a", "b", "c"], {"a": ["b", "c"], "b": ["a"], "c": ["a"]})
     _put(ps["a"], "k0", 1, 0)
-    sim.run(0.5)
+    # (first contact is at the first ae_clock period, 0.5 s)
+    assert sim.run_until(lambda s: "k0" in ps["c"].store.value, limit=2.0)
     assert ps["c"].store.value.reveal()["k0"] == lmax((1, 0))
     ps["a"].peer.delete([("c",)])  # a and c stop gossiping; b keeps acking a's changes
     ps["c"].peer.delete([("a",)])
