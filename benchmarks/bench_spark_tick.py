@@ -87,6 +87,8 @@ class Meter:
         self.store = self.sc._jsc.sc().statusStore()
         self.jobs, self.stages = self._top_job(), self._top_stage()
         self.undescribed: list[str] = []
+        #: the jobs of the last :meth:`take`: (description, input records of their stages)
+        self.last: list[tuple[str, int]] = []
 
     def _jobs(self) -> list[Any]:
         out, it = [], self.store.jobsList(None).iterator()
@@ -116,14 +118,27 @@ class Meter:
         if record:
             self.undescribed += [str(j.name()) for j in bare]
         stages = self._stages()
-        records = sum(
-            s.inputRecords()
+        done = {
+            s.stageId(): s.inputRecords()
             for s in stages
             if s.stageId() > self.stages and str(s.status()) == "COMPLETE"
-        )
+        }
+        records = sum(done.values())
+        self.last = []
+        for j in sorted(new, key=lambda j: j.jobId()):
+            ids = [int(x) for x in _seq(j.stageIds())]
+            what = str(j.description().get()) if j.description().isDefined() else str(j.name())
+            self.last.append((what, sum(done.get(i, 0) for i in ids)))
         self.jobs = max([self.jobs, *(j.jobId() for j in new)])
         self.stages = max([self.stages, *(s.stageId() for s in stages)])
         return len(new), len(bare), records
+
+
+def _seq(seq: Any) -> list[Any]:
+    out, it = [], seq.iterator()
+    while it.hasNext():
+        out.append(it.next())
+    return out
 
 
 def graph(rnd: random.Random, edges: int) -> tuple[list[tuple[int, int, int]], int]:
@@ -148,6 +163,7 @@ def measure(spark: Any, edges: int, rnd: random.Random, ticks: int) -> dict[str,
     rnd.shuffle(plan)
     meter = Meter(spark)
     out: dict[str, list[tuple[int, int, int, int, float]]] = {k: [] for k in KINDS}
+    worst: dict[str, tuple[int, list[tuple[str, int]]]] = {}
     for kind in plan:
         steps: list[dict[str, Any]]
         if kind == "edge":
@@ -169,18 +185,22 @@ def measure(spark: Any, edges: int, rnd: random.Random, ticks: int) -> dict[str,
         jobs = most = bare = records = 0
         t = time.perf_counter()
         result = None
+        listing: list[tuple[str, int]] = []
         for inputs in steps:
             result = engine.tick(inputs)
             j, u, r = meter.take()
             jobs, most, bare, records = jobs + j, max(most, j), bare + u, records + r
+            listing += meter.last
         seconds = time.perf_counter() - t
         out[kind].append((jobs, most, bare, records, seconds))
+        if records >= worst.get(kind, (-1, []))[0]:
+            worst[kind] = (records, listing)
         if kind == "grow":  # outside the measured window: what is reached now
             assert result is not None
             reached = {r[0] for r in result.rows("reach")}
             (n,) = result.rows("reached")[0]
             assert n == len(reached), (n, len(reached))
-    return {"edges": edges, "ticks": out, "undescribed": meter.undescribed}
+    return {"edges": edges, "ticks": out, "undescribed": meter.undescribed, "worst": worst}
 
 
 def median_worst(rows: list[tuple[int, int, int, int, float]], i: int) -> tuple[float, float]:
@@ -188,7 +208,9 @@ def median_worst(rows: list[tuple[int, int, int, int, float]], i: int) -> tuple[
     return statistics.median(vals), max(vals)
 
 
-def report(label: str, results: list[dict[str, Any]], check: bool) -> list[str]:
+def report(
+    label: str, results: list[dict[str, Any]], check: bool, verbose: bool = False
+) -> list[str]:
     """Print one configuration's figures; the targets missed (records: only if ``check``)."""
     failures = []
     print(f"\n== {label} ==", flush=True)
@@ -210,6 +232,11 @@ def report(label: str, results: list[dict[str, Any]], check: bool) -> list[str]:
                 failures.append(f"{label}, {r['edges']:,}, {kind}: {jw} jobs (> {MAX_JOBS})")
             if kind == "empty" and jw > 0:
                 failures.append(f"{label}, {r['edges']:,}, empty tick: {jw} jobs (> 0)")
+        if verbose:
+            for kind, (n, listing) in r["worst"].items():
+                print(f"  the worst {kind} tick's jobs ({n:,} records):")
+                for what, got in listing:
+                    print(f"    {got:>9,}  {what}")
         if r["undescribed"]:
             print(f"  jobs with no description: {sorted(set(r['undescribed']))}")
     small, large = results
@@ -232,6 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--large", type=int, default=200_000)
     ap.add_argument("--ticks", type=int, default=10)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument(
+        "--jobs", action="store_true", help="list the jobs of the worst tick of each kind"
+    )
+    ap.add_argument(
+        "--no-plain", action="store_true", help="skip the runs without a checkpoint directory"
+    )
     args = ap.parse_args(argv)
     rnd = random.Random(args.seed)
     spark = session()
@@ -242,11 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="blooml-bench-tick-")
     spark.sparkContext.setCheckpointDir(tmp.name)
     kept = [measure(spark, n, rnd, args.ticks) for n in sizes]
-    failures = report(f"with a checkpoint directory ({tmp.name})", kept, check=True)
+    failures = report(f"with a checkpoint directory ({tmp.name})", kept, True, args.jobs)
     sc = spark.sparkContext
     getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))  # unset
-    plain = [measure(spark, n, rnd, args.ticks) for n in sizes]
-    failures += report("without a checkpoint directory", plain, check=False)
+    if not args.no_plain:
+        plain = [measure(spark, n, rnd, args.ticks) for n in sizes]
+        failures += report("without a checkpoint directory", plain, False, args.jobs)
     spark.stop()
     tmp.cleanup()
     if failures:
