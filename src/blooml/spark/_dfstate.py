@@ -22,6 +22,73 @@ __all__ = ["anti_join", "checkpoint_dir", "delete_files", "keep_state", "merge_s
 #: the most rows a delta kept on the driver may have (input lists, incremental group-bys)
 SMALL_DELTA = 1024
 
+#: the most rows (rows added, and values of rows removed) a collection's :class:`Overlay` holds
+#: on the driver; past it the engine compacts the collection after the tick, as a maintenance
+#: step of its own (``SparkEngine.compact``)
+OVERLAY_ROWS = 8 * SMALL_DELTA
+
+
+class Overlay:
+    """The changes made to a stored collection since its frame was last materialized, kept
+    on the driver: the rows added (``added``, the live ones) and, per tuple of columns, the
+    values of the stored rows removed (``removed``: rows deleted, or replaced by a key's new
+    row). The collection is ``base`` less the removed rows plus the added ones: one filter and
+    one local relation, however many ticks changed it, so nothing is rewritten and the plan
+    does not grow with the ticks (each change is merged into the overlay on the driver).
+    Compaction (writing the collection anew) happens between ticks, when the overlay has
+    grown past :data:`OVERLAY_ROWS` or when asked (``SparkEngine.compact``)."""
+
+    __slots__ = ("added", "base", "frame", "removed")
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self.removed: dict[tuple[str, ...], dict[tuple[Any, ...], None]] = {}
+        self.added: list[tuple[Any, ...]] = []
+        #: the frame :meth:`build` made last (the collection's state while it is current)
+        self.frame: Any = base
+
+    def copy(self) -> Overlay:
+        """A copy to change inside a tick (a failed tick leaves the carried one as it was)."""
+        out = Overlay(self.base)
+        out.removed = {c: dict(v) for c, v in self.removed.items()}
+        out.added = list(self.added)
+        out.frame = self.frame
+        return out
+
+    def size(self) -> int:
+        """Rows held on the driver: added rows and removed rows' values."""
+        return len(self.added) + sum(len(v) for v in self.removed.values())
+
+    def change(
+        self,
+        columns: list[str],
+        cols: list[str],
+        gone: list[tuple[Any, ...]],
+        add: list[tuple[Any, ...]],
+    ) -> None:
+        """Remove the rows whose ``cols`` equal one of ``gone`` (NULL equal to NULL; values as
+        Spark gives them back), then add the rows ``add``."""
+        if gone:
+            idx = [columns.index(c) for c in cols]
+            out = set(gone)
+            self.added = [r for r in self.added if tuple(r[i] for i in idx) not in out]
+            self.removed.setdefault(tuple(cols), {}).update(dict.fromkeys(gone))
+        self.added.extend(add)
+
+    def build(self, spark: Any) -> Any:
+        """The collection's frame: ``base`` less the removed rows, plus the added ones."""
+        from pyspark.sql import functions as F
+
+        df = self.base
+        for cols, vals in self.removed.items():
+            if vals:
+                hit = _matches(list(cols), list(vals), self.base.schema)
+                df = df.where(~F.coalesce(hit, F.lit(False)))
+        if self.added:
+            df = df.unionByName(_local_frame(spark, self.added, self.base.schema))
+        self.frame = df
+        return df
+
 
 class _State:
     """The state of one tick being evaluated: stored frames and their exact row counts, this
@@ -69,8 +136,10 @@ class _State:
         self._small_result: tuple[Any, int] = (None, 0)
         #: id(a local frame of rows on the driver) -> (the frame, its rows)
         self.local_frames: dict[int, tuple[Any, list[tuple[Any, ...]]]] = {}
-        #: collection -> local layers on its stored frame (:meth:`_layer`), across ticks
-        self.layers: dict[str, int] = {}
+        #: collection -> the changes on its materialized frame kept on the driver
+        #: (:meth:`_layer`), across ticks; copied before this tick changes one
+        self.overlays: dict[str, Overlay] = {}
+        self._own: set[str] = set()
         #: collections given a new frame this tick other than by layers: kept in full
         self.rewrite: set[str] = set()
 
@@ -87,7 +156,6 @@ class _State:
         stored frame less those rows, a layer (nothing rewritten). The rows deleted are
         recorded in ``removed``, so that a ``group`` over ``name`` updates only the groups
         they touch. False (nothing done) when the rows are many or not atomic."""
-        from pyspark.sql import functions as F
 
         old = self.state[name]
         if not _atomic(old.schema):
@@ -101,8 +169,7 @@ class _State:
         hit = _matches(match, keys, old.schema)
         gone = [tuple(r) for r in old.where(hit).collect()] if keys else []
         if gone:
-            keep = old.where(~F.coalesce(hit, F.lit(False)))
-            self._layer(name, keep, self.state_rows(name) - len(gone))
+            self._layer(name, self.state_rows(name) - len(gone), match, keys, [])
             self.shrunk.add(name)
             if first:
                 self.removed[name] = gone
@@ -193,7 +260,6 @@ class _State:
         (``lmax``/``lmin``/``lbool``, NULL their bottom); a key whose other values disagree
         takes :meth:`merge` instead, which says which rows conflict. False when it does not
         apply (nothing done)."""
-        from pyspark.sql import functions as F
 
         info = self.ir.collections[name]
         old = self.state[name]
@@ -255,10 +321,9 @@ class _State:
             return True
         changed = _local_rows(self.spark, changed, old.schema)
         delta = _local_frame(self.spark, changed, old.schema)
-        gone = _matches(cols[:nk], [r[:nk] for r in changed], old.schema)
-        state = old.where(~F.coalesce(gone, F.lit(False))).unionByName(delta)
         added = sum(1 for r in changed if tuple(r[:nk]) not in stored)
-        self._layer(name, state, self.state_rows(name) + added)
+        gone = [tuple(r[:nk]) for r in changed if tuple(r[:nk]) in stored]
+        self._layer(name, self.state_rows(name) + added, cols[:nk], gone, changed)
         self._local_delta(name, delta, changed)
         self._small_result = (delta, len(changed))
         return True
@@ -274,7 +339,7 @@ class _State:
         if not new:
             return None, 0
         delta = _local_frame(self.spark, new, old.schema)
-        self._layer(name, old.unionByName(delta), self.state_rows(name) + len(new))
+        self._layer(name, self.state_rows(name) + len(new), cols, [], new)
         self._local_delta(name, delta, new)
         return delta, len(new)
 
@@ -328,11 +393,13 @@ class _State:
             if now != was:
                 changed.append((*k, *now))
         new_rows = _local_rows(self.spark, new_rows, old.schema)
-        touched = _local_frame(self.spark, new_rows, old.schema)
-        from pyspark.sql import functions as F
-
-        state = old.where(~F.coalesce(match, F.lit(False))).unionByName(touched)
-        self._layer(name, state, self.state_rows(name) + len(new_rows) - len(stored))
+        self._layer(
+            name,
+            self.state_rows(name) + len(new_rows) - len(stored),
+            cols[:nk],
+            list(stored),
+            new_rows,
+        )
         if len(changed) > len(new_rows) - len(stored):
             self.lose(name)  # a stored group's row was replaced
         if not changed:
@@ -455,13 +522,29 @@ class _State:
         other = next((r for r in derived if r != first), derived[-1])
         raise KeyConstraintError(name, key if len(key) != 1 else key[0], first, other)
 
-    def _layer(self, name: str, state: Any, rows: int) -> None:
-        """The new state of ``name`` (``rows`` rows): the stored frame with a few rows on the
-        driver added or filtered out, a *layer* kept unmaterialized (its stored frame, read
-        back from the checkpoint directory's files or a checkpoint, stays as it is) until
-        ``checkpoint_every`` layers pile up (see :func:`run_plan`)."""
-        self.layers[name] = self.layers.get(name, 0) + 1
-        self.state[name] = state
+    def _layer(
+        self,
+        name: str,
+        rows: int,
+        cols: list[str],
+        gone: list[tuple[Any, ...]],
+        add: list[tuple[Any, ...]],
+    ) -> None:
+        """The new state of ``name`` (``rows`` rows): its stored rows whose ``cols`` equal one
+        of ``gone`` removed, the rows ``add`` (on the driver, typed as stored) added, as a
+        change of its :class:`Overlay` (its materialized frame, read back from the checkpoint
+        directory's files or a checkpoint, stays as it is; nothing runs)."""
+        ov = self.overlays.get(name)
+        cur = self.state[name]
+        if ov is None or ov.frame is not cur:  # the state was replaced: a new overlay on it
+            ov = Overlay(cur)
+            self.overlays[name] = ov
+            self._own.add(name)
+        elif name not in self._own:
+            ov = self.overlays[name] = ov.copy()
+            self._own.add(name)
+        ov.change(self.cols(name), cols, gone, add)
+        self.state[name] = ov.build(self.spark)
         self.n_state[name] = rows
 
     def _store(self, name: str, state: Any, rows: int, *, checkpointed: bool = False) -> None:
