@@ -15,6 +15,15 @@ from blooml.errors import KeyConstraintError
 from blooml.ir import Group, Rule, Scan
 from blooml.lattices import lbool
 from blooml.lattices._base import Lattice
+from blooml.spark._dflookup import (
+    Lookups,
+    _atomic,
+    _local_frame,
+    _local_ok,
+    _local_plan,
+    _local_rows,
+    _matches,
+)
 from blooml.spark._dfplan import _CELL, DataFramePlan
 
 __all__ = ["anti_join", "checkpoint_dir", "delete_files", "keep_state", "merge_saved"]
@@ -140,8 +149,65 @@ class _State:
         #: (:meth:`_layer`), across ticks; copied before this tick changes one
         self.overlays: dict[str, Overlay] = {}
         self._own: set[str] = set()
-        #: collections given a new frame this tick other than by layers: kept in full
+        #: collections given a new frame this tick other than by overlays: kept in full
         self.rewrite: set[str] = set()
+        #: stored rows looked up this tick (by the values of some columns), and the lookups
+        #: queued to run with the next one (:meth:`stored_rows`, :meth:`_ahead_for`)
+        self.lookups = Lookups()
+        #: collection -> what the rules reading it look up by its rows (:func:`_reads_of`)
+        self._reads: dict[str, list[tuple[str, tuple[str, ...], tuple[int, ...]]]] = {}
+
+    # looking up stored rows -----------------------------------------------------------------
+
+    def _base(self, name: str) -> tuple[Any, Overlay | None]:
+        """``name``'s materialized frame and its overlay (None: the state is that frame)."""
+        frame = self.state[name]
+        ov = self.overlays.get(name)
+        if ov is None or ov.frame is not frame:
+            return frame, None
+        return ov.base, ov
+
+    def stored_rows(
+        self, name: str, cols: list[str], keys: list[tuple[Any, ...]]
+    ) -> list[tuple[Any, ...]]:
+        """The stored rows of ``name`` whose ``cols`` equal (NULL-safe) one of ``keys``: its
+        materialized frame looked up (:class:`~blooml.spark._dflookup.Lookups`: once per value
+        and tick, with the lookups queued for later rounds, in one job), its overlay applied
+        on the driver."""
+        base, ov = self._base(name)
+        got = self.lookups.rows(base, cols, keys)
+        if ov is None:
+            return got
+        names = self.cols(name)
+        gone = [([names.index(c) for c in rc], vals) for rc, vals in ov.removed.items() if vals]
+        out = [r for r in got if not any(tuple(r[i] for i in ix) in v for ix, v in gone)]
+        idx = [names.index(c) for c in cols]
+        want = set(keys)
+        out += [r for r in ov.added if tuple(r[i] for i in idx) in want]
+        return out
+
+    def _ahead_for(self, name: str, rows: list[tuple[Any, ...]]) -> None:
+        """Queue the lookups that rules reading ``name`` will make when ``rows`` (candidate
+        rows of ``name``: some may turn out stored already) are its delta: the rows of the
+        other side of a join or a ``notin`` with the same values, and the head rows a
+        projection or a ``group`` of them merges into. They run with the next lookup, in its
+        job, so that a fixpoint round whose delta is a few rows needs one job, not one per
+        lookup."""
+        if not rows:
+            return
+        reads = self._reads.get(name)
+        if reads is None:
+            reads = self._reads[name] = _reads_of(self.ir, name)
+        for target, cols, idx in reads:
+            frame = self.state.get(target)
+            if frame is None or not _atomic(frame.schema):
+                continue
+            base, _ = self._base(target)
+            self.lookups.ahead(base, cols, [tuple(r[i] for i in idx) for r in rows])
+
+    def name_of(self, frame: Any) -> str | None:
+        """The collection whose current state ``frame`` is, if any."""
+        return next((n for n, f in self.state.items() if f is frame), None)
 
     def lose(self, name: str) -> None:
         """``name`` lost rows this tick in a way not known row by row (see :meth:`delete_local`
@@ -165,9 +231,9 @@ class _State:
             return False
         first = name not in self.shrunk
         keys = _local_rows(self.spark, given, old.select(*match).schema)
-        # the lookup's filter as it is (Parquet prunes row groups by it; not under coalesce)
-        hit = _matches(match, keys, old.schema)
-        gone = [tuple(r) for r in old.where(hit).collect()] if keys else []
+        if match == self.cols(name):  # what reads it looks up by the rows deleted: one job
+            self._ahead_for(name, keys)
+        gone = self.stored_rows(name, match, keys) if keys else []
         if gone:
             self._layer(name, self.state_rows(name) - len(gone), match, keys, [])
             self.shrunk.add(name)
@@ -291,10 +357,8 @@ class _State:
             return False  # derived rows disagree: merge() raises the KeyConstraintError
         learn_types(self.plan, name, rows)
         keys = list(merged)
-        stored = {
-            tuple(r[:nk]): tuple(r[nk:])
-            for r in old.where(_matches(cols[:nk], keys, old.schema)).collect()
-        }
+        self._ahead_for(name, [(*k, *v) for k, v in merged.items()])
+        stored = {tuple(r[:nk]): tuple(r[nk:]) for r in self.stored_rows(name, cols[:nk], keys)}
         changed: list[tuple[Any, ...]] = []
         for k, v in merged.items():
             was = stored.get(k)
@@ -334,7 +398,8 @@ class _State:
         old = self.state[name]
         cols = self.cols(name)
         local = list(dict.fromkeys(_local_rows(self.spark, given, old.schema)))
-        stored = {tuple(x) for x in old.where(_matches(cols, local, old.schema)).collect()}
+        self._ahead_for(name, local)
+        stored = {tuple(x) for x in self.stored_rows(name, cols, local)}
         new = [x for x in local if x not in stored]
         if not new:
             return None, 0
@@ -376,8 +441,7 @@ class _State:
             )
         keys = _local_rows(self.spark, list(inc), old.select(*cols[:nk]).schema)
         inc = dict(zip(keys, inc.values(), strict=True))
-        match = _matches(cols[:nk], keys, old.schema)
-        stored = {tuple(r[:nk]): tuple(r[nk:]) for r in old.where(match).collect()}
+        stored = {tuple(r[:nk]): tuple(r[nk:]) for r in self.stored_rows(name, cols[:nk], keys)}
         new_rows, changed = [], []
         for k, v in inc.items():
             was = stored.get(k)
@@ -730,101 +794,6 @@ def _broadcast_bytes(spark: Any) -> int:
         return 10 << 20
 
 
-def _atomic(schema: Any) -> bool:
-    """Whether every column of ``schema`` is of a type a SQL literal states exactly (numbers,
-    strings, booleans, dates, timestamps with a time zone): rows of such a frame can live on
-    the driver as a local frame (:func:`_local_frame`)."""
-    from pyspark.sql import types as T
-
-    ok = (T.NumericType, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.NullType)
-    return all(isinstance(f.dataType, ok) for f in schema.fields)
-
-
-def _local_ok(rows: Any, stored: Any) -> bool:
-    """Whether rows of schema ``rows`` can be merged as local rows into a collection stored
-    with schema ``stored``: atomic columns (:func:`_atomic`) of the stored types (rows of
-    another type take the full merge, which unifies them or says why not)."""
-    from pyspark.sql.types import NullType
-
-    return _atomic(stored) and all(
-        f.dataType == t.dataType or isinstance(f.dataType, NullType)
-        for f, t in zip(rows.fields, stored.fields, strict=True)
-    )
-
-
-def _local_plan(df: Any) -> bool:
-    """Whether ``df``'s rows are a local relation once Spark has optimized its plan (rows on
-    the driver, selected, filtered and computed there): collecting it runs no job. Classic
-    sessions (Spark Connect: False)."""
-    jdf = getattr(df, "_jdf", None)
-    if jdf is None:
-        return False
-    try:
-        plan = jdf.queryExecution().optimizedPlan()
-        return bool(plan.getClass().getSimpleName() == "LocalRelation")
-    except Exception:  # pragma: no cover - an internal API moved: take the general path
-        return False
-
-
-def _local_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
-    """A frame of ``rows`` (at least one) with ``schema``'s columns and types, as a local
-    relation (an inline table of parameters): collecting it, or filtering by its values, runs
-    no job (``createDataFrame`` on a classic session makes an RDD, scanned by a job)."""
-    width = len(schema.fields)
-    values = ", ".join("(" + ", ".join(["?"] * width) + ")" for _ in rows)
-    cols = ", ".join(
-        f"CAST(col{i + 1} AS {f.dataType.simpleString()}) AS `{f.name}`"
-        for i, f in enumerate(schema.fields)
-    )
-    args = [v for r in rows for v in r]
-    return spark.sql(f"SELECT {cols} FROM VALUES {values}", args=args)
-
-
-def _local_rows(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> list[tuple[Any, ...]]:
-    """``rows`` as Spark gives them back in ``schema``'s types (a Python int of a ``double``
-    column becomes a float, ...), so that they compare equal to collected rows (no job)."""
-    if not rows or not schema.fields:  # no columns (a global aggregate's key): nothing to type
-        return [tuple(r) for r in rows]
-    return [tuple(r) for r in _local_frame(spark, rows, schema).collect()]
-
-
-def _matches(cols: list[str], rows: list[tuple[Any, ...]], schema: Any) -> Any:
-    """A Column: the row's ``cols`` equal (NULL-safe) those of one of ``rows``."""
-    from pyspark.sql import functions as F
-
-    if not cols:  # no key columns (a global aggregate's one row): every row matches
-        return F.lit(bool(rows))
-    types = {f.name: f.dataType for f in schema.fields}
-    if len(cols) == 1:
-        c = F.col(cols[0])
-        vals = [r[0] for r in rows if r[0] is not None]
-        out = c.isin([F.lit(v).cast(types[cols[0]]) for v in vals]) if vals else F.lit(False)
-        if len(vals) < len(rows):
-            out = out | c.isNull()
-        return out
-    first = list(dict.fromkeys(r[0] for r in rows if r[0] is not None))
-    # the first column alone: a filter Parquet pushes down (files are sorted by it)
-    head = F.col(cols[0]).isin([F.lit(v).cast(types[cols[0]]) for v in first])
-    if any(r[0] is None for r in rows):
-        head = head | F.col(cols[0]).isNull()
-    out = F.lit(False)
-    plain = [r for r in rows if None not in r]
-    if plain:
-        out = F.struct(*cols).isin(
-            [
-                F.struct(*[F.lit(v).cast(types[c]).alias(c) for c, v in zip(cols, r, strict=True)])
-                for r in plain
-            ]
-        )
-    for r in rows:
-        if None in r:
-            cond = F.lit(True)
-            for name, v in zip(cols, r, strict=True):
-                cond = cond & F.col(name).eqNullSafe(F.lit(v).cast(types[name]))
-            out = out | cond
-    return head & out
-
-
 def anti_join(left: Any, right: Any, cols: list[str]) -> Any:
     """The rows of ``left`` whose ``cols`` equal those of no row of ``right`` (which has those
     columns), NULL-safe as the local engine compares (None equals None): ``<=>``, which Spark
@@ -878,3 +847,86 @@ def learn_types(plan: DataFramePlan, name: str, rows: Any) -> None:
     for i, f in enumerate(rows.schema.fields):
         if not isinstance(f.dataType, NullType):
             known.setdefault(i, f.dataType)
+
+
+def _walk(node: Any) -> Any:
+    """``node`` and every node under it."""
+    yield node
+    for attr in ("input", "left", "right"):
+        child = getattr(node, attr, None)
+        if child is not None and not isinstance(child, (int, str)):
+            yield from _walk(child)
+    for child in getattr(node, "inputs", ()) or ():
+        yield from _walk(child)
+
+
+def _reads_of(ir: Any, name: str) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:
+    """What the rules reading collection ``name`` look up by the values of its rows, as
+    (collection, its columns looked up, the positions in ``name``'s rows of the values): the
+    other input of an inner equi-join or a ``notin`` with a scan of ``name``, and the head
+    that a scan, a projection of columns or a ``group`` of ``name`` merges into (by its key
+    columns, or every column of a set-semantics head)."""
+    from blooml.ir import Group, Join, Map, NotIn
+    from blooml.ir import exprs as X
+
+    out: list[tuple[str, tuple[str, ...], tuple[int, ...]]] = []
+    for rule in ir.rules:
+        for node in _walk(rule.body):
+            if isinstance(node, Join) and node.how == "inner":
+                for a, inp in enumerate(node.inputs):
+                    if not (isinstance(inp, Scan) and inp.name == name):
+                        continue
+                    for b, other in enumerate(node.inputs):
+                        if b == a or not isinstance(other, Scan):
+                            continue
+                        pairs = [
+                            (p.lcol, p.rcol) if p.left == a else (p.rcol, p.lcol)
+                            for p in node.preds
+                            if {p.left, p.right} == {a, b}
+                        ]
+                        if pairs:
+                            out.append(
+                                (
+                                    other.name,
+                                    tuple(f"c{bc}" for _, bc in pairs),
+                                    tuple(ac for ac, _ in pairs),
+                                )
+                            )
+            if (
+                isinstance(node, NotIn)
+                and node.fn is None
+                and isinstance(node.left, Scan)
+                and node.left.name == name
+                and isinstance(node.right, Scan)
+            ):
+                pairs = [(p.lcol, p.rcol) for p in node.preds] or [
+                    (i, i) for i in range(len(node.left.cols))
+                ]
+                out.append(
+                    (node.right.name, tuple(f"c{b}" for _, b in pairs), tuple(a for a, _ in pairs))
+                )
+        head = ir.collections.get(rule.head)
+        body = rule.body
+        if head is None:
+            continue
+        nk = len(head.keys) if head.values else len(head.columns)
+        proj: tuple[int, ...] | None = None
+        if isinstance(body, Scan) and body.name == name:
+            proj = tuple(range(nk))
+        elif isinstance(body, Group) and isinstance(body.input, Scan) and body.input.name == name:
+            proj, nk = tuple(body.keys), len(body.keys)
+        elif isinstance(body, Map) and isinstance(body.input, Scan) and body.input.name == name:
+            try:
+                expr = body.expr
+            except Exception:  # pragma: no cover - a function that does not decompile
+                expr = None
+            items = expr.items if isinstance(expr, X.TupleExpr) else (expr,)
+            got = []
+            for e in items[:nk]:
+                if isinstance(e, X.Attr) and isinstance(e.obj, X.Arg) and e.name in body.input.cols:
+                    got.append(body.input.cols.index(e.name))
+            if len(got) == nk and len(items) == len(head.columns):
+                proj = tuple(got)
+        if proj is not None and nk:
+            out.append((rule.head, tuple(f"c{i}" for i in range(nk)), proj))
+    return list(dict.fromkeys(out))

@@ -498,8 +498,7 @@ def _regroup(run: _Run, rule: Rule) -> tuple[Any, int]:
     # a group with no rows left has no row (groupBy() of no keys gives one, counting 0)
     fresh = [tuple(r)[:-1] for r in grouped.collect() if r["_rows"]]
     new_rows = _local_rows(run.spark, fresh, old.schema)
-    hit = _matches(cols[:nk], keys, old.schema)
-    stored = {tuple(r[:nk]): tuple(r[nk:]) for r in old.where(hit).collect()}
+    stored = {tuple(r[:nk]): tuple(r[nk:]) for r in run.stored_rows(name, cols[:nk], keys)}
     now = {tuple(r[:nk]): tuple(r[nk:]) for r in new_rows}
     changed = [(*k, *v) for k, v in now.items() if stored.get(k) != v]
     run._layer(
@@ -524,12 +523,15 @@ def _tick_delta_rows(run: _Run, rule: Rule) -> list[Any]:
     run.delta, run.n_delta = {}, {}
     for n in names:
         parts = run.tick_delta[n]
+        rows = run.tick_local.get(n)
         df = parts[0][0]
-        for p, _ in parts[1:]:
-            df = df.unionByName(p)
+        if rows is not None and len(parts) > 1:  # one local frame (no job to collect it)
+            df = _local_frame(run.spark, rows, df.schema)
+        else:
+            for p, _ in parts[1:]:
+                df = df.unionByName(p)
         run.delta[n] = df
         run.n_delta[n] = sum(c for _, c in parts)
-        rows = run.tick_local.get(n)
         if rows is not None:
             run.local_frames[id(df)] = (df, rows)
     try:
