@@ -193,5 +193,3 @@ def _matches(cols: list[str], rows: list[tuple[Any, ...]], schema: Any) -> Any:
                 cond = cond & F.col(name).eqNullSafe(F.lit(v).cast(types[name]))
             out = out | cond
     return head & out
-
-
