@@ -18,6 +18,8 @@ import struct
 import time
 from typing import Any, cast
 
+from blooml.engine._state import Pending
+from blooml.engine.relation import CheckedRows
 from blooml.errors import (
     BloomlError,
     CodecError,
@@ -27,6 +29,7 @@ from blooml.errors import (
 )
 from blooml.net._coltypes import ColumnTypes
 from blooml.net._fragment import Reassembler, fragment, is_fragment
+from blooml.net._isolate import Unit
 from blooml.net._nodebase import NodeBase, log
 from blooml.net.codec import (
     ENVELOPE_SLACK,
@@ -640,11 +643,8 @@ class Transport(NodeBase):
 
     def _enqueue(self, sender: str, batches: Any) -> bool:
         """Queue a checked datagram's rows for the next tick, as one input unit."""
-        rt = self.rt
         try:
-            n = self._queue(
-                f"datagram from {sender}", rt.receive_batch, sender, batches, sender=sender
-            )
+            n = self._queue_received(sender, batches)
         except BloomlError as exc:
             self._drop("rejected", f"from {sender!r}: {exc}")
             return False
@@ -656,6 +656,27 @@ class Transport(NodeBase):
         if self.transport == "udp":
             self._ack_later(sender)
         return True
+
+
+    def _queue_received(self, sender: str, batches: Any) -> int:
+        """``rt.receive_batch`` of a datagram's rows, remembered as one input unit: what
+        ``_queue`` does for any call, at the cost of the datagram's channels (the rows
+        ``receive_batch`` queues are the tails of their channels' lists; ``_queue`` would
+        compare every queued list before and after)."""
+        rt = self.rt
+        pend = rt.pending
+        inserts = pend.inserts
+        before = {chan: len(inserts.get(chan, ())) for chan, _ in batches}
+        n: int = rt.receive_batch(sender, batches)  # all or nothing: raises with nothing queued
+        if rt.pending is not pend or not n:  # (a receive hook that ticked: the general way)
+            return n
+        mine = Pending()
+        for chan, n0 in before.items():
+            items = inserts[chan]
+            new = items[n0:]
+            mine.inserts[chan] = CheckedRows(new) if type(items) is CheckedRows else new
+        self._units.append(Unit(f"datagram from {sender}", mine, None, n, sender))
+        return n
 
 
 def _group(pairs: Any) -> list[tuple[str, list[Any]]]:
