@@ -288,6 +288,7 @@ def _concurrency(
         sel.register(s, selectors.EVENT_READ)
     sent = {id(c): 1 for c in cs}
     left = clients * (n - 1)
+    cpu0 = time.process_time()
     t0 = time.perf_counter()
     for c in cs:
         (c.e if echo_port is not None else c.w).sendall(c.frames[1])
@@ -307,11 +308,12 @@ def _concurrency(
                 if i < n:
                     (c.e if echo_port is not None else c.w).sendall(c.frames[i])
     seconds = time.perf_counter() - t0
+    cpu = time.process_time() - cpu0
     if echo_port is not None:
         wrong = sum(g != c.frames[i + 1][4:] for c in cs for i, g in enumerate(c.got))
     else:
         wrong = sum(c.wrong() for c in cs)
-    return {"wrong": wrong, "done": clients * (n - 1), "seconds": seconds}
+    return {"wrong": wrong, "done": clients * (n - 1), "seconds": seconds, "client_cpu": cpu}
 
 
 def client_main(spec: dict[str, Any]) -> None:
@@ -429,6 +431,7 @@ def concurrency(v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: 
     sides = ("node", "echo")
     rates: dict[tuple[str, int], list[float]] = {(s, c): [] for s in sides for c in (1, clients)}
     cpu: dict[tuple[str, int], list[float]] = {k: [] for k in rates}
+    client: dict[tuple[str, int], list[float]] = {k: [] for k in rates}
     per_tick: dict[int, list[float]] = {1: [], clients: []}
     wrong = 0
     try:
@@ -443,6 +446,7 @@ def concurrency(v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: 
                     out = run_client({**spec, "keys": keys, "seed": 1000 * r + c})
                     used = (node_cpu(kvs) if side == "node" else thread_cpu(echo_thread)) - cpu0
                     cpu[side, c].append(used / max(1, out["done"]))
+                    client[side, c].append(out["client_cpu"] / max(1, out["done"]))
                     if side == "node":
                         ticks = max(1, kvs.stats()["ticks"] - ticks0)
                         per_tick[c].append(out["done"] / ticks)
@@ -461,19 +465,23 @@ def concurrency(v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: 
                 f"   {name}, {c:>2} client{'s' if c > 1 else ' '}: "
                 f"{statistics.median(rates[side, c]):8,.0f} req/s (rounds: "
                 f"{', '.join(f'{x:,.0f}' for x in rates[side, c])}); its thread's CPU "
-                f"{statistics.median(cpu[side, c]) * 1e6:.0f} us/request{extra}"
+                f"{statistics.median(cpu[side, c]) * 1e6:.0f} us/request, the client's "
+                f"{statistics.median(client[side, c]) * 1e6:.0f}{extra}"
             )
         ratio[side] = statistics.median(
             a / b for a, b in zip(rates[side, clients], rates[side, 1], strict=True)
         )
     one = statistics.median(rates["node", 1])
     busy = statistics.median(cpu["node", clients])
+    got = statistics.median(rates["node", clients]) * busy
     print(
         f"   ratio {clients} clients / 1 in flight: node {ratio['node']:.2f}x, asyncio echo "
         f"{ratio['echo']:.2f}x (medians of the rounds' ratios)\n"
         f"   bound: one in flight waits a round trip ({1e6 / one:.0f} us) per request; "
         f"{clients} clients are bound by the node thread's CPU ({busy * 1e6:.0f} us a "
-        f"request: at most {1 / busy:,.0f} req/s, {1 / busy / one:.1f}x, on a core of its own)"
+        f"request: at most {1 / busy:,.0f} req/s, {1 / busy / one:.1f}x, on a core of its "
+        f"own; it had {got:.0%} of one, the machine's load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
     )
     v.check("concurrency replies", wrong == 0, f"{wrong} wrong or lost")
     v.check(
