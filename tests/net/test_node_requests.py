@@ -208,3 +208,23 @@ def test_stop_delivers_a_frame_written_directly(nodes: list[Any]) -> None:
     a.stop(timeout=8.0)
     wait_until(lambda: b.sync_do(lambda p: len(p.got)) == 2, timeout=10)
     assert a.stats()["send_dropped"] == 0
+
+
+def test_one_received_row_is_checked_as_a_batch_of_them() -> None:
+    """A request's single row takes a shorter check (``Relation.check_rows``): it refuses
+    what the batch check refuses (a lattice in a key column, a wrong arity; nothing queued)
+    and converts what it converts (to the channel's row type)."""
+    p = KVS()
+    rt = p._rt
+    for rows in ([("a:1", lmax(1), 7, 3, 4)], [("a:1", "b:2", 7, 3)]):
+        for batch in (rows, rows * 2):
+            try:
+                rt.receive_batch("x:1", [("put", batch)])
+            except Exception as exc:
+                assert type(exc).__name__ == "ProgramError"
+            else:
+                raise AssertionError(f"{batch!r} was queued")
+            assert not rt.pending
+    assert rt.receive_batch("x:1", [("put", [("a:1", "b:2", 7, 3, 4)])]) == 1
+    (row,) = rt.pending.inserts["put"]
+    assert type(row) is rt.rels["put"].row_type and tuple(row) == ("a:1", "b:2", 7, 3, 4)
