@@ -411,10 +411,13 @@ def encode_for_channel(
     so is a tuple too large for one message of ``max_message`` bytes, on either transport
     (``udp`` and ``max_datagram`` no longer limit it: over UDP a tuple larger than a datagram
     travels in fragments)."""
-    origin = f"{where}: channel {chan!r}"
-    wire = encode_row(row, origin, columns)
+    try:  # the common case first: the message's origin is spelled out only for an error
+        wire = _packb(tuple(row))
+    except (CodecError, ValueError, TypeError, OverflowError):
+        wire = encode_row(row, f"{where}: channel {chan!r}", columns)  # raises, naming it
     room = max_message - ENVELOPE_SLACK - len(chan) - len(str(sender))
     if len(wire) > room:
+        origin = f"{where}: channel {chan!r}"
         raise CodecError(
             "too_large",
             f"the tuple encodes to {len(wire)} bytes, more than one message holds ({room}; "
