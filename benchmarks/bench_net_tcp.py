@@ -4,17 +4,24 @@ against one in flight, and sustained tuples/s between two nodes (issues 12 and 2
 1. **Latency** (issue 25). A ``KVS`` node (an ``lmap`` of ``--keys`` keys, ``put``/``get``
    requests, one ``reply`` each) and a plain asyncio echo server (streams: read a
    length-prefixed frame, write it back) run in this process, each on its own thread and
-   loop, as a node does. A client in a child process sends the same request frames (encoded
-   envelopes, keys and puts/gets drawn at random) to both, one at a time, alternating between
-   the two so that the machine's load falls on both alike, and times each round trip: from
-   writing the request to reading the node's reply (which arrives on the node's own
-   connection to the client's address) or the echo. Printed: median, p90 and p99 of each and
-   the node/echo ratios. Targets: the node within 2x of the echo at the median, 3x at p99.
+   loop, as a node does. A client in a child process, on plain blocking sockets, sends the
+   same request frames (encoded envelopes, keys and puts/gets drawn at random, all encoded
+   before the clock starts) to both, one at a time, alternating between the two so that the
+   machine's load falls on both alike, and times each round trip: from writing the request
+   to reading the node's reply (which arrives on the node's own connection to the client's
+   address) or the echo. Replies are kept as they arrive and checked after the clock stops,
+   so the client's cost is a write and a read on both sides. Printed: median, p90 and p99 of
+   each, the node/echo ratios and each server thread's CPU per request. Targets: the node
+   within 2x of the echo at the median, 3x at p99.
 2. **Concurrency** (issue 25). The same ``KVS`` node served by 16 clients at once (each with
-   one request in flight, its own connection and reply address), against one client with one
-   request in flight, in alternating rounds. Requests that arrive together are applied by one
-   tick. Printed: requests/s of each, their ratio, the node process's CPU per request, and
-   requests per tick. Target: 16 clients get >= 10x the one-in-flight throughput.
+   one request in flight, its own connection and reply address; one ``epoll`` loop in the
+   child drives them all), against one client with one request in flight, in alternating
+   rounds; then the asyncio echo with the same clients, for scale (what concurrency buys a
+   server that only reads and writes, on this machine). Requests that arrive together are
+   applied by one tick. Printed: requests/s of each, their ratios, each server thread's and
+   the client's CPU per request, requests per tick, and the bound the node thread's CPU per
+   request sets (with the share of a core it had). Target: 16 clients get >= 10x the
+   one-in-flight throughput.
 3. **Stream** (issue 12, §8). A ``Source`` node sends batches of 3-column tuples
    ``(dst, k, lmax(k))`` (``--batch`` per tick, one TCP frame each) to a ``Sink`` node that folds
    them into a table. Throughput is the number of tuples the sink applied divided by the time
