@@ -126,8 +126,9 @@ class _UDP(asyncio.DatagramProtocol):
         self.node._count("send_errors")
 
 
-#: Bytes of a connection's receive buffer (it grows for a larger frame, then shrinks back).
-FRAMES_CHUNK = 64 * 1024
+#: Bytes of a connection's receive buffer: it grows for a larger frame (to the frame's size,
+#: once its header is in), then shrinks back; an idle connection holds this much.
+FRAMES_CHUNK = 16 * 1024
 
 
 class _Frames(asyncio.BufferedProtocol):
@@ -162,7 +163,7 @@ class _Frames(asyncio.BufferedProtocol):
         rest = self.end - self.start
         want = max(self.chunk, self.need, rest + 1)
         if (
-            size - self.end < min(4096, self.chunk)
+            size - self.end < min(1024, self.chunk)
             or size - self.start < self.need
             or (size > self.chunk and want < size and not rest)
         ):
