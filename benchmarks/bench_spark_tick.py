@@ -285,6 +285,46 @@ def report(
     return failures
 
 
+def layout(spark: Any, edges: int, rnd: random.Random) -> None:
+    """Lookups by the second column of a state file: the engine's layout (sorted by the first
+    column, a Bloom filter per column and row group) against the same rows sorted and written
+    as plain Parquet; records read from the status store, file sizes."""
+    from blooml.spark._dfstate import keep_state
+
+    links, _ = graph(rnd, edges)
+    df = spark.createDataFrame(links, "c0 bigint, c1 bigint, c2 bigint")
+    root = tempfile.mkdtemp(prefix="blooml-bench-layout-")
+    spark.sparkContext.setCheckpointDir(root)
+    plain_path = f"{root}/plain"
+    df.sort("c0").write.option("parquet.block.size", 32 << 10).parquet(plain_path)
+    files: list[str] = []
+    kept = keep_state(df, files, sort=True, rows=len(links))
+    plain = spark.read.parquet(plain_path)
+    meter = Meter(spark)
+    print(f"\n== lookups by the second column, {len(links):,} rows ==")
+    for n in (1, 5, 10):
+        vals = [r[1] for r in rnd.sample(links, n)]
+        got = []
+        for frame in (plain, kept):
+            meter.take(record=False)
+            rows = frame.where(frame.c1.isin(vals)).count()
+            got.append((rows, meter.take(record=False)[2]))
+        print(
+            f"  {n:2d} values: plain Parquet {got[0][1]:>9,} records, engine's layout "
+            f"{got[1][1]:>9,} records ({got[1][0]} rows)"
+        )
+    size = {
+        p: sum(f.stat().st_size for f in Path(p.removeprefix("file:")).rglob("*.parquet"))
+        for p in (plain_path, files[0])
+    }
+    print(
+        f"  file size: plain {size[plain_path] / 1e6:.2f} MB, "
+        f"engine's {size[files[0]] / 1e6:.2f} MB"
+    )
+    sc = spark.sparkContext
+    getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", type=int, default=10_000)
@@ -297,10 +337,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-plain", action="store_true", help="skip the runs without a checkpoint directory"
     )
+    ap.add_argument(
+        "--layout",
+        action="store_true",
+        help="only measure lookups by the second column of a state file (Bloom filters)",
+    )
     args = ap.parse_args(argv)
     rnd = random.Random(args.seed)
     spark = session()
     print(f"Spark {spark.version}, local[2]")
+    if args.layout:
+        layout(spark, args.large, rnd)
+        spark.stop()
+        return 0
     measure(spark, 200, rnd, 2)  # warm up: JVM, code generation, Python workers
     sizes = (args.small, args.large)
     # with a checkpoint directory (the configuration the targets are for) first, then without
