@@ -1,7 +1,8 @@
 """The state of a Spark tick and how it is kept: merging derived rows into stored frames
-(set semantics by an anti-join, keyed heads by one aggregation, a few rows as local *layers*),
-checkpoints, state files in the session's checkpoint directory, and the helpers that move a few
-rows between the driver and Spark without a job.
+(set semantics by an anti-join, keyed heads by one aggregation, a few rows as an *overlay* on
+the driver), checkpoints and state files in the session's checkpoint directory. Lookups of
+stored rows and the helpers that move a few rows between the driver and Spark without a job
+are :mod:`blooml.spark._dflookup`.
 
 This module knows the IR and nothing of the DSL.
 """
@@ -102,8 +103,8 @@ class Overlay:
 class _State:
     """The state of one tick being evaluated: stored frames and their exact row counts, this
     tick's deltas, and how derived rows merge into the stored frames (as new frames, or as
-    small local *layers* on them). :class:`blooml.spark._dfeval._Run` evaluates rule bodies
-    over it."""
+    a small *overlay* on them, kept on the driver). :class:`blooml.spark._dfeval._Run`
+    evaluates rule bodies over it."""
 
     def __init__(self, spark: Any, plan: DataFramePlan, checkpoint_every: int) -> None:
         self.spark = spark
@@ -219,9 +220,9 @@ class _State:
         """Delete the stored rows of ``name`` whose ``match`` columns equal those of one of
         ``rows`` (a ``<-`` rule's facts), when they are few: one job collects them, one reads
         the stored rows they match (a filter by their values), and the state becomes its
-        stored frame less those rows, a layer (nothing rewritten). The rows deleted are
-        recorded in ``removed``, so that a ``group`` over ``name`` updates only the groups
-        they touch. False (nothing done) when the rows are many or not atomic."""
+        stored frame less those rows, a change of its overlay (nothing rewritten). The rows
+        deleted are recorded in ``removed``, so that a ``group`` over ``name`` updates only
+        the groups they touch. False (nothing done) when the rows are many or not atomic."""
 
         old = self.state[name]
         if not _atomic(old.schema):
@@ -321,7 +322,7 @@ class _State:
         """Merge a few derived rows into the stored keyed collection ``name`` on the driver:
         the rows collected and merged per key, one job reads the stored rows of their keys (a
         filter by the key values, which state files sorted or bucketed by the key prune), and
-        the keys whose row is new or grew replace their stored rows as a layer (no scan or
+        the keys whose row is new or grew replace their stored rows in its overlay (no scan or
         shuffle of the state); they are the delta. Lattice columns merge as in :meth:`merge`
         (``lmax``/``lmin``/``lbool``, NULL their bottom); a key whose other values disagree
         takes :meth:`merge` instead, which says which rows conflict. False when it does not

@@ -471,7 +471,8 @@ def _regroup(run: _Run, rule: Rule) -> tuple[Any, int]:
     """Update the scratch ``rule.head`` (see :func:`_regroupable`) for the groups this tick's
     changes of its input touch: one job aggregates the input's rows of those groups (a filter
     by their keys), one reads their stored rows; the new state is the stored one less those
-    groups plus their new rows, a layer. Returns (the rows that changed or None, how many)."""
+    groups plus their new rows, an overlay change. Returns (the rows that changed or None, how
+    many)."""
     from pyspark.sql import functions as F
 
     node = rule.body
