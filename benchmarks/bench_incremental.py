@@ -401,6 +401,7 @@ class _Workload:
         for p in (self.inc, self.ref):
             self.fill(p)
             p.tick()
+            p.tick()  # the load's ``<+``/``<+-`` writes land here, not in the first timed tick
 
     def fill(self, p: Program) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -806,11 +807,11 @@ def run_graph_shape(
 GRAPH_SHAPES = ("reachability", "datalog reachability", "lmin shortest paths")
 
 
-#: The worst tick of a recursive workload may cost re-deriving (the reference's worst tick
-#: at that size: a re-derivation's own cost varies by 1.5x from tick to tick on a shared
-#: machine) times this, plus ``WORST_MS``: ``DRed.limit_share`` (0.2) bounds what a
-#: retraction spends before it falls back; the constant is the fallback's own fixed cost
-#: (ranking the rows it derives, rebuilding the view's index), which dominates a tiny view.
+#: No tick of a recursive workload may cost more than re-deriving (the reference's tick on
+#: the same change; past the ticks it ran, its worst) times this, plus ``WORST_MS``:
+#: ``DRed.limit_share`` (1/8) bounds what a retraction spends before it falls back, and the
+#: fallback costs about one re-derivation plus its own fixed cost (ranking the rows it
+#: derives, rebuilding the view's index), which dominates a tiny view.
 WORST_RATIO = 1.5
 WORST_MS = 0.5
 
@@ -824,12 +825,14 @@ def run_recursion(args: Any, v: Verdicts) -> None:
         f"\n   recursion on random graphs: {cycles} cycles of (delete, re-insert, insert, delete)"
         " per size; and a random tree of as many nodes, an edge out of its root cut and"
         " re-inserted; CPU ms per tick; ref = re-deriving (fewer ticks at the large size);"
-        " max/ref = the worst tick over the reference's median, max/rmax over its worst"
+        " max/ref = the worst tick over the reference's median, max/rmax over its worst,"
+        " worst/same = the largest ratio of a tick to the reference's on the same change"
+        " (the tree's every tick is also re-derived)"
     )
     print(
         f"   {'shape':22} {'change':26} {'nodes':>6} {'n':>4} {'median':>8} {'p90':>8} "
         f"{'p99':>8} {'max':>8} {'ref n':>5} {'ref med':>8} {'ref/med':>8} {'max/ref':>8} "
-        f"{'max/rmax':>8}"
+        f"{'max/rmax':>8} {'worst/same':>10}"
     )
     for shape in GRAPH_SHAPES:
         if args.only and args.only not in shape:
@@ -837,7 +840,7 @@ def run_recursion(args: Any, v: Verdicts) -> None:
         meds: dict[str, dict[int, float]] = {}
         for n, m in sizes:
             for tree in (False, True):
-                ref_cycles = cycles if n <= 1000 else 3
+                ref_cycles = cycles if n <= 1000 or tree else 3
                 times, rtimes, same = run_graph_shape(shape, n, m, cycles, ref_cycles, tree)
                 what = "a cut tree" if tree else "a random graph"
                 v.check(f"{shape} on {what} of {n}: equal to the reference", same, "compared ticks")
@@ -855,15 +858,28 @@ def run_recursion(args: Any, v: Verdicts) -> None:
                     rmed = statistics.median(rs) if rs else ref_med
                     if not tree:
                         meds.setdefault(kind, {})[n] = med
+                    # the reference ran the first ticks: pair them; the others against its worst
+                    pairs = list(zip(xs, rs, strict=False))
+                    same_t = max((a / b for a, b in pairs), default=float("nan"))
                     print(
                         f"   {shape:22} {kind:26} {n:>6} {len(xs):>4} {med:>8.3f} {p90:>8.3f} "
                         f"{p99:>8.3f} {top:>8.3f} {len(rs):>5} {rmed:>8.3f} {rmed / med:>8.1f} "
-                        f"{top / ref_med:>8.2f} {top / ref_max:>8.2f}"
+                        f"{top / ref_med:>8.2f} {top / ref_max:>8.2f} {same_t:>10.2f}"
                     )
+                    bad = [(a, b) for a, b in pairs if a > WORST_RATIO * b + WORST_MS]
+                    rest = max(xs[len(pairs) :], default=0.0)
                     v.check(
-                        f"{shape}, {kind} at {n} nodes: the worst tick against re-deriving",
-                        top <= WORST_RATIO * ref_max + WORST_MS,
-                        f"{top:.3f} ms (<= {WORST_RATIO} x {ref_max:.3f} ms + {WORST_MS} ms)",
+                        f"{shape}, {kind} at {n} nodes: no tick dearer than re-deriving",
+                        not bad and rest <= WORST_RATIO * ref_max + WORST_MS,
+                        f"each of {len(pairs)} ticks <= {WORST_RATIO} x the reference's on it + "
+                        f"{WORST_MS} ms"
+                        + (f" (missed: {bad[0][0]:.3f} vs {bad[0][1]:.3f} ms)" if bad else "")
+                        + (
+                            f", the {len(xs) - len(pairs)} others <= {WORST_RATIO} x its worst "
+                            f"({rest:.3f} vs {ref_max:.3f} ms)"
+                            if len(xs) > len(pairs)
+                            else ""
+                        ),
                     )
                     if n == sizes[-1][0] and not tree:
                         v.check(

@@ -189,7 +189,7 @@ class DRed:
     #: retraction whose first wave of checks is estimated above it re-derives at once; one
     #: that passes it while checking stops, having changed nothing. A tick that falls back
     #: thus costs at most ``1 + limit_share`` times a re-derivation, plus ``limit_floor``.
-    limit_share = 0.2
+    limit_share = 0.125
     #: Seconds of checking always allowed (a small view re-derives in less than the fixed
     #: cost of one tick: the budget must not make every retraction of it a fallback).
     limit_floor = 1e-4
