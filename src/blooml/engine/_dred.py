@@ -23,14 +23,21 @@ Ramalingam and Reps' dynamic shortest paths):
   the key stays and nothing propagates. Otherwise it is deleted and drives its own
   dependents in turn. A candidate's older versions are retired (they drive their dependents
   too), so only current versions need checking.
-* **Forward.** The deleted keys are re-derived one step from what remains (any rank), and the
-  re-derived rows, with the rows the tick added, propagate by the ordinary semi-naive rounds
-  (best value first for ``lmin``/``lmax``: ``blooml.engine._priority``); the new versions get
-  ranks above every existing one (:meth:`DRed.settle`).
+* **Rescue.** The ranks can hide a derivation (a longer path, a sibling first derived in the
+  same round). Before anything changes, a key the backward phase would delete whose stored
+  row is still derived from rows it would not delete, at any rank, keeps its row with a new
+  version ranked above all others, and the keys its row derives are checked again in turn
+  (:meth:`DRed._rescue`): a delete that changes no row changes no row.
+* **Forward.** The keys left are deleted and re-derived one step from what remains (any
+  rank), and the re-derived rows, with the rows the tick added, propagate by the ordinary
+  semi-naive rounds (best value first for ``lmin``/``lmax``: ``blooml.engine._priority``); the
+  new versions get ranks above every existing one (:meth:`DRed.settle`).
 
-Never worse than re-deriving: the backward phase counts the keys it deletes and the checks it
-makes, and gives up (changing nothing) once they pass ``limit_share`` of the view; the caller
-then re-derives the view in full, having spent at most that share more than the reference.
+Never worse than re-deriving: a retraction gets a budget of CPU time, ``limit_share`` of what
+the unit's last full derivation cost (scaled to the heads' rows now), plus ``limit_floor``. It
+falls back before checking when the first wave of candidates, priced at the mean cost of a
+check, is above it, and stops, having changed nothing, once its checks pass it; the caller
+then re-derives the heads in full, having spent at most that budget more than doing so.
 
 A unit it cannot handle (a rule function run as Python, a head key computed rather than
 read, a lattice variable or ``tick_count`` read, a non-monotone input that changed) is
@@ -535,10 +542,12 @@ class DRed:
 
         todo: list[tuple[str, Any]] = [(n, k) for n, g in saved.items() for k in g]
         todo.reverse()
+        pending = set(todo)  # a key waits in ``todo`` once, however many rows it derives
         rank = self.next_rank
         checks = 0
         while todo:
-            name, k = todo.pop()
+            name, k = c = todo.pop()
+            pending.discard(c)
             g = gone[name]
             cur = g.get(k)
             if cur is None:
@@ -564,7 +573,8 @@ class DRed:
                         key_of = r.head.key_of
                         for out in r.drive(d, [cur], view):
                             j = key_of(out)
-                            if j in hg:
+                            if j in hg and (hn, j) not in pending:
+                                pending.add((hn, j))
                                 todo.append((hn, j))
         self.next_rank = rank
         return checks
