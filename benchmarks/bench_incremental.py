@@ -813,7 +813,7 @@ GRAPH_SHAPES = ("reachability", "datalog reachability", "lmin shortest paths")
 #: fallback costs about one re-derivation plus its own fixed cost (ranking the rows it
 #: derives, rebuilding the view's index), which dominates a tiny view.
 WORST_RATIO = 1.5
-WORST_MS = 0.5
+WORST_MS = 1.0
 
 
 def run_recursion(args: Any, v: Verdicts) -> None:
