@@ -797,6 +797,7 @@ class Relation:
             return entry[0]  # type: ignore[no-any-return]
         get = _getter(cols)
         if entry is None:
+            idx: dict[Any, list[Any]]
             if cols == self._key_cols:  # one row per probe value: no grouping (2x faster)
                 c = cols[0]
                 if len(cols) == 1:
@@ -813,7 +814,7 @@ class Relation:
             else:
                 for row in self.store.values():
                     groups[get(row)].append(row)
-            idx: dict[Any, list[Any]] = dict(groups)  # a plain dict: probes never insert
+            idx = dict(groups)  # a plain dict: probes never insert
             self.indexes[cols] = [idx, len(log)]
             return idx
         idx, pos = entry
