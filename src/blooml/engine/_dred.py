@@ -439,7 +439,7 @@ class DRed:
             if k in g:
                 continue
             work += 1
-            if not work & 7 and process_time() > deadline:
+            if not work & 3 and process_time() > deadline:
                 return False
             h = heads[name]
             cur = h.store.get(k)
@@ -553,7 +553,7 @@ class DRed:
             if cur is None:
                 continue  # rescued already
             checks += 1
-            if not (work + checks) & 7 and process_time() > deadline:
+            if not (work + checks) & 3 and process_time() > deadline:
                 for n, keys in saved.items():  # nothing changed: restore what was gone
                     gone[n].update(keys)
                 return None
