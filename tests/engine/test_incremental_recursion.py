@@ -285,7 +285,7 @@ def test_an_equal_distance_ranked_above_is_rescued(monkeypatch: pytest.MonkeyPat
     dropping no row."""
     drops = _Drops(monkeypatch)
     p = Rec()
-    chain = [(i, i + 1, 1) for i in range(5, 40)]
+    chain = [(i, i + 1, 1) for i in range(5, 15)]
     p.e.insert([(0, 5, 2), (0, 4, 1), (4, 5, 1), *chain])  # type: ignore[attr-defined]
     p.root.insert([(0,)])  # type: ignore[attr-defined]
     p.tick()
