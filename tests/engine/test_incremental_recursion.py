@@ -294,3 +294,24 @@ def test_an_equal_distance_ranked_above_is_rescued(monkeypatch: pytest.MonkeyPat
     p.tick()
     assert dict(p.dist) == before  # type: ignore[attr-defined]
     assert drops.n.get("dist", 0) == 0 and drops.n.get("reach", 0) == 0
+
+
+def test_a_view_grown_from_empty_is_not_priced_at_its_first_derivation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The view's only full derivation held one row; 20,000 rows grew in since. Deleting one
+    leaf is checked, not re-derived: the budget scales that derivation's cost by the rows
+    held now (per row over at least 64 rows), not by the one row it derived."""
+    resets: list[int] = []
+    real = DRed.reset
+    monkeypatch.setattr(DRed, "reset", lambda self: resets.append(1) or real(self))
+    p = GraphReach()
+    p.root.insert([(0,)])  # type: ignore[attr-defined]
+    p.tick()
+    assert resets == [1]
+    p.edge.insert([(0, i, 1) for i in range(1, 20_001)])  # type: ignore[attr-defined]
+    p.tick()
+    p.edge.delete([(0, 5, 1)])  # type: ignore[attr-defined]
+    p.tick()
+    assert resets == [1]
+    assert len(p.reach) == 20_000  # type: ignore[attr-defined]
