@@ -51,6 +51,8 @@ from blooml.spark import SparkEngine
 RECORDS_RATIO = 3.0
 MAX_JOBS = 8
 KINDS = ("edge", "grow", "delete", "empty")
+#: what the descriptions of the jobs the engine runs between ticks (compaction) contain
+MAINTENANCE = " maintenance after tick "
 
 
 class SSSPReach(Program):
@@ -87,6 +89,10 @@ class Meter:
         self.store = self.sc._jsc.sc().statusStore()
         self.jobs, self.stages = self._top_job(), self._top_stage()
         self.undescribed: list[str] = []
+        #: the jobs of the last :meth:`take`: (description, input records of their stages)
+        self.last: list[tuple[str, int]] = []
+        #: the compaction jobs the engine ran between ticks (description, records)
+        self.maintenance: list[tuple[str, int]] = []
 
     def _jobs(self) -> list[Any]:
         out, it = [], self.store.jobsList(None).iterator()
@@ -116,14 +122,34 @@ class Meter:
         if record:
             self.undescribed += [str(j.name()) for j in bare]
         stages = self._stages()
-        records = sum(
-            s.inputRecords()
+        done = {
+            s.stageId(): s.inputRecords()
             for s in stages
             if s.stageId() > self.stages and str(s.status()) == "COMPLETE"
-        )
+        }
+        records = sum(done.values())
+        self.last = []
+        upkeep = 0
+        for j in sorted(new, key=lambda j: j.jobId()):
+            ids = [int(x) for x in _seq(j.stageIds())]
+            what = str(j.description().get()) if j.description().isDefined() else str(j.name())
+            got = sum(done.get(i, 0) for i in ids)
+            if MAINTENANCE in what:  # compaction between ticks: counted apart
+                self.maintenance.append((what, got))
+                upkeep += 1
+                records -= got
+            else:
+                self.last.append((what, got))
         self.jobs = max([self.jobs, *(j.jobId() for j in new)])
         self.stages = max([self.stages, *(s.stageId() for s in stages)])
-        return len(new), len(bare), records
+        return len(new) - upkeep, len(bare), records
+
+
+def _seq(seq: Any) -> list[Any]:
+    out, it = [], seq.iterator()
+    while it.hasNext():
+        out.append(it.next())
+    return out
 
 
 def graph(rnd: random.Random, edges: int) -> tuple[list[tuple[int, int, int]], int]:
@@ -148,6 +174,7 @@ def measure(spark: Any, edges: int, rnd: random.Random, ticks: int) -> dict[str,
     rnd.shuffle(plan)
     meter = Meter(spark)
     out: dict[str, list[tuple[int, int, int, int, float]]] = {k: [] for k in KINDS}
+    worst: dict[str, tuple[int, list[tuple[str, int]]]] = {}
     for kind in plan:
         steps: list[dict[str, Any]]
         if kind == "edge":
@@ -169,18 +196,36 @@ def measure(spark: Any, edges: int, rnd: random.Random, ticks: int) -> dict[str,
         jobs = most = bare = records = 0
         t = time.perf_counter()
         result = None
+        listing: list[tuple[str, int]] = []
         for inputs in steps:
             result = engine.tick(inputs)
             j, u, r = meter.take()
             jobs, most, bare, records = jobs + j, max(most, j), bare + u, records + r
+            listing += meter.last
         seconds = time.perf_counter() - t
         out[kind].append((jobs, most, bare, records, seconds))
+        if records >= worst.get(kind, (-1, []))[0]:
+            worst[kind] = (records, listing)
         if kind == "grow":  # outside the measured window: what is reached now
             assert result is not None
             reached = {r[0] for r in result.rows("reach")}
             (n,) = result.rows("reached")[0]
             assert n == len(reached), (n, len(reached))
-    return {"edges": edges, "ticks": out, "undescribed": meter.undescribed}
+    # compaction: what the engine did by itself between ticks, then all overlays written anew
+    meter.take(record=False)
+    auto = list(meter.maintenance)
+    t = time.perf_counter()
+    written = engine.compact()
+    seconds = time.perf_counter() - t
+    meter.take()
+    asked = meter.maintenance[len(auto) :]
+    return {
+        "edges": edges,
+        "ticks": out,
+        "undescribed": meter.undescribed,
+        "worst": worst,
+        "compact": (auto, asked, written, seconds),
+    }
 
 
 def median_worst(rows: list[tuple[int, int, int, int, float]], i: int) -> tuple[float, float]:
@@ -188,7 +233,9 @@ def median_worst(rows: list[tuple[int, int, int, int, float]], i: int) -> tuple[
     return statistics.median(vals), max(vals)
 
 
-def report(label: str, results: list[dict[str, Any]], check: bool) -> list[str]:
+def report(
+    label: str, results: list[dict[str, Any]], check: bool, verbose: bool = False
+) -> list[str]:
     """Print one configuration's figures; the targets missed (records: only if ``check``)."""
     failures = []
     print(f"\n== {label} ==", flush=True)
@@ -210,6 +257,18 @@ def report(label: str, results: list[dict[str, Any]], check: bool) -> list[str]:
                 failures.append(f"{label}, {r['edges']:,}, {kind}: {jw} jobs (> {MAX_JOBS})")
             if kind == "empty" and jw > 0:
                 failures.append(f"{label}, {r['edges']:,}, empty tick: {jw} jobs (> 0)")
+        auto, asked, written, secs = r["compact"]
+        print(
+            f"  compaction between ticks: by the engine {len(auto)} jobs, "
+            f"{sum(x[1] for x in auto):,} records; engine.compact() after the last tick "
+            f"({', '.join(f'{n} {c:,} rows' for n, c in written.items()) or 'nothing'}): "
+            f"{len(asked)} jobs, {sum(x[1] for x in asked):,} records, {secs:.2f} s"
+        )
+        if verbose:
+            for kind, (n, listing) in r["worst"].items():
+                print(f"  the worst {kind} tick's jobs ({n:,} records):")
+                for what, got in listing:
+                    print(f"    {got:>9,}  {what}")
         if r["undescribed"]:
             print(f"  jobs with no description: {sorted(set(r['undescribed']))}")
     small, large = results
@@ -226,27 +285,83 @@ def report(label: str, results: list[dict[str, Any]], check: bool) -> list[str]:
     return failures
 
 
+def layout(spark: Any, edges: int, rnd: random.Random) -> None:
+    """Lookups by the second column of a state file: the engine's layout (sorted by the first
+    column, a Bloom filter per column and row group) against the same rows sorted and written
+    as plain Parquet; records read from the status store, file sizes."""
+    from blooml.spark._dfstate import keep_state
+
+    links, _ = graph(rnd, edges)
+    df = spark.createDataFrame(links, "c0 bigint, c1 bigint, c2 bigint")
+    root = tempfile.mkdtemp(prefix="blooml-bench-layout-")
+    spark.sparkContext.setCheckpointDir(root)
+    plain_path = f"{root}/plain"
+    df.sort("c0").write.option("parquet.block.size", 32 << 10).parquet(plain_path)
+    files: list[str] = []
+    kept = keep_state(df, files, sort=True, rows=len(links))
+    plain = spark.read.parquet(plain_path)
+    meter = Meter(spark)
+    print(f"\n== lookups by the second column, {len(links):,} rows ==")
+    for n in (1, 5, 10):
+        vals = [r[1] for r in rnd.sample(links, n)]
+        got = []
+        for frame in (plain, kept):
+            meter.take(record=False)
+            rows = frame.where(frame.c1.isin(vals)).count()
+            got.append((rows, meter.take(record=False)[2]))
+        print(
+            f"  {n:2d} values: plain Parquet {got[0][1]:>9,} records, engine's layout "
+            f"{got[1][1]:>9,} records ({got[1][0]} rows)"
+        )
+    size = {
+        p: sum(f.stat().st_size for f in Path(p.removeprefix("file:")).rglob("*.parquet"))
+        for p in (plain_path, files[0])
+    }
+    print(
+        f"  file size: plain {size[plain_path] / 1e6:.2f} MB, "
+        f"engine's {size[files[0]] / 1e6:.2f} MB"
+    )
+    sc = spark.sparkContext
+    getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--small", type=int, default=10_000)
     ap.add_argument("--large", type=int, default=200_000)
     ap.add_argument("--ticks", type=int, default=10)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument(
+        "--jobs", action="store_true", help="list the jobs of the worst tick of each kind"
+    )
+    ap.add_argument(
+        "--no-plain", action="store_true", help="skip the runs without a checkpoint directory"
+    )
+    ap.add_argument(
+        "--layout",
+        action="store_true",
+        help="only measure lookups by the second column of a state file (Bloom filters)",
+    )
     args = ap.parse_args(argv)
     rnd = random.Random(args.seed)
     spark = session()
     print(f"Spark {spark.version}, local[2]")
+    if args.layout:
+        layout(spark, args.large, rnd)
+        spark.stop()
+        return 0
     measure(spark, 200, rnd, 2)  # warm up: JVM, code generation, Python workers
     sizes = (args.small, args.large)
     # with a checkpoint directory (the configuration the targets are for) first, then without
     tmp = tempfile.TemporaryDirectory(prefix="blooml-bench-tick-")
     spark.sparkContext.setCheckpointDir(tmp.name)
     kept = [measure(spark, n, rnd, args.ticks) for n in sizes]
-    failures = report(f"with a checkpoint directory ({tmp.name})", kept, check=True)
+    failures = report(f"with a checkpoint directory ({tmp.name})", kept, True, args.jobs)
     sc = spark.sparkContext
     getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))  # unset
-    plain = [measure(spark, n, rnd, args.ticks) for n in sizes]
-    failures += report("without a checkpoint directory", plain, check=False)
+    if not args.no_plain:
+        plain = [measure(spark, n, rnd, args.ticks) for n in sizes]
+        failures += report("without a checkpoint directory", plain, False, args.jobs)
     spark.stop()
     tmp.cleanup()
     if failures:

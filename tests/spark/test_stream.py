@@ -163,14 +163,14 @@ def test_a_restart_over_state_layered_in_the_checkpoint_dir(
     spark: Any, tmp_path: Path, checkpoint_dir: Path
 ) -> None:
     """With a checkpoint directory the engine keeps its state there as sorted files plus
-    layers of a few rows on the driver (small ticks); a restarted stream reads its own
+    overlays of a few rows on the driver (small ticks); a restarted stream reads its own
     committed state back and continues with the local engine's rows."""
     folder, ckpt, out = tmp_path / "in", tmp_path / "stream", tmp_path / "out"
     folder.mkdir()
     for i in (0, 1):
         write_batch(folder, i, BATCHES[i])
     first = _run(spark, folder, ckpt, out)
-    assert any(first._ticks["Reach"].carry.layers.values())  # layers, not new files
+    assert first._ticks["Reach"].carry.overlays  # rows on the driver, not new files
     for i in (2, 3):
         write_batch(folder, i, BATCHES[i])
     engine = _run(spark, folder, ckpt, out)  # a new engine: the state read back

@@ -184,23 +184,32 @@ def test_group_bys_update_the_groups_a_tick_touches_and_equal_the_local_engine(
         before = now
 
 
-def test_small_ticks_layer_rows_on_the_kept_files_and_equal_the_local_engine(
-    spark: Any, checkpoint_dir: Any
+def test_small_ticks_change_overlays_on_the_kept_files_compacted_between_ticks(
+    spark: Any, checkpoint_dir: Any, monkeypatch: Any
 ) -> None:
     p = Stats()
     engine = SparkEngine(spark, path="dataframe", program=Stats, checkpoint_every=2)
     files = []
     for _, result in _alongside(engine, p, [*STATS_TICKS, {"link": [(1, 400, 3)]}]):
         files.append(frozenset(result.dataframe("link").inputFiles()))
-    # tick 1 added one row to link: a layer on tick 0's files, not a new version; tick 2
-    # the second layer (checkpoint_every=2): link written anew; tick 3 changed nothing,
-    # tick 4 a layer; tick 5 deleted a row (and added one): written anew; 6 and 7 layers
-    assert files[1] == files[0] and files[2] != files[1] and files[3] == files[2]
-    assert files[4] == files[3] and files[5] != files[4]
-    assert files[6] == files[5] and files[7] != files[6]
-    for f in files[7]:  # each file sorted by the first column
+    # tick 0 wrote link's files; the later ticks' inserts and the delete are rows kept on the
+    # driver (an overlay): however many ticks change it, link is not written anew in a tick
+    # (until this release: every checkpoint_every=2 changes, a full rewrite inside the tick)
+    assert all(f == files[0] for f in files), files
+    done = engine.compact()  # the maintenance step, between ticks
+    assert set(done) >= {"link"} and engine.compact() == {}
+    link = engine.state()[1]["link"]
+    compacted = frozenset(link.inputFiles())
+    assert compacted != files[0]
+    assert sorted(map(tuple, link.collect())) == sorted(map(tuple, p.link))
+    for f in compacted:  # each file sorted by the first column
         first = [r[0] for r in spark.read.parquet(f).collect()]
         assert first == sorted(first)
+    # an overlay past OVERLAY_ROWS: the engine compacts it after the tick, by itself
+    monkeypatch.setattr("blooml.spark._engine.OVERLAY_ROWS", 1)
+    _ = list(_alongside(engine, p, [{"link": [(2, 500, 1), (2, 501, 1)]}]))
+    assert frozenset(engine.state()[1]["link"].inputFiles()) != compacted
+    assert engine.compact() == {}
 
 
 class Mixed(Program):

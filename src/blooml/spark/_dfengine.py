@@ -22,7 +22,7 @@ so lineage stays bounded. Deltas and states are counted exactly, and each join b
 smallest input when the count fits the session's broadcast threshold.
 
 The parts live in modules of their own: planning (:mod:`blooml.spark._dfplan`), evaluating
-rule bodies (:mod:`blooml.spark._dfeval`), the state and its layers (:mod:`blooml.spark.
+rule bodies (:mod:`blooml.spark._dfeval`), the state and its overlays (:mod:`blooml.spark.
 _dfstate`) and the tick driver (:mod:`blooml.spark._dftick`); this module gathers their names.
 
 This module knows the IR and nothing of the DSL.

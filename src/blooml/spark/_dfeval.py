@@ -172,8 +172,7 @@ class _Run(_State):
                 # their values (a filter that state files prune), the rest on the driver
                 keys = list(dict.fromkeys(tuple(x[a] for a, _ in pairs) for x in got[1]))
                 rcols = [right.columns[b] for _, b in pairs]
-                hit = right.where(_matches(rcols, keys, right.schema)).select(*rcols)
-                found = {tuple(x) for x in hit.collect()}
+                found = {tuple(x[b] for _, b in pairs) for x in self._lookup(right, rcols, keys)}
                 keep = [x for x in got[1] if tuple(x[a] for a, _ in pairs) not in found]
                 if not keep:
                     return None
@@ -196,6 +195,15 @@ class _Run(_State):
             out = df.groupBy(*by).agg(*aggs)
             return out.select(*[F.col(c).alias(f"c{j}") for j, c in enumerate(out.columns)])
         raise AssertionError(f"unplanned {node!r}")  # pragma: no cover
+
+    def _lookup(self, frame: Any, cols: list[str], keys: list[tuple[Any, ...]]) -> list[Any]:
+        """``frame``'s rows whose ``cols`` equal one of ``keys``: a stored collection's through
+        :meth:`stored_rows` (cached for the tick, batched with the lookups queued), any
+        other frame by a filter (one job)."""
+        name = self.name_of(frame)
+        if name is not None:
+            return self.stored_rows(name, cols, keys)
+        return [tuple(r) for r in frame.where(_matches(cols, keys, frame.schema)).collect()]
 
     def _lowering(self, inputs: tuple[Node, ...]) -> _Lowering:
         columns, types = [], []
@@ -236,8 +244,7 @@ class _Run(_State):
                 return _NOT_ON_DRIVER
             cols_b = parts[b].columns
             keys = list(dict.fromkeys(tuple(r[ac] for ac, _ in pairs) for r in rows_a))
-            hit = _matches([cols_b[bc] for _, bc in pairs], keys, parts[b].schema)
-            rows_b = [tuple(r) for r in parts[b].where(hit).collect()]
+            rows_b = self._lookup(parts[b], [cols_b[bc] for _, bc in pairs], keys)
         index: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
         for r in rows_b:
             index.setdefault(tuple(r[bc] for _, bc in pairs), []).append(r)

@@ -1,7 +1,8 @@
 """The state of a Spark tick and how it is kept: merging derived rows into stored frames
-(set semantics by an anti-join, keyed heads by one aggregation, a few rows as local *layers*),
-checkpoints, state files in the session's checkpoint directory, and the helpers that move a few
-rows between the driver and Spark without a job.
+(set semantics by an anti-join, keyed heads by one aggregation, a few rows as an *overlay* on
+the driver), checkpoints and state files in the session's checkpoint directory. Lookups of
+stored rows and the helpers that move a few rows between the driver and Spark without a job
+are :mod:`blooml.spark._dflookup`.
 
 This module knows the IR and nothing of the DSL.
 """
@@ -15,6 +16,15 @@ from blooml.errors import KeyConstraintError
 from blooml.ir import Group, Rule, Scan
 from blooml.lattices import lbool
 from blooml.lattices._base import Lattice
+from blooml.spark._dflookup import (
+    Lookups,
+    _atomic,
+    _local_frame,
+    _local_ok,
+    _local_plan,
+    _local_rows,
+    _matches,
+)
 from blooml.spark._dfplan import _CELL, DataFramePlan
 
 __all__ = ["anti_join", "checkpoint_dir", "delete_files", "keep_state", "merge_saved"]
@@ -22,12 +32,79 @@ __all__ = ["anti_join", "checkpoint_dir", "delete_files", "keep_state", "merge_s
 #: the most rows a delta kept on the driver may have (input lists, incremental group-bys)
 SMALL_DELTA = 1024
 
+#: the most rows (rows added, and values of rows removed) a collection's :class:`Overlay` holds
+#: on the driver; past it the engine compacts the collection after the tick, as a maintenance
+#: step of its own (``SparkEngine.compact``)
+OVERLAY_ROWS = 8 * SMALL_DELTA
+
+
+class Overlay:
+    """The changes made to a stored collection since its frame was last materialized, kept
+    on the driver: the rows added (``added``, the live ones) and, per tuple of columns, the
+    values of the stored rows removed (``removed``: rows deleted, or replaced by a key's new
+    row). The collection is ``base`` less the removed rows plus the added ones: one filter and
+    one local relation, however many ticks changed it, so nothing is rewritten and the plan
+    does not grow with the ticks (each change is merged into the overlay on the driver).
+    Compaction (writing the collection anew) happens between ticks, when the overlay has
+    grown past :data:`OVERLAY_ROWS` or when asked (``SparkEngine.compact``)."""
+
+    __slots__ = ("added", "base", "frame", "removed")
+
+    def __init__(self, base: Any) -> None:
+        self.base = base
+        self.removed: dict[tuple[str, ...], dict[tuple[Any, ...], None]] = {}
+        self.added: list[tuple[Any, ...]] = []
+        #: the frame :meth:`build` made last (the collection's state while it is current)
+        self.frame: Any = base
+
+    def copy(self) -> Overlay:
+        """A copy to change inside a tick (a failed tick leaves the carried one as it was)."""
+        out = Overlay(self.base)
+        out.removed = {c: dict(v) for c, v in self.removed.items()}
+        out.added = list(self.added)
+        out.frame = self.frame
+        return out
+
+    def size(self) -> int:
+        """Rows held on the driver: added rows and removed rows' values."""
+        return len(self.added) + sum(len(v) for v in self.removed.values())
+
+    def change(
+        self,
+        columns: list[str],
+        cols: list[str],
+        gone: list[tuple[Any, ...]],
+        add: list[tuple[Any, ...]],
+    ) -> None:
+        """Remove the rows whose ``cols`` equal one of ``gone`` (NULL equal to NULL; values as
+        Spark gives them back), then add the rows ``add``."""
+        if gone:
+            idx = [columns.index(c) for c in cols]
+            out = set(gone)
+            self.added = [r for r in self.added if tuple(r[i] for i in idx) not in out]
+            self.removed.setdefault(tuple(cols), {}).update(dict.fromkeys(gone))
+        self.added.extend(add)
+
+    def build(self, spark: Any) -> Any:
+        """The collection's frame: ``base`` less the removed rows, plus the added ones."""
+        from pyspark.sql import functions as F
+
+        df = self.base
+        for cols, vals in self.removed.items():
+            if vals:
+                hit = _matches(list(cols), list(vals), self.base.schema)
+                df = df.where(~F.coalesce(hit, F.lit(False)))
+        if self.added:
+            df = df.unionByName(_local_frame(spark, self.added, self.base.schema))
+        self.frame = df
+        return df
+
 
 class _State:
     """The state of one tick being evaluated: stored frames and their exact row counts, this
     tick's deltas, and how derived rows merge into the stored frames (as new frames, or as
-    small local *layers* on them). :class:`blooml.spark._dfeval._Run` evaluates rule bodies
-    over it."""
+    a small *overlay* on them, kept on the driver). :class:`blooml.spark._dfeval._Run`
+    evaluates rule bodies over it."""
 
     def __init__(self, spark: Any, plan: DataFramePlan, checkpoint_every: int) -> None:
         self.spark = spark
@@ -69,10 +146,69 @@ class _State:
         self._small_result: tuple[Any, int] = (None, 0)
         #: id(a local frame of rows on the driver) -> (the frame, its rows)
         self.local_frames: dict[int, tuple[Any, list[tuple[Any, ...]]]] = {}
-        #: collection -> local layers on its stored frame (:meth:`_layer`), across ticks
-        self.layers: dict[str, int] = {}
-        #: collections given a new frame this tick other than by layers: kept in full
+        #: collection -> the changes on its materialized frame kept on the driver
+        #: (:meth:`_layer`), across ticks; copied before this tick changes one
+        self.overlays: dict[str, Overlay] = {}
+        self._own: set[str] = set()
+        #: collections given a new frame this tick other than by overlays: kept in full
         self.rewrite: set[str] = set()
+        #: stored rows looked up this tick (by the values of some columns), and the lookups
+        #: queued to run with the next one (:meth:`stored_rows`, :meth:`_ahead_for`)
+        self.lookups = Lookups()
+        #: collection -> what the rules reading it look up by its rows (:func:`_reads_of`)
+        self._reads: dict[str, list[tuple[str, tuple[str, ...], tuple[int, ...]]]] = {}
+
+    # looking up stored rows -----------------------------------------------------------------
+
+    def _base(self, name: str) -> tuple[Any, Overlay | None]:
+        """``name``'s materialized frame and its overlay (None: the state is that frame)."""
+        frame = self.state[name]
+        ov = self.overlays.get(name)
+        if ov is None or ov.frame is not frame:
+            return frame, None
+        return ov.base, ov
+
+    def stored_rows(
+        self, name: str, cols: list[str], keys: list[tuple[Any, ...]]
+    ) -> list[tuple[Any, ...]]:
+        """The stored rows of ``name`` whose ``cols`` equal (NULL-safe) one of ``keys``: its
+        materialized frame looked up (:class:`~blooml.spark._dflookup.Lookups`: once per value
+        and tick, with the lookups queued for later rounds, in one job), its overlay applied
+        on the driver."""
+        base, ov = self._base(name)
+        got = self.lookups.rows(base, cols, keys)
+        if ov is None:
+            return got
+        names = self.cols(name)
+        gone = [([names.index(c) for c in rc], vals) for rc, vals in ov.removed.items() if vals]
+        out = [r for r in got if not any(tuple(r[i] for i in ix) in v for ix, v in gone)]
+        idx = [names.index(c) for c in cols]
+        want = set(keys)
+        out += [r for r in ov.added if tuple(r[i] for i in idx) in want]
+        return out
+
+    def _ahead_for(self, name: str, rows: list[tuple[Any, ...]]) -> None:
+        """Queue the lookups that rules reading ``name`` will make when ``rows`` (candidate
+        rows of ``name``: some may turn out stored already) are its delta: the rows of the
+        other side of a join or a ``notin`` with the same values, and the head rows a
+        projection or a ``group`` of them merges into. They run with the next lookup, in its
+        job, so that a fixpoint round whose delta is a few rows needs one job, not one per
+        lookup."""
+        if not rows:
+            return
+        reads = self._reads.get(name)
+        if reads is None:
+            reads = self._reads[name] = _reads_of(self.ir, name)
+        for target, cols, idx in reads:
+            frame = self.state.get(target)
+            if frame is None or not _atomic(frame.schema):
+                continue
+            base, _ = self._base(target)
+            self.lookups.ahead(base, cols, [tuple(r[i] for i in idx) for r in rows])
+
+    def name_of(self, frame: Any) -> str | None:
+        """The collection whose current state ``frame`` is, if any."""
+        return next((n for n, f in self.state.items() if f is frame), None)
 
     def lose(self, name: str) -> None:
         """``name`` lost rows this tick in a way not known row by row (see :meth:`delete_local`
@@ -84,10 +220,9 @@ class _State:
         """Delete the stored rows of ``name`` whose ``match`` columns equal those of one of
         ``rows`` (a ``<-`` rule's facts), when they are few: one job collects them, one reads
         the stored rows they match (a filter by their values), and the state becomes its
-        stored frame less those rows, a layer (nothing rewritten). The rows deleted are
-        recorded in ``removed``, so that a ``group`` over ``name`` updates only the groups
-        they touch. False (nothing done) when the rows are many or not atomic."""
-        from pyspark.sql import functions as F
+        stored frame less those rows, a change of its overlay (nothing rewritten). The rows
+        deleted are recorded in ``removed``, so that a ``group`` over ``name`` updates only
+        the groups they touch. False (nothing done) when the rows are many or not atomic."""
 
         old = self.state[name]
         if not _atomic(old.schema):
@@ -97,12 +232,11 @@ class _State:
             return False
         first = name not in self.shrunk
         keys = _local_rows(self.spark, given, old.select(*match).schema)
-        # the lookup's filter as it is (Parquet prunes row groups by it; not under coalesce)
-        hit = _matches(match, keys, old.schema)
-        gone = [tuple(r) for r in old.where(hit).collect()] if keys else []
+        if match == self.cols(name):  # what reads it looks up by the rows deleted: one job
+            self._ahead_for(name, keys)
+        gone = self.stored_rows(name, match, keys) if keys else []
         if gone:
-            keep = old.where(~F.coalesce(hit, F.lit(False)))
-            self._layer(name, keep, self.state_rows(name) - len(gone))
+            self._layer(name, self.state_rows(name) - len(gone), match, keys, [])
             self.shrunk.add(name)
             if first:
                 self.removed[name] = gone
@@ -188,12 +322,11 @@ class _State:
         """Merge a few derived rows into the stored keyed collection ``name`` on the driver:
         the rows collected and merged per key, one job reads the stored rows of their keys (a
         filter by the key values, which state files sorted or bucketed by the key prune), and
-        the keys whose row is new or grew replace their stored rows as a layer (no scan or
+        the keys whose row is new or grew replace their stored rows in its overlay (no scan or
         shuffle of the state); they are the delta. Lattice columns merge as in :meth:`merge`
         (``lmax``/``lmin``/``lbool``, NULL their bottom); a key whose other values disagree
         takes :meth:`merge` instead, which says which rows conflict. False when it does not
         apply (nothing done)."""
-        from pyspark.sql import functions as F
 
         info = self.ir.collections[name]
         old = self.state[name]
@@ -225,10 +358,8 @@ class _State:
             return False  # derived rows disagree: merge() raises the KeyConstraintError
         learn_types(self.plan, name, rows)
         keys = list(merged)
-        stored = {
-            tuple(r[:nk]): tuple(r[nk:])
-            for r in old.where(_matches(cols[:nk], keys, old.schema)).collect()
-        }
+        self._ahead_for(name, [(*k, *v) for k, v in merged.items()])
+        stored = {tuple(r[:nk]): tuple(r[nk:]) for r in self.stored_rows(name, cols[:nk], keys)}
         changed: list[tuple[Any, ...]] = []
         for k, v in merged.items():
             was = stored.get(k)
@@ -255,10 +386,9 @@ class _State:
             return True
         changed = _local_rows(self.spark, changed, old.schema)
         delta = _local_frame(self.spark, changed, old.schema)
-        gone = _matches(cols[:nk], [r[:nk] for r in changed], old.schema)
-        state = old.where(~F.coalesce(gone, F.lit(False))).unionByName(delta)
         added = sum(1 for r in changed if tuple(r[:nk]) not in stored)
-        self._layer(name, state, self.state_rows(name) + added)
+        gone = [tuple(r[:nk]) for r in changed if tuple(r[:nk]) in stored]
+        self._layer(name, self.state_rows(name) + added, cols[:nk], gone, changed)
         self._local_delta(name, delta, changed)
         self._small_result = (delta, len(changed))
         return True
@@ -269,12 +399,13 @@ class _State:
         old = self.state[name]
         cols = self.cols(name)
         local = list(dict.fromkeys(_local_rows(self.spark, given, old.schema)))
-        stored = {tuple(x) for x in old.where(_matches(cols, local, old.schema)).collect()}
+        self._ahead_for(name, local)
+        stored = {tuple(x) for x in self.stored_rows(name, cols, local)}
         new = [x for x in local if x not in stored]
         if not new:
             return None, 0
         delta = _local_frame(self.spark, new, old.schema)
-        self._layer(name, old.unionByName(delta), self.state_rows(name) + len(new))
+        self._layer(name, self.state_rows(name) + len(new), cols, [], new)
         self._local_delta(name, delta, new)
         return delta, len(new)
 
@@ -311,8 +442,7 @@ class _State:
             )
         keys = _local_rows(self.spark, list(inc), old.select(*cols[:nk]).schema)
         inc = dict(zip(keys, inc.values(), strict=True))
-        match = _matches(cols[:nk], keys, old.schema)
-        stored = {tuple(r[:nk]): tuple(r[nk:]) for r in old.where(match).collect()}
+        stored = {tuple(r[:nk]): tuple(r[nk:]) for r in self.stored_rows(name, cols[:nk], keys)}
         new_rows, changed = [], []
         for k, v in inc.items():
             was = stored.get(k)
@@ -328,11 +458,13 @@ class _State:
             if now != was:
                 changed.append((*k, *now))
         new_rows = _local_rows(self.spark, new_rows, old.schema)
-        touched = _local_frame(self.spark, new_rows, old.schema)
-        from pyspark.sql import functions as F
-
-        state = old.where(~F.coalesce(match, F.lit(False))).unionByName(touched)
-        self._layer(name, state, self.state_rows(name) + len(new_rows) - len(stored))
+        self._layer(
+            name,
+            self.state_rows(name) + len(new_rows) - len(stored),
+            cols[:nk],
+            list(stored),
+            new_rows,
+        )
         if len(changed) > len(new_rows) - len(stored):
             self.lose(name)  # a stored group's row was replaced
         if not changed:
@@ -455,13 +587,29 @@ class _State:
         other = next((r for r in derived if r != first), derived[-1])
         raise KeyConstraintError(name, key if len(key) != 1 else key[0], first, other)
 
-    def _layer(self, name: str, state: Any, rows: int) -> None:
-        """The new state of ``name`` (``rows`` rows): the stored frame with a few rows on the
-        driver added or filtered out, a *layer* kept unmaterialized (its stored frame, read
-        back from the checkpoint directory's files or a checkpoint, stays as it is) until
-        ``checkpoint_every`` layers pile up (see :func:`run_plan`)."""
-        self.layers[name] = self.layers.get(name, 0) + 1
-        self.state[name] = state
+    def _layer(
+        self,
+        name: str,
+        rows: int,
+        cols: list[str],
+        gone: list[tuple[Any, ...]],
+        add: list[tuple[Any, ...]],
+    ) -> None:
+        """The new state of ``name`` (``rows`` rows): its stored rows whose ``cols`` equal one
+        of ``gone`` removed, the rows ``add`` (on the driver, typed as stored) added, as a
+        change of its :class:`Overlay` (its materialized frame, read back from the checkpoint
+        directory's files or a checkpoint, stays as it is; nothing runs)."""
+        ov = self.overlays.get(name)
+        cur = self.state[name]
+        if ov is None or ov.frame is not cur:  # the state was replaced: a new overlay on it
+            ov = Overlay(cur)
+            self.overlays[name] = ov
+            self._own.add(name)
+        elif name not in self._own:
+            ov = self.overlays[name] = ov.copy()
+            self._own.add(name)
+        ov.change(self.cols(name), cols, gone, add)
+        self.state[name] = ov.build(self.spark)
         self.n_state[name] = rows
 
     def _store(self, name: str, state: Any, rows: int, *, checkpointed: bool = False) -> None:
@@ -544,7 +692,9 @@ def keep_state(
     more). ``sort``: the rows are sorted by their first column (when it is atomic) and
     written in row groups of :data:`STATE_ROW_GROUP` bytes (more for a state of many
     ``rows``: see :data:`STATE_ROW_GROUPS`), so that a filter by a few of its values reads
-    only the row groups whose range holds them. Without a checkpoint
+    only the row groups whose range holds them; every column gets a Bloom filter per row
+    group, so that a filter by a few values of another column skips the groups that lack
+    them. Without a checkpoint
     directory (or for a column Parquet cannot hold, such as ``void``): a
     ``localCheckpoint`` (:func:`_checkpoint`)."""
     from pyspark.sql.types import NullType
@@ -560,7 +710,17 @@ def keep_state(
     if sort and df.columns and _atomic(df.select(df.columns[0]).schema):
         writer = df.sort(df.columns[0])
     block = max(STATE_ROW_GROUP, (rows or 0) * 8 * len(df.columns) // STATE_ROW_GROUPS)
-    writer.write.option("parquet.block.size", block).parquet(path)
+    # a Bloom filter per column and row group, so that a lookup of a few values (at most
+    # spark.sql.parquet.pushdown.inFilterThreshold, 10) on any column skips the row groups
+    # that cannot hold them, not only on the sorted first column; sized for the rows of a
+    # group (Parquet's default, 1 MB a filter, made files 100x larger)
+    bloom = max(1024, block // (4 * max(1, len(df.columns))))
+    (
+        writer.write.option("parquet.block.size", block)
+        .option("parquet.bloom.filter.enabled", "true")
+        .option("parquet.bloom.filter.max.bytes", bloom)
+        .parquet(path)
+    )
     if files is not None:
         files.append(path)
     return spark.read.parquet(path)
@@ -647,101 +807,6 @@ def _broadcast_bytes(spark: Any) -> int:
         return 10 << 20
 
 
-def _atomic(schema: Any) -> bool:
-    """Whether every column of ``schema`` is of a type a SQL literal states exactly (numbers,
-    strings, booleans, dates, timestamps with a time zone): rows of such a frame can live on
-    the driver as a local frame (:func:`_local_frame`)."""
-    from pyspark.sql import types as T
-
-    ok = (T.NumericType, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.NullType)
-    return all(isinstance(f.dataType, ok) for f in schema.fields)
-
-
-def _local_ok(rows: Any, stored: Any) -> bool:
-    """Whether rows of schema ``rows`` can be merged as local rows into a collection stored
-    with schema ``stored``: atomic columns (:func:`_atomic`) of the stored types (rows of
-    another type take the full merge, which unifies them or says why not)."""
-    from pyspark.sql.types import NullType
-
-    return _atomic(stored) and all(
-        f.dataType == t.dataType or isinstance(f.dataType, NullType)
-        for f, t in zip(rows.fields, stored.fields, strict=True)
-    )
-
-
-def _local_plan(df: Any) -> bool:
-    """Whether ``df``'s rows are a local relation once Spark has optimized its plan (rows on
-    the driver, selected, filtered and computed there): collecting it runs no job. Classic
-    sessions (Spark Connect: False)."""
-    jdf = getattr(df, "_jdf", None)
-    if jdf is None:
-        return False
-    try:
-        plan = jdf.queryExecution().optimizedPlan()
-        return bool(plan.getClass().getSimpleName() == "LocalRelation")
-    except Exception:  # pragma: no cover - an internal API moved: take the general path
-        return False
-
-
-def _local_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
-    """A frame of ``rows`` (at least one) with ``schema``'s columns and types, as a local
-    relation (an inline table of parameters): collecting it, or filtering by its values, runs
-    no job (``createDataFrame`` on a classic session makes an RDD, scanned by a job)."""
-    width = len(schema.fields)
-    values = ", ".join("(" + ", ".join(["?"] * width) + ")" for _ in rows)
-    cols = ", ".join(
-        f"CAST(col{i + 1} AS {f.dataType.simpleString()}) AS `{f.name}`"
-        for i, f in enumerate(schema.fields)
-    )
-    args = [v for r in rows for v in r]
-    return spark.sql(f"SELECT {cols} FROM VALUES {values}", args=args)
-
-
-def _local_rows(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> list[tuple[Any, ...]]:
-    """``rows`` as Spark gives them back in ``schema``'s types (a Python int of a ``double``
-    column becomes a float, ...), so that they compare equal to collected rows (no job)."""
-    if not rows or not schema.fields:  # no columns (a global aggregate's key): nothing to type
-        return [tuple(r) for r in rows]
-    return [tuple(r) for r in _local_frame(spark, rows, schema).collect()]
-
-
-def _matches(cols: list[str], rows: list[tuple[Any, ...]], schema: Any) -> Any:
-    """A Column: the row's ``cols`` equal (NULL-safe) those of one of ``rows``."""
-    from pyspark.sql import functions as F
-
-    if not cols:  # no key columns (a global aggregate's one row): every row matches
-        return F.lit(bool(rows))
-    types = {f.name: f.dataType for f in schema.fields}
-    if len(cols) == 1:
-        c = F.col(cols[0])
-        vals = [r[0] for r in rows if r[0] is not None]
-        out = c.isin([F.lit(v).cast(types[cols[0]]) for v in vals]) if vals else F.lit(False)
-        if len(vals) < len(rows):
-            out = out | c.isNull()
-        return out
-    first = list(dict.fromkeys(r[0] for r in rows if r[0] is not None))
-    # the first column alone: a filter Parquet pushes down (files are sorted by it)
-    head = F.col(cols[0]).isin([F.lit(v).cast(types[cols[0]]) for v in first])
-    if any(r[0] is None for r in rows):
-        head = head | F.col(cols[0]).isNull()
-    out = F.lit(False)
-    plain = [r for r in rows if None not in r]
-    if plain:
-        out = F.struct(*cols).isin(
-            [
-                F.struct(*[F.lit(v).cast(types[c]).alias(c) for c, v in zip(cols, r, strict=True)])
-                for r in plain
-            ]
-        )
-    for r in rows:
-        if None in r:
-            cond = F.lit(True)
-            for name, v in zip(cols, r, strict=True):
-                cond = cond & F.col(name).eqNullSafe(F.lit(v).cast(types[name]))
-            out = out | cond
-    return head & out
-
-
 def anti_join(left: Any, right: Any, cols: list[str]) -> Any:
     """The rows of ``left`` whose ``cols`` equal those of no row of ``right`` (which has those
     columns), NULL-safe as the local engine compares (None equals None): ``<=>``, which Spark
@@ -795,3 +860,86 @@ def learn_types(plan: DataFramePlan, name: str, rows: Any) -> None:
     for i, f in enumerate(rows.schema.fields):
         if not isinstance(f.dataType, NullType):
             known.setdefault(i, f.dataType)
+
+
+def _walk(node: Any) -> Any:
+    """``node`` and every node under it."""
+    yield node
+    for attr in ("input", "left", "right"):
+        child = getattr(node, attr, None)
+        if child is not None and not isinstance(child, (int, str)):
+            yield from _walk(child)
+    for child in getattr(node, "inputs", ()) or ():
+        yield from _walk(child)
+
+
+def _reads_of(ir: Any, name: str) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:
+    """What the rules reading collection ``name`` look up by the values of its rows, as
+    (collection, its columns looked up, the positions in ``name``'s rows of the values): the
+    other input of an inner equi-join or a ``notin`` with a scan of ``name``, and the head
+    that a scan, a projection of columns or a ``group`` of ``name`` merges into (by its key
+    columns, or every column of a set-semantics head)."""
+    from blooml.ir import Group, Join, Map, NotIn
+    from blooml.ir import exprs as X
+
+    out: list[tuple[str, tuple[str, ...], tuple[int, ...]]] = []
+    for rule in ir.rules:
+        for node in _walk(rule.body):
+            if isinstance(node, Join) and node.how == "inner":
+                for a, inp in enumerate(node.inputs):
+                    if not (isinstance(inp, Scan) and inp.name == name):
+                        continue
+                    for b, other in enumerate(node.inputs):
+                        if b == a or not isinstance(other, Scan):
+                            continue
+                        pairs = [
+                            (p.lcol, p.rcol) if p.left == a else (p.rcol, p.lcol)
+                            for p in node.preds
+                            if {p.left, p.right} == {a, b}
+                        ]
+                        if pairs:
+                            out.append(
+                                (
+                                    other.name,
+                                    tuple(f"c{bc}" for _, bc in pairs),
+                                    tuple(ac for ac, _ in pairs),
+                                )
+                            )
+            if (
+                isinstance(node, NotIn)
+                and node.fn is None
+                and isinstance(node.left, Scan)
+                and node.left.name == name
+                and isinstance(node.right, Scan)
+            ):
+                pairs = [(p.lcol, p.rcol) for p in node.preds] or [
+                    (i, i) for i in range(len(node.left.cols))
+                ]
+                out.append(
+                    (node.right.name, tuple(f"c{b}" for _, b in pairs), tuple(a for a, _ in pairs))
+                )
+        head = ir.collections.get(rule.head)
+        body = rule.body
+        if head is None:
+            continue
+        nk = len(head.keys) if head.values else len(head.columns)
+        proj: tuple[int, ...] | None = None
+        if isinstance(body, Scan) and body.name == name:
+            proj = tuple(range(nk))
+        elif isinstance(body, Group) and isinstance(body.input, Scan) and body.input.name == name:
+            proj, nk = tuple(body.keys), len(body.keys)
+        elif isinstance(body, Map) and isinstance(body.input, Scan) and body.input.name == name:
+            try:
+                expr = body.expr
+            except Exception:  # pragma: no cover - a function that does not decompile
+                expr = None
+            items = expr.items if isinstance(expr, X.TupleExpr) else (expr,)
+            got = []
+            for e in items[:nk]:
+                if isinstance(e, X.Attr) and isinstance(e.obj, X.Arg) and e.name in body.input.cols:
+                    got.append(body.input.cols.index(e.name))
+            if len(got) == nk and len(items) == len(head.columns):
+                proj = tuple(got)
+        if proj is not None and nk:
+            out.append((rule.head, tuple(f"c{i}" for i in range(nk)), proj))
+    return list(dict.fromkeys(out))

@@ -18,6 +18,7 @@ from blooml.spark._dfeval import _aggregate, _Run
 from blooml.spark._dfplan import _INCREMENTAL, DataFramePlan
 from blooml.spark._dfstate import (
     SMALL_DELTA,
+    Overlay,
     _atomic,
     _checkpoint,
     _local_frame,
@@ -25,7 +26,6 @@ from blooml.spark._dfstate import (
     _local_rows,
     _matches,
     anti_join,
-    checkpoint_dir,
     learn_types,
 )
 from blooml.spark._exactsum import is_float_type
@@ -46,14 +46,15 @@ class Carry:
     derives them has a changed input); and, for whoever saves the state, what the tick
     changed (``delta``, ``shrunk``)."""
 
-    __slots__ = ("counts", "delta", "fed", "layers", "shrunk")
+    __slots__ = ("counts", "delta", "fed", "overlays", "shrunk")
 
     def __init__(self, counts: dict[str, int] | None = None, fed: set[str] | None = None) -> None:
         self.counts = dict(counts or {})
         self.fed = set(fed or ())
-        #: collection -> the local layers on its last materialized frame (0: the frame is new
-        #: and whoever keeps it writes it; n > 0: it is that frame plus n small layers)
-        self.layers: dict[str, int] = {}
+        #: collection -> the changes kept on the driver on its last materialized frame
+        #: (:class:`~blooml.spark._dfstate.Overlay`); a collection without one has a new
+        #: frame, which whoever keeps the state writes
+        self.overlays: dict[str, Overlay] = {}
         #: after a tick: collection -> the rows it gained or that grew (keyed: the merged rows)
         self.delta: dict[str, Any] = {}
         #: after a tick: the collections that lost rows (deleted, replaced, recomputed scratches)
@@ -116,7 +117,7 @@ def run_plan(
             if n in derived:
                 run.reset.add(n)
     run.fresh = state is None
-    run.layers = {n: k for n, k in carry.layers.items() if n in run.state}
+    run.overlays = {n: ov for n, ov in carry.overlays.items() if run.state.get(n) is ov.frame}
     run.lattices.update(lattices or {})
     for name, rows in pend.get("<+-", {}).items():
         old = run.state.get(name)
@@ -197,19 +198,13 @@ def run_plan(
             _jobs.label(end=True, what=f"{op} facts for the next tick into {name} {_rules(idx)}")
             if not _local_plan(by_head[name]):  # rows on the driver stay there
                 by_head[name] = _checkpoint(by_head[name])  # a snapshot of this tick's state
-    # layers piled up: the state materialized (written to the checkpoint directory by the
-    # engine when the session has one, else checkpointed here)
-    reliable = checkpoint_dir(spark) is not None
-    for name in run.rewrite:
-        run.layers[name] = 0
-    for name, k in list(run.layers.items()):
-        if name not in run.state:
-            del run.layers[name]
-        elif k >= run.checkpoint_every:
-            run.layers[name] = 0
-            if not reliable:
-                run.state[name] = _checkpoint(run.state[name])
-    carry.layers = dict(run.layers)
+    # a collection given a new frame (not only overlay changes) is kept anew by the engine;
+    # the others stay their materialized frames plus their overlays (compacted between ticks)
+    carry.overlays = {
+        n: ov
+        for n, ov in run.overlays.items()
+        if n not in run.rewrite and run.state.get(n) is ov.frame
+    }
     carry.counts = {n: c for n, c in run.n_state.items() if n in run.state}
     carry.fed = set(run.fed)
     carry.shrunk = set(run.shrunk) | (set(run.state) if run.fresh else set())
@@ -476,7 +471,8 @@ def _regroup(run: _Run, rule: Rule) -> tuple[Any, int]:
     """Update the scratch ``rule.head`` (see :func:`_regroupable`) for the groups this tick's
     changes of its input touch: one job aggregates the input's rows of those groups (a filter
     by their keys), one reads their stored rows; the new state is the stored one less those
-    groups plus their new rows, a layer. Returns (the rows that changed or None, how many)."""
+    groups plus their new rows, an overlay change. Returns (the rows that changed or None, how
+    many)."""
     from pyspark.sql import functions as F
 
     node = rule.body
@@ -503,14 +499,12 @@ def _regroup(run: _Run, rule: Rule) -> tuple[Any, int]:
     # a group with no rows left has no row (groupBy() of no keys gives one, counting 0)
     fresh = [tuple(r)[:-1] for r in grouped.collect() if r["_rows"]]
     new_rows = _local_rows(run.spark, fresh, old.schema)
-    hit = _matches(cols[:nk], keys, old.schema)
-    stored = {tuple(r[:nk]): tuple(r[nk:]) for r in old.where(hit).collect()}
+    stored = {tuple(r[:nk]): tuple(r[nk:]) for r in run.stored_rows(name, cols[:nk], keys)}
     now = {tuple(r[:nk]): tuple(r[nk:]) for r in new_rows}
     changed = [(*k, *v) for k, v in now.items() if stored.get(k) != v]
-    state = old.where(~F.coalesce(hit, F.lit(False)))
-    if new_rows:
-        state = state.unionByName(_local_frame(run.spark, new_rows, old.schema))
-    run._layer(name, state, run.state_rows(name) - len(stored) + len(new_rows))
+    run._layer(
+        name, run.state_rows(name) - len(stored) + len(new_rows), cols[:nk], list(stored), new_rows
+    )
     if any(k in now for k in stored if stored[k] != now.get(k)) or set(stored) - set(now):
         run.lose(name)  # a stored group's row was replaced or removed
     if not changed:
@@ -530,12 +524,15 @@ def _tick_delta_rows(run: _Run, rule: Rule) -> list[Any]:
     run.delta, run.n_delta = {}, {}
     for n in names:
         parts = run.tick_delta[n]
+        rows = run.tick_local.get(n)
         df = parts[0][0]
-        for p, _ in parts[1:]:
-            df = df.unionByName(p)
+        if rows is not None and len(parts) > 1:  # one local frame (no job to collect it)
+            df = _local_frame(run.spark, rows, df.schema)
+        else:
+            for p, _ in parts[1:]:
+                df = df.unionByName(p)
         run.delta[n] = df
         run.n_delta[n] = sum(c for _, c in parts)
-        rows = run.tick_local.get(n)
         if rows is not None:
             run.local_frames[id(df)] = (df, rows)
     try:

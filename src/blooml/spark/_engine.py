@@ -33,6 +33,7 @@ from blooml.spark._dfengine import (
     keep_state,
     run_plan,
 )
+from blooml.spark._dfstate import OVERLAY_ROWS
 from blooml.spark._errors import worker_errors
 from blooml.spark._formats import Pickled, column_format, spec_of
 from blooml.spark._lazy import check_worker_python, is_connect, require_pyspark
@@ -267,7 +268,7 @@ class SparkEngine:
                 state,
                 carried.state if carried else {},
                 keep,
-                carry.layers,
+                carry.overlays,
                 carry.counts,
             )
         result = DataFrameResult(self.spark, plan, state, lattices, rounds, touched)
@@ -275,7 +276,54 @@ class SparkEngine:
             assert isinstance(tick, int)
             self._ticks[plan.ir.name] = _Carried(tick, state, lattices, pending, plan, carry)
             result.tick = tick
+            # between ticks: the collections whose overlays outgrew the driver written anew,
+            # as a step of its own (its jobs say "maintenance after tick n"), never inside a tick
+            due = [n for n, ov in carry.overlays.items() if ov.size() > OVERLAY_ROWS]
+            if due:
+                self._compact(plan.ir.name, due)
         return result
+
+    def compact(self, program: Any = None) -> dict[str, int]:
+        """Write anew every collection of the program that carries changes on the driver.
+
+        A tick that changes a few rows of a stored collection keeps them on the driver as an
+        *overlay* on the collection's materialized frame (its state files, or a checkpoint
+        without a checkpoint directory): rows added, and the stored rows removed or replaced.
+        The engine compacts a collection by itself after the tick whose changes take its
+        overlay past 8,192 rows; ``compact`` does it now, for every collection with an
+        overlay, e.g. at a quiet time between ticks (as Delta Lake's ``OPTIMIZE``). Its jobs
+        are described ``blooml <program> maintenance after tick <n>: compact <collection>``.
+        Returns collection -> rows written (empty when there was nothing to compact)."""
+        ir = self._bound(program)
+        carried = self._ticks.get(ir.name)
+        if carried is None or carried.carry is None or not carried.carry.overlays:
+            return {}
+        return self._compact(ir.name, list(carried.carry.overlays))
+
+    def _compact(self, program: str, names: list[str]) -> dict[str, int]:
+        carried = self._ticks[program]
+        carry = carried.carry
+        assert carry is not None
+        state = dict(carried.state)
+        done = {}
+        kept = self._files.setdefault(program, {})
+        with _jobs.tick(self.spark, program, carried.tick, "maintenance after tick"):
+            for name in names:
+                ov = carry.overlays.get(name)
+                if ov is None or state.get(name) is not ov.frame:
+                    continue
+                rows = carry.counts.get(name)
+                _jobs.label(what=f"compact {name} ({ov.size():,} rows on the driver)")
+                files: list[str] = []
+                state[name] = keep_state(ov.frame, files, sort=True, rows=rows)
+                if files:
+                    old = kept.get(name, [])
+                    kept[name] = [*old[-1:], *files]
+                    delete_files(self.spark, old[:-1])
+                done[name] = -1 if rows is None else rows
+        carried.state = state
+        carry.overlays = {n: ov for n, ov in carry.overlays.items() if n not in done}
+        return done
 
     def _keep(
         self,
@@ -283,16 +331,17 @@ class SparkEngine:
         state: dict[str, Any],
         before: Mapping[str, Any],
         keep: bool,
-        layers: Mapping[str, int],
+        overlays: Mapping[str, Any],
         counts: Mapping[str, int],
     ) -> dict[str, Any]:
         """The tick's state frames that changed, materialized for after the tick: reliable
         Parquet files in the checkpoint directory when the session has one (see
         :func:`keep_state`; sorted by the first column, so that a filter by a few of its
         values reads few row groups), else left as the tick's local checkpoints. A frame
-        that is its kept files plus a few rows on the driver (``layers``, see
-        ``_Run._layer``) stays as it is: nothing is written until the layers pile up
-        (``counts``: row counts, which size the files' row groups). A
+        that is its kept files plus changes on the driver (``overlays``, see
+        :class:`~blooml.spark._dfstate.Overlay`) stays as it is: nothing is written until
+        it is compacted between ticks (``counts``: row counts, which size the files' row
+        groups). A
         collection's files from before its previous version are deleted (a result stays
         readable until the collection changes twice more)."""
         if checkpoint_dir(self.spark) is None:
@@ -300,7 +349,7 @@ class SparkEngine:
         out = {}
         kept = self._files.setdefault(program, {}) if keep else {}
         for name, df in state.items():
-            if before.get(name) is df or layers.get(name, 0) > 0:  # its files are current
+            if before.get(name) is df or name in overlays:  # its files are current
                 out[name] = df
                 continue
             files: list[str] = []

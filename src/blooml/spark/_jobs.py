@@ -40,16 +40,17 @@ _CURRENT: ContextVar[_Tick | None] = ContextVar("blooml_spark_tick", default=Non
 class _Tick:
     """The labels of one tick's jobs, applied to its session as the steps change."""
 
-    def __init__(self, spark: Any, program: str, tick: int | str) -> None:
+    def __init__(self, spark: Any, program: str, tick: int | str, step: str = "tick") -> None:
         self.spark = spark
         self.program = program
         self.tick = tick
+        self.step = step
         self.connect = is_connect(spark)
         self.stratum: int | None = None
         self.round: int | None = None
         self.rule: Any = None
         self.what = ""
-        self.base_tag = f"blooml:{_tag_safe(program)}:tick={tick}"
+        self.base_tag = f"blooml:{_tag_safe(program)}:{_tag_safe(step.split()[0])}={tick}"
         self.step_tag: str | None = None
 
     def _compose(
@@ -68,14 +69,14 @@ class _Tick:
 
     def text(self) -> str:
         """``blooml Reach tick 3, stratum 0 round 2: rule 1 (reach.py:20, block rules): ...``."""
-        head = f"blooml {self.program} tick {self.tick}"
+        head = f"blooml {self.program} {self.step} {self.tick}"
         return self._compose(
             head, ", stratum {}", " round {}", lambda r: f": {r.describe()}", ": {}"
         )
 
     def short(self) -> str:
         """The job's name: ``blooml Reach tick 3 s0 r2 rule 1 (reach.py:20)``."""
-        head = f"blooml {self.program} tick {self.tick}"
+        head = f"blooml {self.program} {self.step} {self.tick}"
         return self._compose(head, " s{}", " r{}", lambda r: f" rule {r.index} ({r.where})", " {}")
 
     def tag(self) -> str:
@@ -112,10 +113,11 @@ def _tag_safe(text: str) -> str:
 
 
 @contextlib.contextmanager
-def tick(spark: Any, program: str, tick: int | str) -> Iterator[None]:
+def tick(spark: Any, program: str, tick: int | str, step: str = "tick") -> Iterator[None]:
     """Label every Spark job started inside with the program and the tick (and, through
-    :func:`label`, the step), restoring the session's own labels afterwards."""
-    state = _Tick(spark, program, tick)
+    :func:`label`, the step), restoring the session's own labels afterwards. ``step``:
+    ``"maintenance after tick"`` for the work the engine does between ticks."""
+    state = _Tick(spark, program, tick, step)
     saved: dict[str, Any] = {}
     depth = None
     try:

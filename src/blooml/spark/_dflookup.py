@@ -1,0 +1,195 @@
+"""Lookups of stored rows from the driver: the rows of a collection whose columns equal one of
+a few values, as a filter Parquet state files prune (sorted by the first column, row groups
+with min/max statistics), cached for the tick and batched: the lookups a tick will need next
+(:meth:`Lookups.ahead`) ride along with the one it needs now, in one Spark job; and the
+helpers that move a few rows between the driver and Spark without a job.
+
+This module knows nothing of the IR or the DSL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["Lookups"]
+
+
+class Lookups:
+    """Stored rows looked up by the values of some columns during one tick, on the driver.
+
+    A frame that does not change (a collection's materialized frame: its state files, or a
+    checkpoint) is looked up at most once per value: the rows found (none included) are kept
+    by ``(id(frame), columns)``. Lookups queued with :meth:`ahead` (the rows a later round will
+    need, e.g. the edges leaving the nodes a merge may change) run with the next lookup that
+    needs a job, as one job: a union of the filtered frames, each filter pruned by Parquet."""
+
+    def __init__(self) -> None:
+        #: (id(frame), columns) -> (the frame, {values: its rows with those values})
+        self.found: dict[tuple[int, tuple[str, ...]], tuple[Any, dict[tuple[Any, ...], list]]] = {}
+        self.queued: list[tuple[Any, tuple[str, ...], list[tuple[Any, ...]]]] = []
+        #: jobs run and rows fetched (for tests and logs)
+        self.jobs = 0
+
+    def _known(self, frame: Any, cols: tuple[str, ...]) -> dict[tuple[Any, ...], list]:
+        entry = self.found.get((id(frame), cols))
+        if entry is None or entry[0] is not frame:
+            entry = (frame, {})
+            self.found[(id(frame), cols)] = entry
+        return entry[1]
+
+    def ahead(self, frame: Any, cols: Iterable[str], keys: Iterable[tuple[Any, ...]]) -> None:
+        """Queue a lookup of ``frame``'s rows whose ``cols`` equal one of ``keys``, to run
+        with the next lookup that needs a job."""
+        cols = tuple(cols)
+        known = self._known(frame, cols)
+        missing = [k for k in dict.fromkeys(keys) if k not in known]
+        if missing:
+            self.queued.append((frame, cols, missing))
+
+    def rows(
+        self, frame: Any, cols: Iterable[str], keys: Iterable[tuple[Any, ...]]
+    ) -> list[tuple[Any, ...]]:
+        """``frame``'s rows whose ``cols`` equal (NULL-safe) one of ``keys`` (values as Spark
+        gives them back): from the driver when looked up before, else in one job with the
+        queued lookups."""
+        cols = tuple(cols)
+        keys = list(dict.fromkeys(keys))
+        known = self._known(frame, cols)
+        missing = [k for k in keys if k not in known]
+        if missing:
+            self._run([(frame, cols, missing)])
+        return [r for k in keys for r in known.get(k, ())]
+
+    def _run(self, asked: list[tuple[Any, tuple[str, ...], list[tuple[Any, ...]]]]) -> None:
+        from pyspark.sql import functions as F
+
+        todo = []
+        for frame, cols, keys in [*asked, *self.queued]:
+            known = self._known(frame, cols)
+            keys = [k for k in keys if k not in known]
+            if keys:
+                todo.append((frame, cols, keys))
+        self.queued = []
+        if not todo:
+            return
+        parts = []
+        for i, (frame, cols, keys) in enumerate(todo):
+            hit = frame.where(_matches(list(cols), keys, frame.schema))
+            parts.append(
+                hit.select(
+                    F.lit(i).alias("_q"),
+                    *[F.col(c).alias(f"q{i}_{j}") for j, c in enumerate(frame.columns)],
+                )
+            )
+        union = parts[0]
+        for p in parts[1:]:
+            union = union.unionByName(p, allowMissingColumns=True)
+        got = union.collect()
+        self.jobs += 1
+        for i, (frame, cols, keys) in enumerate(todo):
+            known = self._known(frame, cols)
+            for k in keys:
+                known.setdefault(k, [])
+            idx = [frame.columns.index(c) for c in cols]
+            width = len(frame.columns)
+            for r in got:
+                if r["_q"] != i:
+                    continue
+                row = tuple(r[f"q{i}_{j}"] for j in range(width))
+                known.setdefault(tuple(row[j] for j in idx), []).append(row)
+
+
+def _atomic(schema: Any) -> bool:
+    """Whether every column of ``schema`` is of a type a SQL literal states exactly (numbers,
+    strings, booleans, dates, timestamps with a time zone): rows of such a frame can live on
+    the driver as a local frame (:func:`_local_frame`)."""
+    from pyspark.sql import types as T
+
+    ok = (T.NumericType, T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.NullType)
+    return all(isinstance(f.dataType, ok) for f in schema.fields)
+
+
+def _local_ok(rows: Any, stored: Any) -> bool:
+    """Whether rows of schema ``rows`` can be merged as local rows into a collection stored
+    with schema ``stored``: atomic columns (:func:`_atomic`) of the stored types (rows of
+    another type take the full merge, which unifies them or says why not)."""
+    from pyspark.sql.types import NullType
+
+    return _atomic(stored) and all(
+        f.dataType == t.dataType or isinstance(f.dataType, NullType)
+        for f, t in zip(rows.fields, stored.fields, strict=True)
+    )
+
+
+def _local_plan(df: Any) -> bool:
+    """Whether ``df``'s rows are a local relation once Spark has optimized its plan (rows on
+    the driver, selected, filtered and computed there): collecting it runs no job. Classic
+    sessions (Spark Connect: False)."""
+    jdf = getattr(df, "_jdf", None)
+    if jdf is None:
+        return False
+    try:
+        plan = jdf.queryExecution().optimizedPlan()
+        return bool(plan.getClass().getSimpleName() == "LocalRelation")
+    except Exception:  # pragma: no cover - an internal API moved: take the general path
+        return False
+
+
+def _local_frame(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> Any:
+    """A frame of ``rows`` (at least one) with ``schema``'s columns and types, as a local
+    relation (an inline table of parameters): collecting it, or filtering by its values, runs
+    no job (``createDataFrame`` on a classic session makes an RDD, scanned by a job)."""
+    width = len(schema.fields)
+    values = ", ".join("(" + ", ".join(["?"] * width) + ")" for _ in rows)
+    cols = ", ".join(
+        f"CAST(col{i + 1} AS {f.dataType.simpleString()}) AS `{f.name}`"
+        for i, f in enumerate(schema.fields)
+    )
+    args = [v for r in rows for v in r]
+    return spark.sql(f"SELECT {cols} FROM VALUES {values}", args=args)
+
+
+def _local_rows(spark: Any, rows: list[tuple[Any, ...]], schema: Any) -> list[tuple[Any, ...]]:
+    """``rows`` as Spark gives them back in ``schema``'s types (a Python int of a ``double``
+    column becomes a float, ...), so that they compare equal to collected rows (no job)."""
+    if not rows or not schema.fields:  # no columns (a global aggregate's key): nothing to type
+        return [tuple(r) for r in rows]
+    return [tuple(r) for r in _local_frame(spark, rows, schema).collect()]
+
+
+def _matches(cols: list[str], rows: list[tuple[Any, ...]], schema: Any) -> Any:
+    """A Column: the row's ``cols`` equal (NULL-safe) those of one of ``rows``."""
+    from pyspark.sql import functions as F
+
+    if not cols:  # no key columns (a global aggregate's one row): every row matches
+        return F.lit(bool(rows))
+    types = {f.name: f.dataType for f in schema.fields}
+    if len(cols) == 1:
+        c = F.col(cols[0])
+        vals = [r[0] for r in rows if r[0] is not None]
+        out = c.isin([F.lit(v).cast(types[cols[0]]) for v in vals]) if vals else F.lit(False)
+        if len(vals) < len(rows):
+            out = out | c.isNull()
+        return out
+    first = list(dict.fromkeys(r[0] for r in rows if r[0] is not None))
+    # the first column alone: a filter Parquet pushes down (files are sorted by it)
+    head = F.col(cols[0]).isin([F.lit(v).cast(types[cols[0]]) for v in first])
+    if any(r[0] is None for r in rows):
+        head = head | F.col(cols[0]).isNull()
+    out = F.lit(False)
+    plain = [r for r in rows if None not in r]
+    if plain:
+        out = F.struct(*cols).isin(
+            [
+                F.struct(*[F.lit(v).cast(types[c]).alias(c) for c, v in zip(cols, r, strict=True)])
+                for r in plain
+            ]
+        )
+    for r in rows:
+        if None in r:
+            cond = F.lit(True)
+            for name, v in zip(cols, r, strict=True):
+                cond = cond & F.col(name).eqNullSafe(F.lit(v).cast(types[name]))
+            out = out | cond
+    return head & out
