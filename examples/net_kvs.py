@@ -3,8 +3,9 @@
 Run it with ``python examples/net_kvs.py``. Each ``Replica`` (started with ``blooml run`` in a
 child process) keeps its store as an ``lmap`` from key to ``lmax((version, value))``, as in
 ``examples/kvs.py``, and replicates it by delta anti-entropy (``blooml.net.antientropy.DeltaGossip``):
-every 0.1 s it sends each peer the changes that peer has not acknowledged yet (the whole store
-only to a peer that is new or restarted), and merges what it receives. The merge is a lattice
+it sends each peer a change as a delta at once (acked, resent if lost), repairs whatever else
+differs by comparing digests of key ranges every 2 s (what fills a new or restarted replica, or
+one that was cut off), and merges what it receives. The merge is a lattice
 join, so replicas converge whatever the order, loss or duplication of the gossip, and the
 traffic follows the writes, not the size of the store.
 

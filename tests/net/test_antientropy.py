@@ -170,7 +170,8 @@ def test_a_peer_back_after_its_changes_were_dropped_gets_the_whole_state() -> No
     sim = Simulation(seed=4)
     ps = _mesh(sim, ["a", "b", "c"], {"a": ["b", "c"], "b": ["a"], "c": ["a"]})
     _put(ps["a"], "k0", 1, 0)
-    sim.run(0.5)
+    # (first contact is at the first ae_clock period, 0.5 s)
+    assert sim.run_until(lambda s: "k0" in ps["c"].store.value, limit=2.0)
     assert ps["c"].store.value.reveal()["k0"] == lmax((1, 0))
     ps["a"].peer.delete([("c",)])  # a and c stop gossiping; b keeps acking a's changes
     ps["c"].peer.delete([("a",)])
@@ -224,9 +225,9 @@ def test_steady_state_sends_nothing_but_a_rare_probe() -> None:
     start = sim.now
     sim.run(10.0)
     quiet = [m for m in sim.messages if m.sent_at >= start]
-    # at most a probe and its ack per peer per 5 s (ae_probe)
-    assert len(quiet) <= 6 * 2 * 3, len(quiet)
-    assert {c for m in quiet for c, _ in m.channels} <= {"ae_delta", "ae_ack"}
+    # one root digest per peer per 2 s (ae_probe), answered by nothing: the roots agree
+    assert len(quiet) <= 6 * 6, len(quiet)
+    assert {c for m in quiet for c, _ in m.channels} <= {"ae_digest"}
     _put(ps["b"], "k2", 1, "w")  # and a change still travels at once
     t = sim.now
     assert sim.run_until(lambda s: all("k2" in p.store.value for p in ps.values()), limit=t + 1)
@@ -277,3 +278,65 @@ def test_a_large_change_travels_in_deltas_of_bounded_size() -> None:
     deltas = [m for m in sim.messages if m.src == "a" and ("ae_delta", 1) in m.channels]
     # 12 ticks of changes, 1,000 keys each: deltas of at most ae_batch_keys (4,000) keys
     assert len(deltas) >= 3 and max(m.size for m in deltas) < 4_000 * 30
+
+
+# -- two lanes: deltas at once, range repair for the rest (issue 25) -----------------------------
+
+
+def _deltas_with_keys(sim: Simulation, srcs: set[str]) -> int:
+    return sum(
+        1
+        for m in sim.messages
+        if m.src in srcs and any(c == "ae_delta" for c, _ in m.channels) and m.size > 400
+    )
+
+
+def test_what_a_repair_delivered_is_not_passed_on_as_deltas() -> None:
+    """Before, a replica filled by a bulk sync passed every key that was new to it on to its
+    other peers as deltas (over TCP at 200k keys: 128 KB/s for minutes, changes queued behind)."""
+    sim = Simulation(seed=9, delay=(0.001, 0.01), transport="tcp")
+    names = ["a", "b", "c"]
+    ps = {n: Small(addr=n, network=sim) for n in names}
+    for n in names:
+        ps[n].peer.insert([(m,) for m in names if m != n])
+    ps["a"].store.insert(_keys(1_500))
+    assert sim.run_until(lambda s: _converged(ps) and len(ps["c"].store.value) == 1_500, limit=60.0)
+    assert ps["b"].store.value == ps["c"].store.value == _keys(1_500)
+    assert _deltas_with_keys(sim, {"b", "c"}) == 0
+
+
+def test_a_small_change_does_not_wait_behind_a_repair() -> None:
+    """A 10-key change reaches a replica that is still being filled by range repair: before,
+    a peer without an ack got no delta until its bulk sync completed."""
+    sim = Simulation(seed=10, delay=0.1)  # 0.2 s round trips: the repair takes seconds
+    ps = {n: Small(addr=n, network=sim) for n in "ab"}
+    ps["a"].peer.insert([("b",)])
+    ps["b"].peer.insert([("a",)])
+    ps["a"].store.insert(_keys(3_000))
+    assert sim.run_until(lambda s: len(ps["b"].store.value) > 0, limit=10.0)
+    t = sim.now
+    ps["a"].update.insert([(0, lmap({"fresh": lmax((1, "now"))}))])
+    assert sim.run_until(lambda s: "fresh" in ps["b"].store.value, limit=t + 1.0)
+    assert sim.now - t < 0.6
+    assert len(ps["b"].store.value) < 3_000  # the repair was still under way
+    assert sim.run_until(lambda s: len(ps["b"].store.value) == 3_001, limit=60.0)
+
+
+def test_forged_senders_get_no_ack_rows_and_no_answers() -> None:
+    """``ae_acks`` kept a row per delta sender, so forged senders grew it without bound; now
+    only addresses in ``peer`` get rows, and only they get range digests in answer."""
+    sim = Simulation(seed=11)
+    ps = _mesh(sim, ["a", "b"], {"a": ["b"], "b": ["a"]})
+    _put(ps["a"], "k", 1, "v")
+    assert sim.run_until(lambda s: _converged(ps), limit=10.0)
+    a = ps["a"]
+    forged = [f"10.0.0.{i}:9" for i in range(200)]
+    a.ae_delta.insert([(a.addr, f, 7, 7, 3, False, lmap({f: lmax(1)})) for f in forged])
+    sim.run(1.0)
+    assert {r.peer for r in a.ae_acks} == {"b"}
+    a.ae_digest.insert([(a.addr, f, 7, 12345, 10) for f in forged])
+    sim.run(1.0)
+    assert {r.peer for r in a.ae_acks} == {"b"}
+    answered = {m.dst for m in sim.messages if m.src == "a" and ("ae_ranges", 1) in m.channels}
+    assert answered.isdisjoint(forged)
+    assert len(a.ae_sync) == 0

@@ -184,6 +184,10 @@ class Runtime:
         self.changes_of: set[str] = set()
         self.tick_changes: dict[str, list[tuple[Any, int]]] = {}
         self.firing: CompiledRule | None = None  # the rule being evaluated, during a tick
+        #: Callbacks per lattice variable, called after each committed tick that changed it
+        #: with ``(value at the tick's start, value now, increments merged)``: what changed,
+        #: at the cost of the change (``blooml.net.antientropy`` keeps its digests with it).
+        self.lat_watch: dict[str, list[Callable[[Any, Any, list[Any]], None]]] = {}
 
     def _plain_rows(self) -> None:
         """Store as plain tuples the rows of every collection that no user function receives:
@@ -261,12 +265,31 @@ class Runtime:
         """Run one atomic timestep."""
         if not (self.pause_gc and gc.isenabled()):
             run_tick(self)
-            return
-        gc.disable()
-        try:
-            run_tick(self)
-        finally:
-            gc.enable()
+        else:
+            gc.disable()
+            try:
+                run_tick(self)
+            finally:
+                gc.enable()
+        if self.lat_watch:
+            self._notify_lats()
+
+    def _notify_lats(self) -> None:
+        """Tell the ``lat_watch`` callbacks what the committed tick merged into their lattice
+        variables (a tick that raised never gets here: it was rolled back). The tick is
+        committed: a callback that raises is logged, never reported as the tick's failure."""
+        for name, fns in self.lat_watch.items():
+            var = self.lats[name]
+            if var.incs:
+                for fn in fns:
+                    try:
+                        fn(var.start, var.value, var.incs)
+                    except Exception:
+                        log.exception(
+                            "a lat_watch callback of %r raised after tick %d",
+                            name,
+                            self.tick_count - 1,
+                        )
 
     def tick_n(self, n: int) -> None:
         """Run ``n`` ticks."""

@@ -1,40 +1,42 @@
-"""Delta anti-entropy: replicas of a lattice send each peer what changed since its last ack.
+"""Anti-entropy: replicas of a lattice exchange small changes as deltas and repair the rest
+by comparing range digests.
 
 Whole-state gossip (send the whole ``lmap`` to every peer every period) is the simplest
 convergent replication, but it costs the whole state per peer per period, on the wire and in
-encoding, decoding and merging at both ends: at 100k keys that is seconds of CPU per period.
-:class:`DeltaGossip` is the delta-state CRDT idiom (Almeida et al., "Delta State Replicated
-Data Types", 2018) as a mixin of Bloom^L rules:
+encoding, decoding and merging at both ends. :class:`DeltaGossip` replicates ``store`` on two
+lanes, as a mixin of Bloom^L rules:
 
-* every change a replica learns (its own :attr:`~DeltaGossip.update` rows, and the part of a
-  received delta that was new to it, computed by :func:`novel` at the cost of the delta) is
-  kept in ``ae_buffer`` under the tick that learned it (its sequence number) and the peer it
-  came from;
-* every period (``ae_clock``) a peer with buffered changes newer than its last ack gets one
-  ``ae_delta`` tuple: the join of the oldest of them, up to ``ae_batch_keys`` keys (not those
-  that came from that peer), and the sequence number it covers; the peer merges it and acks
-  that number. One delta per peer is in flight at a time: the next leaves when the ack
-  arrives, or after ``ae_resend`` seconds without one (flow control: a slow peer is sent no
-  faster than it acks). A peer with nothing new gets nothing: **steady state sends nothing**,
-  but for one empty probe per peer every ``ae_probe`` period (5 s), which tells a restarted
-  peer that it needs the whole state;
-* a peer it has no usable ack from (new, restarted, or behind changes no longer buffered) gets
-  the whole state as a **bulk sync**: the store at that tick, cut into chunks of
-  ``ae_batch_keys`` keys, sent ``ae_window`` chunks at a time, each acked; when every chunk is
-  acked, deltas resume from that tick. An unacked chunk is sent again after ``ae_resend``
-  seconds, doubling with each resend; a sync that gets no ack for ``ae_stall`` seconds is
-  given up and started again after waits that double from ``ae_full_every`` up to
-  ``ae_full_max``. A
-  restart is recognised by the peer's *epoch* (its start time in ns, carried in everything it
-  sends, so an incarnation's acks never speak for the next), and an ack names the sender's
-  epoch it acknowledges (a restarted sender ignores acks of its previous incarnation);
-* changes acked by every current peer, and changes older than ``2 * ae_horizon`` ticks, are
-  dropped from the buffer, so it stays bounded.
+* **Deltas** (the delta-state CRDT idiom of Almeida, Shoker and Baquero, "Delta State
+  Replicated Data Types", 2018): every change a replica learns (its own
+  :attr:`~DeltaGossip.update` rows, and the part of a received delta that was new to it,
+  computed by :func:`novel` at the cost of the delta) is kept in ``ae_buffer`` under the tick
+  that learned it and the peer it came from, and sent to each peer at once (in the next tick,
+  not on a timer) as one ``ae_delta``: the join of the oldest changes the peer has not acked,
+  up to ``ae_batch_keys`` keys (not those that came from it), and the sequence number it
+  covers. The peer merges it and acks that number; one delta per peer is in flight (the next
+  leaves when the ack arrives, or after ``ae_resend`` seconds without one). Changes are
+  forwarded, so replicas converge over any connected peer graph, not only a full mesh. A
+  change acked by every current peer, or older than ``2 * ae_horizon`` ticks, is dropped.
+* **Range repair** (the digest comparison of Dynamo, Cassandra repair and Riak's active
+  anti-entropy): each replica keeps the digests of 1,024 key ranges of its store, updated
+  with each committed change at its cost (:mod:`blooml.net._digest`; never a re-hash of the
+  store). Every ``ae_probe`` period (2 s) it sends each peer its root digest and size
+  (``ae_digest``, about 100 bytes); a peer whose root differs answers with its range digests
+  (``ae_ranges``, 8 bytes a range, about 64 keys a range), and the replica sends it the keys
+  of every range that differs (``ae_chunk``: chunks of about ``ae_batch_keys`` keys,
+  ``ae_window`` in flight, each acked, an overdue one sent again after waits that double);
+  when every chunk is acked it sends its root again, so rounds follow one another until the
+  roots agree. This is what fills a new or restarted replica, and what repairs anything the
+  deltas missed (a lost delta past the horizon, a peer that was away). What arrives this way
+  is merged but never passed on as deltas (each pair of replicas repairs itself), and a
+  replica that is receiving a repair does not start one (its ranges are moving).
 
-A delta or chunk travels as one tuple, so it is applied whole or lost whole; a lost one is sent
-again, since merging is idempotent. Changes are forwarded (a replica passes on what it learned
-from one peer to the others), so replicas converge over any connected peer graph, not only a
-full mesh.
+**After convergence** a replica sends one root digest per peer per ``ae_probe`` period and
+nothing else, and computes nothing but comparing two numbers. A peer's epoch (its start time
+in ns, carried in every message) tells a restarted peer: its old ack is void, deltas resume
+from the present, and range repair brings it the past. Only addresses in ``peer`` get rows in
+``ae_acks`` or answers to a digest, so forged senders cannot grow the state or make a replica
+send its range digests to anyone.
 
 Use it by mixing it in, writing local changes to ``update`` and filling ``peer``::
 
@@ -48,9 +50,8 @@ Use it by mixing it in, writing local changes to ``update`` and filling ``peer``
             )
 
 ``store`` is an ``lmap`` by default; redeclare it (``store = lset()``) for another lattice
-(:func:`novel` and the chunks know ``lmap``, ``lset`` and ``lbag``; any other lattice is sent
-whole, in one chunk). ``ae_clock = periodic(0.5)`` in a subclass changes the period. See
-``docs/net.md``.
+(:func:`novel`, the ranges and the chunks know ``lmap``, ``lset`` and ``lbag``; any other
+lattice is one range, sent whole). See ``docs/net.md``.
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ from typing import Any
 from rpds import HashTrieMap
 
 from blooml.bloom import Program, accum, bloom, channel, min_, periodic, scratch, table
-from blooml.lattices import Lattice, lbag, ldompair, lmap, lmax, lmin, lset
+from blooml.lattices import Lattice, lbag, ldompair, lmap, lmax, lset
 from blooml.lattices.sets import _elems, trie_items
+from blooml.net._digest import RangeDigest
 
 __all__ = ["DeltaGossip", "novel"]
 
@@ -120,108 +122,91 @@ def _size(value: Any) -> int:
         return 1
 
 
-class _Snapshot:
-    """The store at the tick a bulk sync started, and how it is cut into chunks (the keys of
-    each, looked up in the persistent value when the chunk is sent: no copy of the store)."""
-
-    __slots__ = ("built", "keys", "size", "value")
-
-    def __init__(self, value: Any, size: int) -> None:
-        self.value = value
-        self.size = size
-        #: The chunks built lately (the same chunk goes to every peer syncing from it).
-        self.built: dict[int, Any] = {}
-        if type(value) in (lmap, lbag):
-            self.keys: list[Any] = [bk for bk, _ in trie_items(value._v)]
-        elif type(value) is lset:
-            self.keys = list(_elems(value._v))
-        else:
-            self.keys = []
-
-    def count(self) -> int:
-        return max(1, -(-len(self.keys) // self.size))
-
-    def chunk(self, i: int) -> Any:
-        c = self.built.get(i)
-        if c is None:
-            c = self.built[i] = self._build(i)
-            while len(self.built) > 32:
-                del self.built[next(iter(self.built))]
-        return c
-
-    def _build(self, i: int) -> Any:
-        v = self.value
-        part = self.keys[i * self.size : (i + 1) * self.size]
-        if type(v) in (lmap, lbag):
-            get = v._v.get
-            return type(v)._make(HashTrieMap({bk: get(bk) for bk in part}))
-        if type(v) is lset:
-            return lset(part)
-        return v if i == 0 else type(v)()
-
-
 class DeltaGossip(Program, abstract=True):
-    """A mixin: replicate ``store`` to every address in ``peer`` by delta anti-entropy.
+    """A mixin: replicate ``store`` to every address in ``peer`` by deltas and range repair.
 
     State it declares (redeclare to change): ``peer(addr)``, ``store`` (``lmap()``),
     ``update(id, delta)`` (a scratch: write local changes here, not into ``store``),
-    ``ae_clock`` (``periodic(0.1)``), ``ae_probe`` (``periodic(5.0)``), the channels
-    ``ae_delta``, ``ae_ack``, ``ae_chunk`` and ``ae_chunk_ack``, and the tables ``ae_buffer``,
-    ``ae_acks``, ``ae_fly`` (the delta in flight to each peer) and ``ae_sync`` (bulk syncs in
-    progress). The class attributes below tune it.
+    ``ae_clock`` (``periodic(0.5)``: resends), ``ae_probe`` (``periodic(2.0)``: root
+    digests), the channels ``ae_delta``, ``ae_ack``, ``ae_digest``, ``ae_ranges``,
+    ``ae_chunk`` and ``ae_chunk_ack``, and the tables ``ae_buffer`` (changes not acked by
+    every peer), ``ae_acks`` (per peer: its epoch and the last change it acked; current
+    peers only), ``ae_fly`` (the delta in flight to each peer) and ``ae_sync`` (range repairs
+    in progress). The class attributes below tune it.
     """
 
     peer = table(["addr"])
     store = lmap()
     update = scratch(["id"], ["delta"])
-    ae_clock = periodic(0.1)
-    ae_probe = periodic(5.0)
+    ae_clock = periodic(0.5)
+    ae_probe = periodic(2.0)
     ae_delta = channel(["@addr", "src", "epoch", "src_epoch", "upto", "full"], ["kv"])
     ae_ack = channel(["@addr", "src", "epoch", "for_epoch", "upto"])
+    ae_digest = channel(["@addr", "src", "src_epoch", "root", "size"])
+    ae_ranges = channel(["@addr", "src", "src_epoch", "ask", "depth", "digests"])
     ae_chunk = channel(["@addr", "src", "src_epoch", "snap", "index", "count"], ["kv"])
     ae_chunk_ack = channel(["@addr", "src", "epoch", "for_epoch", "snap", "index"])
     ae_buffer = table(["seq", "origin"], ["delta"])
     ae_new = scratch(["src"], ["kv"])
+    ae_heard = scratch(["peer", "epoch"])
+    ae_stale = scratch(["peer", "epoch"])
+    ae_unheard = scratch(["addr"])
     ae_acks = table(["peer"], ["state"])
     ae_acked = scratch(["peer"], ["upto"])
     ae_low = scratch(["upto"])
     ae_floor = lmax(-1)
     ae_dropped = lmax(-1)
     ae_now = lmax(0.0)
-    ae_due = scratch(["addr"])
-    ae_full = table(["peer"], ["first", "at"])
+    ae_rx = table(["peer"], ["at"])
+    ae_feeding = scratch(["peer"])
+    ae_wake = scratch(["n"])
+    ae_turn = scratch(["n"])
     ae_busy = scratch(["peer"])
     ae_cand = scratch(["peer", "item"])
     ae_cut = scratch(["peer"], ["upto"])
     ae_pend = scratch(["peer"], ["kv"])
     ae_fly = table(["peer"], ["upto", "at"])
+    ae_asked = scratch(["peer", "item"])
+    ae_plan = scratch(["peer"], ["count"])
     ae_sync = table(["peer", "snap"], ["count", "acked", "sent", "at"])
+    ae_done = scratch(["peer", "snap"])
     ae_go = scratch(["peer", "snap", "index"])
 
     #: Ticks of changes kept for a peer that has not acked them; changes older than twice
-    #: this are dropped, and a peer that had not acked them gets a bulk sync.
+    #: this are dropped (range repair brings them to a peer that missed them).
     ae_horizon = 10_000
     #: Keys (elements) per message: a delta joins buffered changes up to about this many, and
-    #: a bulk sync cuts the store into chunks of this many.
+    #: a range repair sends chunks of about this many.
     ae_batch_keys = 4_000
-    #: Chunks of a bulk sync in flight to a peer at a time.
+    #: Chunks of a range repair in flight to a peer at a time.
     ae_window = 4
-    #: Seconds before a delta or chunk that was not acked is sent again (generous: a busy
-    #: peer may take seconds to apply a backlog, and a resend only adds to it).
-    ae_resend = 2.0
-    #: Seconds (by the program's clock) between the starts of two bulk syncs to a peer that
-    #: has not completed one; the waits double up to ``ae_full_max`` seconds.
-    ae_full_every = 5.0
-    ae_full_max = 60.0
-    #: Seconds a bulk sync may go without any chunk acked before it is given up (and started
-    #: again after the waits above).
+    #: Seconds before a delta that was not acked is sent again.
+    ae_resend = 1.0
+    #: Seconds without any chunk acked before a repair's overdue chunk is sent again (its
+    #: waits double with each resend of it, up to ``ae_full_max``): generous, since a peer
+    #: being filled may take seconds per tick, and a copy only adds to its backlog.
+    ae_chunk_resend = 5.0
+    #: The longest wait before a chunk is sent again.
+    ae_full_max = 30.0
+    #: Seconds a range repair may go without any chunk acked before it is given up (the
+    #: next root digest starts another).
     ae_stall = 30.0
+    #: Seconds after the last repair chunk it received from a peer during which a replica
+    #: starts no repair of another peer (it is still being filled: its ranges are moving, and
+    #: the other peer is likely being filled by the same source).
+    ae_quiet = 2.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        #: This incarnation's epoch: acks name it, so a restarted peer is sent the whole state.
+        #: This incarnation's epoch: acks name it, so a restarted peer is known as such.
         self.ae_epoch = time.time_ns()
-        self._ae_snaps: dict[int, _Snapshot] = {}
+        rt = self.__dict__["_rt"]
+        #: The range digests of ``store``, kept with each committed change.
+        self.ae_digests = RangeDigest(rt.lats["store"].value)
+        rt.lat_watch.setdefault("store", []).append(self.ae_digests.seen)
+        #: The chunks of each range repair: ``(peer, snap) -> [ranges of chunk i]``.
+        self._ae_plans: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        self._ae_plan_epochs: dict[tuple[str, int], int] = {}
 
     def ae_usable(self, state: ldompair) -> bool:
         """Whether a peer's ack still lets deltas reach it: every change after it is still
@@ -233,12 +218,14 @@ class DeltaGossip(Program, abstract=True):
             and upto >= self.ae_dropped.value.reveal()
         )
 
-    def ae_recent(self, first: lmin, at: lmax) -> bool:
-        """Whether a bulk sync to a peer started too recently to start another: less than
-        ``ae_full_every`` seconds ago, or less than the time since the first one it has not
-        completed (so the waits double), at most ``ae_full_max``."""
-        wait = min(max(self.ae_full_every, at.reveal() - first.reveal()), self.ae_full_max)
-        return bool(self.ae_now.value.reveal() - at.reveal() < wait)
+    def ae_start_from(self) -> int:
+        """The ack a peer without a usable one is given: it is sent every change still
+        buffered (sequence numbers start at 1), and range repair brings the rest."""
+        return max(0, self.ae_floor.value.reveal(), self.ae_dropped.value.reveal())
+
+    def ae_current(self, state: ldompair, epoch: int) -> bool:
+        """Whether a peer's ack is usable and speaks for its incarnation ``epoch``."""
+        return _ack_parts(state)[0] >= epoch and self.ae_usable(state)
 
     def ae_in_flight(self, upto: lmax, at: lmax, state: ldompair) -> bool:
         """Whether the last delta sent to a peer is still awaited: it covers more than the
@@ -261,24 +248,46 @@ class DeltaGossip(Program, abstract=True):
             cut = seq
         return cut
 
-    def ae_snapshot(self, snap: int) -> int:
-        """Start a bulk sync at tick ``snap``: remember the store as it is (shared by the
-        peers whose syncs start in this tick); returns the number of chunks."""
-        s = self._ae_snaps.get(snap)
-        if s is None:
-            s = self._ae_snaps[snap] = _Snapshot(self.store.value, self.ae_batch_keys)
-            while len(self._ae_snaps) > 16:  # syncs that outlive 16 newer ones start again
-                del self._ae_snaps[min(self._ae_snaps)]
-        return s.count()
+    def ae_root(self) -> int:
+        """The root digest of ``store`` (equal roots: equal stores)."""
+        return self.ae_digests.root
 
-    def ae_chunks_due(self, count: int, snap: int, acked: lmap, sent: lmap, at: lmax) -> list[int]:
-        """The chunks of a bulk sync to send now (a sliding window): of the first
+    def ae_ranges_for(self, size: Any) -> tuple[int, bytes]:
+        """``(depth, range digests)`` to answer a peer whose store has ``size`` entries."""
+        n = size if isinstance(size, int) and size >= 0 else 0
+        depth = RangeDigest.depth_for(max(n, self.ae_digests.size()))
+        return depth, self.ae_digests.vector(depth)
+
+    def ae_recent(self, at: lmax) -> bool:
+        """Whether ``at`` (when a repair chunk arrived from a peer) is less than ``ae_quiet``
+        seconds ago."""
+        return bool(self.ae_now.value.reveal() - at.reveal() < self.ae_quiet)
+
+    def ae_plan_for(self, peer: str, depth: Any, digests: Any, epoch: int) -> int:
+        """Plan a range repair of ``peer`` (incarnation ``epoch``) from its range digests:
+        the keys of the ranges that differ, in chunks of about ``ae_batch_keys``; returns
+        the number of chunks (0: nothing this replica could send)."""
+        d = self.ae_digests
+        plan = d.plan(d.differs(digests, depth), self.ae_batch_keys)
+        key = (peer, self.tick_count)
+        self._ae_plans[key] = plan
+        self._ae_plan_epochs[key] = epoch
+        while len(self._ae_plans) > 64:  # repairs that outlive 64 newer ones start again
+            del self._ae_plan_epochs[next(iter(self._ae_plans))]
+            del self._ae_plans[next(iter(self._ae_plans))]
+        return len(plan)
+
+    def ae_chunks_due(
+        self, peer: str, count: int, snap: int, acked: lmap, sent: lmap, at: lmax
+    ) -> list[int]:
+        """The chunks of a range repair to send now (a sliding window): of the first
         ``ae_window`` not acked yet (by the peer's newest incarnation that acked any), every
-        one never sent, and the first whose ack is overdue (``ae_resend`` seconds, doubling
-        with each resend of it: a busy peer is not buried under copies). None if the sync is
-        complete, stalled (no ack for ``ae_stall`` seconds) or its snapshot is gone."""
+        one never sent, and the first whose ack is overdue (``ae_chunk_resend`` seconds, doubling
+        with each resend of it, and no chunk acked meanwhile: a busy peer is not buried under
+        copies). None if the repair
+        is complete, stalled (no ack for ``ae_stall`` seconds) or its plan is gone."""
         now = self.ae_now.value.reveal()
-        if snap not in self._ae_snaps or now - at.reveal() > self.ae_stall:
+        if (peer, snap) not in self._ae_plans or now - at.reveal() > self.ae_stall:
             return []
         got = acked.reveal()
         done = got[max(got)].reveal() if got else frozenset()
@@ -288,8 +297,10 @@ class DeltaGossip(Program, abstract=True):
         for i in todo:
             if i in when:
                 tries, last = when[i].reveal()
-                wait = min(self.ae_resend * 2 ** (tries - 1), self.ae_full_max)
-                if now - last >= wait:
+                wait = min(self.ae_chunk_resend * 2 ** (tries - 1), self.ae_full_max)
+                # and only when no chunk was acked meanwhile: a peer that acks is busy, not
+                # deaf (resending to it would only add to its backlog)
+                if now - last >= wait and now - at.reveal() >= self.ae_chunk_resend:
                     out.append(i)
                     break
         return sorted(out)
@@ -300,10 +311,18 @@ class DeltaGossip(Program, abstract=True):
         tries = old.reveal()[0] if old is not None else 0
         return lmap({index: lmax((tries + 1, self.ae_now.value.reveal()))})
 
-    def ae_chunk_of(self, snap: int, index: int) -> list[Any]:
-        """``[chunk]`` of a snapshot (``[]`` if the snapshot is gone)."""
-        s = self._ae_snaps.get(snap)
-        return [] if s is None else [s.chunk(index)]
+    def ae_chunk_of(self, peer: str, snap: int, index: int) -> list[Any]:
+        """``[chunk]``: the store's entries now in the ranges of chunk ``index`` of a
+        repair (``[]`` if its plan is gone)."""
+        plan = self._ae_plans.get((peer, snap))
+        if plan is None or not 0 <= index < len(plan):
+            return []
+        return [self.ae_digests.chunk(self.store.value, plan[index])]
+
+    def ae_outdated(self, peer: str, snap: int, state: ldompair) -> bool:
+        """Whether a repair was planned for an earlier incarnation of ``peer`` than the one
+        its ack ``state`` names (it restarted: the repair starts over)."""
+        return self._ae_plan_epochs.get((peer, snap), 0) < _ack_parts(state)[0]
 
     @staticmethod
     def ae_synced(count: int, acked: lmap) -> int | None:
@@ -316,43 +335,62 @@ class DeltaGossip(Program, abstract=True):
     # fmt: off
     @bloom
     def ae_rules(self) -> None:
-        # local changes: into the store now, into the buffer under this tick's number
+        # -- deltas --------------------------------------------------------------------------
+        # local changes: into the store now, into the buffer under this tick's number, and
+        # out to the peers in the next tick
         self.store <= self.update.map(lambda u: u.delta)
-        self.ae_buffer <+ self.update.map(lambda u: (self.tick_count, self.addr, u.delta))
-        # received (a delta or a chunk): only what is new is merged (next tick, so that "new"
-        # is computed against the store before it) and buffered for the other peers
+        self.ae_buffer <+ self.update.map(lambda u: (self.tick_count + 1, self.addr, u.delta))
+        self.ae_wake <+ self.update.map(lambda u: (0,))
+        # a received delta: only what is new is merged (next tick, so that "new" is computed
+        # against the store before it), buffered for the other peers and acked
         self.ae_new <= self.ae_delta.map(lambda d: (d.src, novel(d.kv, self.store)))
-        self.ae_new <= self.ae_chunk.map(lambda d: (d.src, novel(d.kv, self.store)))
         self.store <+ self.ae_new.map(lambda n: n.kv)
         self.ae_buffer <+ self.ae_new.filter(lambda n: n.kv != type(n.kv)()).map(
-            lambda n: (self.tick_count, n.src, n.kv)
+            lambda n: (self.tick_count + 1, n.src, n.kv)
         )
+        self.ae_wake <+ self.ae_new.filter(lambda n: n.kv != type(n.kv)()).map(lambda n: (0,))
         self.ae_ack <~ self.ae_delta.map(
             lambda d: (d.src, self.addr, self.ae_epoch, d.src_epoch,
                        d.upto if d.full or d.epoch == self.ae_epoch else -1)
         )
-        self.ae_chunk_ack <~ self.ae_chunk.map(
-            lambda d: (d.src, self.addr, self.ae_epoch, d.src_epoch, d.snap, d.index)
+        # peers heard from (current peers only: a forged sender gets no row): a newer epoch
+        # (a restart) voids the old ack; a peer without a usable ack is sent every change
+        # still buffered (range repair brings the rest)
+        self.ae_heard <= self.ae_delta.map(lambda d: (d.src, d.src_epoch))
+        self.ae_heard <= self.ae_digest.map(lambda d: (d.src, d.src_epoch))
+        self.ae_heard <= self.ae_ranges.map(lambda d: (d.src, d.src_epoch))
+        self.ae_heard <= self.ae_chunk.map(lambda d: (d.src, d.src_epoch))
+        self.ae_acks <= self.ae_heard.join(self.peer, self.ae_heard.peer == self.peer.addr).map(
+            lambda h, p: (h.peer, _ack_state(h.epoch, -1))
         )
-        # a peer heard from with a newer epoch restarted: its old ack is void
-        self.ae_acks <= self.ae_delta.map(lambda d: (d.src, _ack_state(d.src_epoch, -1)))
-        self.ae_acks <= self.ae_chunk.map(lambda d: (d.src, _ack_state(d.src_epoch, -1)))
+        self.ae_stale <= self.ae_heard.join(
+            self.peer, self.ae_heard.peer == self.peer.addr
+        ).map(lambda h, p: (h.peer, h.epoch)).notin(
+            self.ae_acks, lambda h, a: h[0] == a.peer and self.ae_current(a.state, h[1])
+        )
+        self.ae_wake <+ self.ae_stale.map(lambda s: (0,))
+        self.ae_acks <+ self.ae_stale.map(
+            lambda s: (s.peer, _ack_state(s.epoch, self.ae_start_from()))
+        )
         # an ack speaks of this incarnation's sequence numbers only (not a previous one's)
-        self.ae_acks <= self.ae_ack.filter(lambda a: a.for_epoch == self.ae_epoch).map(
-            lambda a: (a.src, _ack_state(a.epoch, a.upto))
-        )
+        self.ae_acks <= self.ae_ack.join(self.peer, self.ae_ack.src == self.peer.addr).filter(
+            lambda a, p: a.for_epoch == self.ae_epoch
+        ).map(lambda a, p: (a.src, _ack_state(a.epoch, a.upto)))
         self.ae_now <= self.ae_clock.map(lambda c: lmax(c.time))
-        # deltas: every period, each peer with a usable ack, no delta in flight and buffered
-        # changes it has not acked gets the oldest of them (whole ticks, ~ae_batch_keys keys)
+        # every period, when a change was buffered, and when an ack frees a peer's lane: each
+        # peer with a usable ack, no delta in flight and buffered changes it has not acked
+        # gets the oldest of them (whole ticks, ~ae_batch_keys keys)
+        self.ae_wake <= self.ae_clock.map(lambda c: (0,))
+        self.ae_wake <= self.ae_ack.map(lambda a: (0,))
         self.ae_busy <= self.ae_fly.join(self.ae_acks, self.ae_fly.peer == self.ae_acks.peer).filter(
             lambda f, a: self.ae_in_flight(f.upto, f.at, a.state)
         ).map(lambda f, a: (f.peer,))
-        self.ae_cand <= self.ae_clock.join(self.peer).join(
+        self.ae_cand <= self.ae_wake.join(self.peer).join(
             self.ae_acks, self.peer.addr == self.ae_acks.peer
         ).join(self.ae_buffer).filter(
-            lambda c, p, a, b: b.seq > _ack_parts(a.state)[1] and self.ae_usable(a.state)
+            lambda w, p, a, b: b.seq > _ack_parts(a.state)[1] and self.ae_usable(a.state)
         ).map(
-            lambda c, p, a, b: (p.addr, (b.seq, b.origin,
+            lambda w, p, a, b: (p.addr, (b.seq, b.origin,
                                          0 if b.origin == p.addr else _size(b.delta)))
         )
         self.ae_cut <= self.ae_cand.group(["peer"], accum("item")).notin(
@@ -371,66 +409,8 @@ class DeltaGossip(Program, abstract=True):
                              False, d.kv)
         )
         self.ae_fly <+ self.ae_cut.map(lambda c: (c.peer, lmax(c.upto), self.ae_now))
-        # an empty probe now and then: a restarted peer answers it with a void ack
-        self.ae_delta <~ self.ae_probe.join(self.peer).join(
-            self.ae_acks, self.peer.addr == self.ae_acks.peer
-        ).filter(lambda t, p, a: self.ae_usable(a.state)).map(
-            lambda t, p, a: (p.addr, self.addr, _ack_parts(a.state)[0], self.ae_epoch,
-                             _ack_parts(a.state)[1], False, type(self.store)())
-        )
-        # bulk sync: a peer without a usable ack and no sync in progress (nor one started
-        # too recently) gets the store as of this tick, in chunks
-        self.ae_due <= self.peer.notin(
-            self.ae_acks, lambda p, a: p.addr == a.peer and self.ae_usable(a.state)
-        ).notin(
-            self.ae_full, lambda p, f: p.addr == f.peer and self.ae_recent(f.first, f.at)
-        ).notin(self.ae_sync, lambda p, s: p.addr == s.peer)
-        # (from tick 1 on: a sync at tick T acks the changes numbered up to T - 1)
-        self.ae_sync <+ self.ae_clock.join(self.ae_due).filter(lambda c, p: self.tick_count > 0).map(
-            lambda c, p: (p.addr, self.tick_count, self.ae_snapshot(self.tick_count), lmap(),
-                          lmap(), lmax(c.time))
-        )
-        self.ae_full <+ self.ae_clock.join(self.ae_due).filter(
-            lambda c, p: self.tick_count > 0
-        ).map(lambda c, p: (p.addr, lmin(c.time), lmax(c.time)))
-        self.ae_go <= self.ae_clock.join(self.ae_sync).flat_map(
-            lambda c, s: [(s.peer, s.snap, i)
-                          for i in self.ae_chunks_due(s.count, s.snap, s.acked, s.sent, s.at)]
-        )
-        self.ae_chunk <~ self.ae_go.join(
-            self.ae_sync, self.ae_go.peer == self.ae_sync.peer, self.ae_go.snap == self.ae_sync.snap
-        ).flat_map(
-            lambda g, s: [(g.peer, self.addr, self.ae_epoch, g.snap, g.index, s.count, kv)
-                          for kv in self.ae_chunk_of(g.snap, g.index)]
-        )
-        self.ae_sync <+ self.ae_go.join(
-            self.ae_sync, self.ae_go.peer == self.ae_sync.peer, self.ae_go.snap == self.ae_sync.snap
-        ).map(
-            lambda g, s: (s.peer, s.snap, s.count, lmap(), self.ae_sent_mark(s.sent, g.index),
-                          s.at)
-        )
-        self.ae_sync <= self.ae_chunk_ack.join(
-            self.ae_sync,
-            self.ae_chunk_ack.src == self.ae_sync.peer,
-            self.ae_chunk_ack.snap == self.ae_sync.snap,
-        ).filter(lambda a, s: a.for_epoch == self.ae_epoch).map(
-            lambda a, s: (s.peer, s.snap, s.count, lmap({a.epoch: lset([a.index])}), lmap(),
-                          self.ae_now)
-        )
-        # a completed sync is an ack of everything before its tick; a stalled one is dropped
-        self.ae_acks <= self.ae_sync.flat_map(
-            lambda s: [(s.peer, _ack_state(e, s.snap - 1))
-                       for e in (self.ae_synced(s.count, s.acked),) if e is not None]
-        )
-        self.ae_sync <- self.ae_sync.filter(
-            lambda s: self.ae_synced(s.count, s.acked) is not None
-            or self.ae_now.reveal() - s.at.reveal() > self.ae_stall
-        )
-        self.ae_full <- self.ae_full.join(
-            self.ae_acks, self.ae_full.peer == self.ae_acks.peer
-        ).filter(lambda f, a: self.ae_usable(a.state)).map(lambda f, a: f)
-        # forget what every current peer acked (the floor remembers how far: a peer that
-        # comes back with an older ack gets a bulk sync), and what is older than the horizon
+        # forget what every current peer acked (the floor remembers how far), and what is
+        # older than the horizon; forget the peers that are no longer peers
         self.ae_acked <= self.peer.join(
             self.ae_acks, self.peer.addr == self.ae_acks.peer
         ).map(lambda p, a: (p.addr, _ack_parts(a.state)[1]))
@@ -448,4 +428,99 @@ class DeltaGossip(Program, abstract=True):
         self.ae_buffer <- self.ae_buffer.join(self.ae_low).filter(
             lambda b, low: b.seq <= low.upto
         ).map(lambda b, low: b)
+        self.ae_acks <- self.ae_acks.notin(self.peer, lambda a, p: a.peer == p.addr)
+        self.ae_fly <- self.ae_fly.notin(self.peer, lambda f, p: f.peer == p.addr)
+        self.ae_sync <- self.ae_sync.notin(self.peer, lambda s, p: s.peer == p.addr)
+
+        # -- range repair --------------------------------------------------------------------
+        # every ae_probe period: the root digest to each peer; a peer whose root differs
+        # answers with its range digests (current peers only: no amplification for others)
+        self.ae_digest <~ self.ae_probe.join(self.peer).map(
+            lambda t, p: (p.addr, self.addr, self.ae_epoch, self.ae_root(),
+                          self.ae_digests.size())
+        )
+        # (and every ae_clock period to a peer never heard from: the first contact)
+        self.ae_unheard <= self.peer.notin(self.ae_acks, self.peer.addr == self.ae_acks.peer)
+        self.ae_digest <~ self.ae_clock.join(self.ae_unheard).map(
+            lambda t, p: (p.addr, self.addr, self.ae_epoch, self.ae_root(),
+                          self.ae_digests.size())
+        )
+        self.ae_ranges <~ self.ae_digest.join(self.peer, self.ae_digest.src == self.peer.addr).filter(
+            lambda d, p: d.root != self.ae_root()
+        ).map(lambda d, p: (d.src, self.addr, self.ae_epoch, True, *self.ae_ranges_for(d.size)))
+        # ranges that asked for ours (answers to a digest) get them: both sides then send
+        # what differs, in one and a half round trips
+        self.ae_ranges <~ self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).filter(
+            lambda r, p: r.ask
+        ).map(lambda r, p: (r.src, self.addr, self.ae_epoch, False,
+                            *self.ae_ranges_for(len(r.digests) // 8 * 64)))
+        # the ranges that differ are sent in chunks (not while a repair to that peer is in
+        # progress, nor while this replica is itself being repaired)
+        self.ae_asked <= self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).map(
+            lambda r, p: (r.src, (r.depth, r.digests, r.src_epoch))
+        )
+        self.ae_feeding <= self.ae_rx.filter(lambda r: self.ae_recent(r.at)).map(
+            lambda r: (r.peer,)
+        )
+        self.ae_plan <= self.ae_asked.notin(self.ae_sync, lambda a, s: a[0] == s.peer).notin(
+            self.ae_feeding, lambda a, f: a[0] != f.peer
+        ).group(["peer"], accum("item")).map(
+            lambda g: (g[0], self.ae_plan_for(g[0], *max(g[1])))
+        )
+        self.ae_sync <+ self.ae_plan.filter(lambda p: p.count > 0).map(
+            lambda p: (p.peer, self.tick_count, p.count, lmap(), lmap(), self.ae_now)
+        )
+        self.ae_turn <+ self.ae_plan.filter(lambda p: p.count > 0).map(lambda p: (0,))
+        # chunks leave every period, and as soon as acks free the window
+        self.ae_turn <= self.ae_clock.map(lambda c: (0,))
+        self.ae_turn <+ self.ae_chunk_ack.map(lambda a: (0,))
+        self.ae_go <= self.ae_turn.join(self.ae_sync).flat_map(
+            lambda t, s: [(s.peer, s.snap, i)
+                          for i in self.ae_chunks_due(s.peer, s.count, s.snap, s.acked, s.sent,
+                                                      s.at)]
+        )
+        self.ae_chunk <~ self.ae_go.join(
+            self.ae_sync, self.ae_go.peer == self.ae_sync.peer, self.ae_go.snap == self.ae_sync.snap
+        ).flat_map(
+            lambda g, s: [(g.peer, self.addr, self.ae_epoch, g.snap, g.index, s.count, kv)
+                          for kv in self.ae_chunk_of(g.peer, g.snap, g.index)]
+        )
+        self.ae_sync <+ self.ae_go.join(
+            self.ae_sync, self.ae_go.peer == self.ae_sync.peer, self.ae_go.snap == self.ae_sync.snap
+        ).map(
+            lambda g, s: (s.peer, s.snap, s.count, lmap(), self.ae_sent_mark(s.sent, g.index),
+                          s.at)
+        )
+        self.ae_sync <= self.ae_chunk_ack.join(
+            self.ae_sync,
+            self.ae_chunk_ack.src == self.ae_sync.peer,
+            self.ae_chunk_ack.snap == self.ae_sync.snap,
+        ).filter(lambda a, s: a.for_epoch == self.ae_epoch).map(
+            lambda a, s: (s.peer, s.snap, s.count, lmap({a.epoch: lset([a.index])}), lmap(),
+                          self.ae_now)
+        )
+        # a received chunk is merged and acked, never passed on (each pair repairs itself)
+        self.store <= self.ae_chunk.map(lambda d: d.kv)
+        self.ae_rx <= self.ae_chunk.join(self.peer, self.ae_chunk.src == self.peer.addr).map(
+            lambda d, p: (d.src, self.ae_now)
+        )
+        self.ae_rx <- self.ae_rx.notin(self.peer, lambda r, p: r.peer == p.addr)
+        self.ae_chunk_ack <~ self.ae_chunk.map(
+            lambda d: (d.src, self.addr, self.ae_epoch, d.src_epoch, d.snap, d.index)
+        )
+        # a completed repair: the root again at once (the next round, until roots agree); a
+        # stalled one is dropped (the next period's root starts another)
+        self.ae_done <= self.ae_sync.filter(
+            lambda s: self.ae_synced(s.count, s.acked) is not None
+        ).map(lambda s: (s.peer, s.snap))
+        self.ae_digest <~ self.ae_done.map(
+            lambda s: (s.peer, self.addr, self.ae_epoch, self.ae_root(), self.ae_digests.size())
+        )
+        self.ae_sync <- self.ae_sync.join(self.ae_acks, self.ae_sync.peer == self.ae_acks.peer).filter(
+            lambda s, a: self.ae_outdated(s.peer, s.snap, a.state)
+        ).map(lambda s, a: s)
+        self.ae_sync <- self.ae_sync.filter(
+            lambda s: self.ae_synced(s.count, s.acked) is not None
+            or self.ae_now.reveal() - s.at.reveal() > self.ae_stall
+        )
     # fmt: on

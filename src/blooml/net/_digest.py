@@ -1,0 +1,322 @@
+"""Range digests of a collection lattice, maintained with the changes (for anti-entropy).
+
+A store (an ``lmap``, ``lset`` or ``lbag``) is cut by a stable hash of each key (element) into
+``LEAVES`` ranges; each range's digest is the sum (mod 2**64) of a stable 64-bit hash of each of
+its entries, and the root is the sum of the ranges. Two replicas hold the same entries in a
+range exactly when (but for a 2**-64 chance) its digests agree, so comparing 1,024 numbers
+finds where two stores of any size differ (the Merkle-tree idea of Dynamo and Cassandra repair,
+flattened to one level: a root, then the leaves).
+
+A sum is updated per entry: a changed entry subtracts its old hash and adds its new one, so
+:meth:`RangeDigest.seen` costs the keys a tick changed, never the store. Hashes are stable
+across processes (``blake2b`` of a canonical encoding; Python's ``hash`` of a string differs
+between processes), and unordered values (sets, maps, bags) are encoded order-free.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections import defaultdict
+from hashlib import blake2b
+from typing import Any
+
+from rpds import HashTrieMap
+
+from blooml.lattices import Lattice, lbag, lbool, lmap, lmax, lmin, lset
+from blooml.lattices.sets import _elems, trie_items
+
+__all__ = ["LEAVES", "RangeDigest", "stable_hash"]
+
+#: Ranges a store is cut into (a leaf vector is 8 bytes per range).
+LEAVES = 1024
+_MASK = (1 << 64) - 1
+_ORDERED = (lmax, lmin, lbool)
+_pack_u = struct.Struct(">Q").pack
+_pack_d = struct.Struct(">d").pack
+
+
+def _canon(x: Any, out: list[bytes]) -> None:
+    """Append a canonical encoding of ``x`` (the same bytes for equal values, in any
+    process, whatever the order of a set's iteration)."""
+    t = type(x)
+    if t is str:
+        b = x.encode("utf-8", "surrogatepass")
+        out.append(b"s%d:" % len(b))
+        out.append(b)
+    elif t is int:
+        out.append(b"i%d;" % x)
+    elif t is tuple or t is list:
+        out.append(b"(%d:" % len(x))
+        for y in x:
+            _canon(y, out)
+    elif t is bool or x is None:
+        out.append(b"b%r;" % (x,))
+    elif t is float:
+        out.append(b"f" + _pack_d(x))
+    elif t is bytes:
+        out.append(b"y%d:" % len(x))
+        out.append(x)
+    elif isinstance(x, Lattice):
+        out.append(b"L" + type(x).__qualname__.encode() + b":")
+        _canon(x.reveal(), out)
+    elif isinstance(x, (frozenset, set)):
+        # order-free: the sum of the members' hashes
+        out.append(b"{" + _pack_u(sum(stable_hash(y) for y in x) & _MASK))
+    elif isinstance(x, dict):
+        out.append(b"{:" + _pack_u(sum(stable_hash((k, v)) for k, v in x.items()) & _MASK))
+    else:
+        out.append(b"r" + repr(x).encode("utf-8", "surrogatepass") + b";")
+
+
+def stable_hash(x: Any) -> int:
+    """A 64-bit hash of ``x`` that equal values share in every process (unlike ``hash`` of a
+    string): ``blake2b`` of a canonical encoding; sets and maps are hashed order-free."""
+    out: list[bytes] = []
+    _canon(x, out)
+    return int.from_bytes(blake2b(b"".join(out), digest_size=8).digest(), "big")
+
+
+_PLAIN = (str, int, float, bool, bytes, type(None))
+
+
+def _plain(x: Any) -> bool:
+    """Whether ``repr(x)`` is canonical: scalars, and tuples of them (nested)."""
+    t = type(x)
+    if t in _PLAIN:
+        return True
+    if t is not tuple:
+        return False
+    for y in x:  # noqa: SIM110 - a loop: all() over a generator costs twice as much here
+        if type(y) not in _PLAIN and not _plain(y):
+            return False
+    return True
+
+
+def _b64(data: bytes) -> int:
+    return int.from_bytes(blake2b(data, digest_size=8).digest(), "big")
+
+
+def _key_text(key: Any) -> str | None:
+    """``repr(key)`` when it is canonical (a plain key), else ``None``."""
+    return repr(key) if type(key) is str or _plain(key) else None
+
+
+def _entry_hash(key: Any, v: Any, kt: str | None) -> int:
+    """:func:`stable_hash` of ``(key, v)``, fast for the common entries (a plain key, a value
+    ``lmax``/``lmin``/``lbool`` of a plain value: their ``repr`` is canonical). ``kt`` is
+    :func:`_key_text` of ``key``."""
+    t = type(v)
+    if kt is not None and t in _ORDERED:
+        raw = v._v
+        if type(raw) in _PLAIN or _plain(raw):
+            return _b64(f"{t.__name__}{kt}={raw!r}".encode("utf-8", "surrogatepass"))
+    return stable_hash((key, v))
+
+
+def _elem_hash(x: Any, kt: str | None) -> int:
+    return _b64(b"e" + kt.encode("utf-8", "surrogatepass")) if kt is not None else stable_hash(x)
+
+
+def _leaf_of(key: Any, kt: str | None) -> int:
+    """The range of a key (spread by CRC-32: its ranges need no strength, only spread)."""
+    data = kt.encode("utf-8", "surrogatepass") if kt is not None else _pack_u(stable_hash(key))
+    return zlib.crc32(data) % LEAVES
+
+
+class RangeDigest:
+    """The range digests of one store, kept up to date by :meth:`seen` after each tick.
+
+    ``leaf[i]`` is range ``i``'s digest, ``count[i]`` its number of entries, ``keys[i]`` its
+    keys (boxed as the store's trie holds them), ``root`` the sum of the leaves; ``value`` is
+    the store value they describe.
+    """
+
+    __slots__ = ("count", "keys", "leaf", "root", "value", "whole")
+
+    def __init__(self, value: Any) -> None:
+        self.rebuild(value)
+
+    def rebuild(self, value: Any) -> None:
+        """Compute every digest from ``value`` (once, at start, or after a change that was
+        not seen: O(store))."""
+        self.leaf = [0] * LEAVES
+        self.count = [0] * LEAVES
+        self.keys: defaultdict[int, set[Any]] = defaultdict(set)  # the ranges used only
+        self.root = 0
+        #: a lattice the ranges do not know is one entry, in range 0
+        self.whole = type(value) not in (lmap, lset, lbag)
+        self.value = value
+        leaf, count, keys = self.leaf, self.count, self.keys
+        for bk, i, h in self._entries(value, None):
+            leaf[i] += h
+            count[i] += 1
+            keys[i].add(bk)
+        self.leaf = [x & _MASK for x in leaf]
+        self.root = sum(self.leaf) & _MASK
+
+    def _entries(self, value: Any, boxed: Any) -> list[tuple[Any, int, int]]:
+        """``(boxed key, range, entry hash)`` of the entries of ``value`` (of those keys
+        only, when ``boxed`` is given; an absent key is left out)."""
+        t = type(value)
+        out: list[tuple[Any, int, int]] = []
+        add = out.append
+        if t is lmap or t is lbag:
+            get = value._v.get
+            pairs = trie_items(value._v) if boxed is None else [(bk, get(bk)) for bk in boxed]
+            for bk, v in pairs:
+                if v is not None:
+                    k = bk[0]
+                    kt = _key_text(k)
+                    add((bk, _leaf_of(k, kt), _entry_hash(k, v, kt)))
+        elif t is lset:
+            elems = _elems(value._v) if boxed is None else [bk[0] for bk in boxed]
+            for x in elems:
+                if boxed is None or x in value:
+                    kt = _key_text(x)
+                    add(((x,), _leaf_of(x, kt), _elem_hash(x, kt)))
+        else:
+            add(((None,), 0, stable_hash(value)))
+        return out
+
+    def _add(self, bk: Any, i: int, h: int) -> None:
+        self.leaf[i] = (self.leaf[i] + h) & _MASK
+        self.root = (self.root + h) & _MASK
+        keys = self.keys[i]
+        if bk not in keys:
+            keys.add(bk)
+            self.count[i] += 1
+
+    def _sub(self, i: int, h: int) -> None:
+        self.leaf[i] = (self.leaf[i] - h) & _MASK
+        self.root = (self.root - h) & _MASK
+
+    def seen(self, start: Any, value: Any, incs: list[Any]) -> None:
+        """A committed tick merged ``incs`` into the store (``start`` -> ``value``): update
+        the digests of the keys they name (O(their size)); a start this digest does not
+        describe (a change made some other way) means a rebuild."""
+        if start is not self.value or self.whole or any(type(i) is not type(value) for i in incs):
+            self.rebuild(value)
+            return
+        self.value = None  # half updated, should this raise: the next change rebuilds
+        if type(value) is lset:
+            self._seen_set(start, value, incs)
+        else:
+            self._seen_map(start, value, incs)
+        self.value = value
+
+    def _seen_map(self, start: Any, value: Any, incs: list[Any]) -> None:
+        # one increment (the usual case): a key the store lacked holds the increment's
+        # value now, so neither store is looked up for it
+        if len(incs) == 1:
+            pairs = trie_items(incs[0]._v)
+            fresh_is_inc = True
+        else:
+            boxed = {bk for inc in incs for bk, _ in trie_items(inc._v)}
+            get = value._v.get
+            pairs = [(bk, get(bk)) for bk in boxed]
+            fresh_is_inc = False
+        keys, leaf, count = self.keys, self.leaf, self.count
+        old_get, new_get = start._v.get, value._v.get
+        root = self.root
+        for bk, v in pairs:
+            k = bk[0]
+            kt = _key_text(k)
+            i = _leaf_of(k, kt)
+            ks = keys[i]
+            if bk in ks:
+                was = old_get(bk)
+                now = new_get(bk) if fresh_is_inc else v
+                if now is was or now is None:
+                    continue
+                h0, h = _entry_hash(k, was, kt), _entry_hash(k, now, kt)
+                if h0 == h:
+                    continue
+                leaf[i] = (leaf[i] - h0 + h) & _MASK
+                root += h - h0
+            else:
+                h = _entry_hash(k, v, kt)
+                leaf[i] = (leaf[i] + h) & _MASK
+                root += h
+                ks.add(bk)
+                count[i] += 1
+        self.root = root & _MASK
+
+    def _seen_set(self, start: Any, value: Any, incs: list[Any]) -> None:
+        keys = self.keys
+        for inc in incs:
+            for x in _elems(inc._v):
+                kt = _key_text(x)
+                i = _leaf_of(x, kt)
+                if (x,) not in keys[i]:
+                    self._add((x,), i, _elem_hash(x, kt))
+
+    def size(self) -> int:
+        """Entries in the store."""
+        return sum(self.count)
+
+    @staticmethod
+    def depth_for(size: int) -> int:
+        """The depth of ranges to compare for stores of about ``size`` entries: about 64
+        entries a range (``2**depth`` ranges), at most ``LEAVES``."""
+        d = 0
+        while (1 << d) < LEAVES and (size >> d) > 64:
+            d += 1
+        return d
+
+    def vector(self, depth: int) -> bytes:
+        """The digests of the ``2**depth`` ranges (each the sum of ``LEAVES >> depth``
+        leaves), 8 bytes each: what a peer compares with its own."""
+        step = LEAVES >> depth
+        leaf = self.leaf
+        sums = [sum(leaf[i : i + step]) & _MASK for i in range(0, LEAVES, step)]
+        return struct.pack(f">{len(sums)}Q", *sums)
+
+    def differs(self, theirs: bytes, depth: int) -> list[int]:
+        """The leaves in the ranges where ``theirs`` (a peer's :meth:`vector` at ``depth``)
+        differs from this store's and this store has entries (those it could send; a range
+        only the peer holds is the peer's to send). ``[]`` for a malformed vector."""
+        if not (isinstance(depth, int) and depth >= 0 and (1 << depth) <= LEAVES):
+            return []
+        n = 1 << depth
+        if not isinstance(theirs, bytes) or len(theirs) != 8 * n:
+            return []
+        other = struct.unpack(f">{n}Q", theirs)
+        mine = struct.unpack(f">{n}Q", self.vector(depth))
+        step = LEAVES >> depth
+        count = self.count
+        return [
+            j
+            for i in range(n)
+            if other[i] != mine[i]
+            for j in range(i * step, (i + 1) * step)
+            if count[j]
+        ]
+
+    def plan(self, ranges: list[int], size: int) -> list[tuple[int, ...]]:
+        """``ranges`` grouped into chunks of about ``size`` entries (consecutive ranges;
+        at least one range each)."""
+        out: list[tuple[int, ...]] = []
+        cur: list[int] = []
+        n = 0
+        for i in ranges:
+            if cur and n + self.count[i] > size:
+                out.append(tuple(cur))
+                cur, n = [], 0
+            cur.append(i)
+            n += self.count[i]
+        if cur:
+            out.append(tuple(cur))
+        return out
+
+    def chunk(self, value: Any, ranges: tuple[int, ...]) -> Any:
+        """The entries of ``value`` (the store now) in ``ranges``, as a value of its type."""
+        t = type(value)
+        if self.whole:
+            return value
+        boxed = [bk for i in ranges for bk in self.keys.get(i, ())]
+        if t is lmap or t is lbag:
+            get = value._v.get
+            items = {bk: v for bk in boxed if (v := get(bk)) is not None}
+            return t._make(HashTrieMap(items))
+        return lset([bk[0] for bk in boxed if bk[0] in value])

@@ -1,0 +1,103 @@
+"""Range digests (``blooml.net._digest``): kept with each change, they equal a rebuild from the
+store, and equal stores have equal digests whatever the order their entries arrived in."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from blooml.lattices import lbag, lmap, lmax, lset
+from blooml.net._digest import LEAVES, RangeDigest, stable_hash
+
+_keys = st.one_of(st.text(max_size=4), st.integers(-5, 5), st.tuples(st.text(max_size=2)))
+_maps = st.dictionaries(_keys, st.tuples(st.integers(0, 3), st.text(max_size=2)), max_size=12).map(
+    lambda d: lmap({k: lmax(v) for k, v in d.items()})
+)
+_sets = st.frozensets(_keys, max_size=12).map(lset)
+_bags = st.dictionaries(_keys, st.integers(1, 4), max_size=12).map(lbag)
+
+
+def _same(d: RangeDigest, value: Any) -> bool:
+    r = RangeDigest(value)
+    return (d.leaf, d.root, d.count) == (r.leaf, r.root, r.count)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.one_of(
+        st.lists(_maps, min_size=1, max_size=5),
+        st.lists(_sets, min_size=1, max_size=5),
+        st.lists(_bags, min_size=1, max_size=5),
+    )
+)
+def test_digests_kept_with_the_changes_equal_a_rebuild(incs: list[Any]) -> None:
+    value = type(incs[0])()
+    d = RangeDigest(value)
+    for n in range(len(incs)):  # ticks of one and of two increments
+        step = incs[n : n + 2] if n % 2 else incs[n : n + 1]
+        new = value
+        for inc in step:
+            new = new.merge(inc)
+        d.seen(value, new, step)
+        value = new
+        assert _same(d, value)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.lists(_maps, min_size=1, max_size=4))
+def test_equal_stores_have_equal_roots_in_any_order(parts: list[lmap]) -> None:
+    a, b = RangeDigest(lmap()), RangeDigest(lmap())
+    va = vb = lmap()
+    for p in parts:
+        new = va.merge(p)
+        a.seen(va, new, [p])
+        va = new
+    for p in reversed(parts):
+        new = vb.merge(p)
+        b.seen(vb, new, [p])
+        vb = new
+    assert va == vb and a.root == b.root and a.vector(10) == b.vector(10)
+
+
+def test_a_difference_shows_in_its_range_only() -> None:
+    base = lmap({f"k{i}": lmax(i) for i in range(2_000)})
+    a, b = RangeDigest(base), RangeDigest(base.merge(lmap({"k7": lmax(99)})))
+    assert a.root != b.root
+    depth = RangeDigest.depth_for(2_000)
+    leaves = b.differs(a.vector(depth), depth)
+    assert 0 < len(leaves) <= LEAVES >> depth
+    assert lmap({"k7": lmax(99)}) <= b.chunk(b.value, tuple(leaves))
+    assert b.differs(b"short", depth) == [] and b.differs(a.vector(depth), 99) == []
+
+
+def test_stable_hash_ignores_the_order_of_sets() -> None:
+    assert stable_hash(lset(["a", "b", ("c", 1)])) == stable_hash(lset([("c", 1), "b", "a"]))
+    assert stable_hash(frozenset({1, 2})) != stable_hash(frozenset({1, 3}))
+    assert stable_hash({"x": 1, "y": 2}) == stable_hash({"y": 2, "x": 1})
+
+
+def test_lat_watch_is_told_what_committed_ticks_merged_and_nothing_else() -> None:
+    from blooml import Program, bloom, lmap, scratch
+
+    class P(Program):
+        store = lmap()
+        put = scratch(["k"], ["v"])
+
+        @bloom
+        def rules(self):
+            self.store <= self.put.map(lambda r: lmap({r.k: lmax(1 // r.v)}))
+
+    p = P()
+    seen: list[tuple[Any, Any, list[Any]]] = []
+    p._rt.lat_watch["store"] = [lambda start, value, incs: seen.append((start, value, incs))]
+    p.put.insert([("a", 1)])
+    p.tick()
+    assert seen == [(lmap(), lmap({"a": lmax(1)}), [lmap({"a": lmax(1)})])]
+    p.tick()  # nothing merged: not called
+    p.put.insert([("b", 0)])  # the rule raises: rolled back, not called
+    with pytest.raises(Exception, match="division"):
+        p.tick()
+    assert len(seen) == 1
