@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _differential import compare, draw_case
+from _differential import FIXED, compare, draw_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +41,13 @@ def test_local_and_spark_agree_on_random_programs(spark: Any, seed: int) -> None
     _check(spark, seed, ticks=3)
 
 
+@pytest.mark.parametrize("case", sorted(FIXED))
+def test_local_and_spark_agree_on_fixed_cases(spark: Any, case: str) -> None:
+    names, ticks = FIXED[case]
+    diff = compare(spark, names, ticks)
+    assert diff is None, f"{case}: {diff}"
+
+
 @pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(seed=SEEDS)
@@ -57,7 +64,7 @@ _CONNECT = textwrap.dedent(
 
     import blooml.spark
     from pyspark.sql import SparkSession
-    from _differential import compare, draw_case
+    from _differential import FIXED, compare, draw_case
 
     spark = (
         SparkSession.builder.remote("local[2]")
