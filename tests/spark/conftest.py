@@ -9,9 +9,13 @@ Spark tests are skipped with the reason; CI has both, so there they run.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,3 +87,33 @@ def checkpoint_dir(spark: Any, tmp_path: Any) -> Iterator[Any]:
         yield path
     finally:
         getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
+
+
+@pytest.fixture(scope="session")
+def connect_job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The ``RESULT`` of ``_connect_job.py``, run once per session against a local Spark Connect
+    server in a child process (a server costs ~20 s to start, much more on a loaded machine):
+    every Connect test of the suite reads its part of it."""
+    pytest.importorskip("pyspark.sql.connect.session", reason="Spark Connect needs the extra")
+    reason = _missing_requirement()
+    if reason is not None:
+        pytest.skip(f"Spark tests need Java and pyspark: {reason}")
+    here = Path(__file__).resolve().parent
+    work = tmp_path_factory.mktemp("connect")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    env["PYTHONPATH"] = str(here)  # the server's Python imports _reach, _differential, ...
+    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    proc = subprocess.run(
+        [sys.executable, str(here / "_connect_job.py"), str(work)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+        cwd=work,
+    )
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    assert lines, proc.stdout[-2000:] + proc.stderr[-4000:]
+    out: dict[str, Any] = json.loads(lines[0][len("RESULT ") :])
+    assert out["connect"].startswith("pyspark.sql.connect")
+    return out
