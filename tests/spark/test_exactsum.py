@@ -31,9 +31,22 @@ def _want(vals: list[Any]) -> Any:
     return s.value()
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=2, deadline=None)
 @given(groups=GROUPS)
 def test_exact_sum_is_fsum_on_every_group(spark: Any, groups: list[list[Any]]) -> None:
+    _check_groups(spark, groups)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(groups=GROUPS)
+def test_exact_sum_is_fsum_on_many_groups(spark: Any, groups: list[list[Any]]) -> None:
+    _check_groups(spark, groups)
+
+
+def _check_groups(spark: Any, groups: list[list[Any]]) -> None:
+    """Every group's exact_sum and exact_avg (one Spark job for all) against the local
+    ExactSum and math.fsum."""
     from blooml.spark._exactsum import exact_avg, exact_sum
 
     rows = [(g, None if v is None else float(v)) for g, vs in enumerate(groups) for v in vs]
@@ -64,13 +77,29 @@ HUGE = st.one_of(
 )
 
 
-@settings(max_examples=3, deadline=None)
-@given(groups=st.lists(st.lists(HUGE, min_size=1, max_size=10), min_size=1, max_size=80))
+HUGE_GROUPS = st.lists(st.lists(HUGE, min_size=1, max_size=10), min_size=1, max_size=80)
+
+
+@settings(max_examples=2, deadline=None)
+@given(groups=HUGE_GROUPS)
 def test_exact_sum_of_huge_floats_agrees_with_the_local_engine(
     spark: Any, groups: list[list[float]]
 ) -> None:
     """Partial sums past 1.8e308: the exact total rounded once (±inf only when the total
     itself rounds beyond the largest double), on Spark as locally, on every group."""
+    _check_huge(spark, groups)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(groups=HUGE_GROUPS)
+def test_exact_sum_of_many_huge_floats_agrees_with_the_local_engine(
+    spark: Any, groups: list[list[float]]
+) -> None:
+    _check_huge(spark, groups)
+
+
+def _check_huge(spark: Any, groups: list[list[float]]) -> None:
     from blooml.spark._exactsum import exact_sum
 
     rows = [(g, v) for g, vs in enumerate(groups) for v in vs]
