@@ -139,27 +139,42 @@ class _FakeNode:
         self.dropped.append(reason)
 
 
+def _feed(proto: _Frames, data: bytes) -> None:
+    """``data`` arriving on ``proto``'s connection, as the transport hands it over: read into
+    the buffer the protocol gives (``recv_into``), as much as fits each time."""
+    while data:
+        buf = proto.get_buffer(-1)
+        assert len(buf) > 0
+        n = min(len(buf), len(data))
+        buf[:n] = data[:n]
+        del buf  # the transport drops its view after the call, as here
+        proto.buffer_updated(n)
+        data = data[n:]
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     bodies=st.lists(st.binary(max_size=300), max_size=12),
     cuts=st.lists(st.integers(min_value=0, max_value=5_000), max_size=40),
+    chunk=st.sampled_from([7, 64, 65_536]),
 )
 def test_frames_are_cut_out_of_any_chunking_of_the_stream(
-    bodies: list[bytes], cuts: list[int]
+    bodies: list[bytes], cuts: list[int], chunk: int
 ) -> None:
     """However the bytes of a stream of frames are split into reads, the node's inbox gets
     exactly those frames, in order, once each."""
     stream = b"".join(_frame(b) for b in bodies)
     fake = _FakeNode(max_message=1_000)
-    proto = _Frames(fake)  # type: ignore[arg-type]
+    proto = _Frames(fake, chunk)  # type: ignore[arg-type]
     transport = _FakeTransport()
     proto.connection_made(transport)  # type: ignore[arg-type]
     edges = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
     for a, b in itertools.pairwise(edges):
-        proto.data_received(stream[a:b])
+        _feed(proto, stream[a:b])
     assert list(fake.inbox) == bodies
     assert fake._stats["received_bytes"] == len(stream)
-    assert not proto.buf and not fake.dropped and not transport.closed
+    assert not proto.pending() and not fake.dropped and not transport.closed
+    assert len(proto.buf) <= max(chunk, 304)  # grown for a frame at most, shrunk back
     proto.connection_lost(None)
     assert not fake._conns
 
@@ -169,10 +184,10 @@ def test_a_frame_over_max_message_closes_the_connection_before_it_is_read() -> N
     proto = _Frames(fake)  # type: ignore[arg-type]
     transport = _FakeTransport()
     proto.connection_made(transport)  # type: ignore[arg-type]
-    proto.data_received(_frame(b"ok") + _FRAME.pack(101) + b"x" * 10)
+    _feed(proto, _frame(b"ok") + _FRAME.pack(101) + b"x" * 10)
     assert list(fake.inbox) == [b"ok"]  # what came before it is kept
     assert fake.dropped == ["too_large"] and transport.closed
-    assert not proto.buf  # nothing of it is buffered
+    assert not proto.pending()  # nothing of it is buffered
 
 
 def test_frames_to_a_peer_arrive_in_order_written_directly_or_queued(nodes: list[Any]) -> None:
@@ -208,3 +223,23 @@ def test_stop_delivers_a_frame_written_directly(nodes: list[Any]) -> None:
     a.stop(timeout=8.0)
     wait_until(lambda: b.sync_do(lambda p: len(p.got)) == 2, timeout=10)
     assert a.stats()["send_dropped"] == 0
+
+
+def test_one_received_row_is_checked_as_a_batch_of_them() -> None:
+    """A request's single row takes a shorter check (``Relation.check_rows``): it refuses
+    what the batch check refuses (a lattice in a key column, a wrong arity; nothing queued)
+    and converts what it converts (to the channel's row type)."""
+    p = KVS()
+    rt = p._rt
+    for rows in ([("a:1", lmax(1), 7, 3, 4)], [("a:1", "b:2", 7, 3)]):
+        for batch in (rows, rows * 2):
+            try:
+                rt.receive_batch("x:1", [("put", batch)])
+            except Exception as exc:
+                assert type(exc).__name__ == "ProgramError"
+            else:
+                raise AssertionError(f"{batch!r} was queued")
+            assert not rt.pending
+    assert rt.receive_batch("x:1", [("put", [("a:1", "b:2", 7, 3, 4)])]) == 1
+    (row,) = rt.pending.inserts["put"]
+    assert type(row) is rt.rels["put"].row_type and tuple(row) == ("a:1", "b:2", 7, 3, 4)

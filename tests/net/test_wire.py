@@ -20,7 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_node import Echo, got
 
-from blooml.errors import CodecError
+from blooml.errors import CodecError, ProgramError
 from blooml.net import codec as codec_mod
 from blooml.net import decode_envelope, encode_envelope, encode_row, node
 from blooml.net._fragment import FRAGMENT_OVERHEAD, Reassembler, fragment
@@ -356,6 +356,39 @@ def test_names_resolve_off_the_node_thread_and_are_refreshed(
         i += 1
         time.sleep(0.1)
     assert any(r[2] == "moved" for r in got(c))  # ... it is resolved again, in the background
+
+
+def test_the_public_resolve_ttl_is_the_one_the_node_uses() -> None:
+    """``blooml.net.node.RESOLVE_TTL`` was a dead copy: setting it changed nothing (the
+    node read ``_transport.RESOLVE_TTL``). Both spellings of the public name now read and
+    set the live value; a bad value is refused with nothing changed."""
+    import sys
+
+    import blooml.net.node as node_attr  # the package's ``node`` (it shadows the module)
+
+    module = sys.modules["blooml.net.node"]
+    before = transport_mod.RESOLVE_TTL
+    p = Echo(addr="127.0.0.1:0")
+    try:
+        node_attr.RESOLVE_TTL = 123.0
+        assert transport_mod.RESOLVE_TTL == 123.0 == module.RESOLVE_TTL
+        t0 = time.monotonic()
+        node(p)._resolve("localhost:9", b"")  # not running: resolved here, kept for the TTL
+        assert 120 < node(p)._resolved["localhost:9"][1] - t0 < 126
+        module.RESOLVE_TTL = 7
+        assert node_attr.RESOLVE_TTL == 7.0 == transport_mod.RESOLVE_TTL
+        node_attr.CONNECT_TIMEOUT = 4
+        assert sys.modules["blooml.net._peers"].CONNECT_TIMEOUT == 4.0
+        for bad in (0, -1.0, "5", True, None):
+            with pytest.raises(ProgramError, match="RESOLVE_TTL"):
+                node_attr.RESOLVE_TTL = bad
+        assert transport_mod.RESOLVE_TTL == 7.0
+        with pytest.raises(AttributeError, match="only the settings"):
+            node_attr.RESOLVE_TLL = 5  # a typo is not silently a new attribute
+    finally:
+        transport_mod.RESOLVE_TTL = before
+        sys.modules["blooml.net._peers"].CONNECT_TIMEOUT = 30.0
+        p.stop()
 
 
 def test_a_backlog_of_large_messages_is_applied_over_several_ticks(nodes: list[Any]) -> None:

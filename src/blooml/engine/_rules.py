@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from blooml.engine._codegen import fused_map
+from blooml.engine._codegen import FusedMapEval, fused_map
 from blooml.engine._feed import DeleteFeed, Feed, UpsertFeed
 from blooml.engine._lat_eval import LatEval
 from blooml.engine._net_entry import check_addr
 from blooml.engine._pending_input import NOTE_MARK as _NOTE_MARK
 from blooml.engine._priority import Frontier
 from blooml.engine._reads import MonotoneRead, guard_class, undeclared_read
-from blooml.engine._rel_eval import Eval, MapEval
+from blooml.engine._rel_eval import Eval, MapEval, ScanEval
 from blooml.engine._state import LatVarState
 from blooml.engine._zops import ZOp
 from blooml.engine.compile import compile_node, flatten_rows
@@ -56,6 +56,7 @@ class CompiledRule:
         "head_lat",
         "head_rel",
         "is_lat_body",
+        "only_scan",
         "op",
         "persistent",
         "read_modes",
@@ -83,6 +84,13 @@ class CompiledRule:
             body = MapEval(body, flatten_rows, raw=self.head_rel is not None)
         self.body = body
         self.is_lat_body = isinstance(self.body, LatEval)
+        #: the one relation the body maps over, when it is ``map(f)`` of a scan: while that
+        #: relation holds no row and gained none, the rule derives nothing (see ``fire``)
+        self.only_scan: Relation | None = None
+        if type(body) is FusedMapEval and len(body.inputs) == 1:
+            self.only_scan = body.inputs[0].rel
+        elif type(body) is MapEval and type(body.inp) is ScanEval:
+            self.only_scan = body.inp.rel
         self.read_vars = [rt.lats[v] for v in sorted(rule.reads)]
         # name -> the function may use the value freely (a non-monotone read, stratified
         # before this rule) or only through @morph/@monotone methods (a MonotoneRead guard)
@@ -247,6 +255,14 @@ def run_feed(rt: Runtime, cr: CompiledRule, feed: Feed | DeleteFeed | UpsertFeed
 
 
 def fire(rt: Runtime, cr: CompiledRule, first: bool, force: bool = False) -> None:
+    scan = cr.only_scan
+    if scan is not None and not scan.store and not scan.tick_new and rt._rec is None:
+        # map(f) over a relation with no row at all (a channel nothing arrived on this
+        # tick): the evaluation would find nothing, in full or on its delta; its marks only
+        cr.fresh = False
+        if cr.head_rel is not None:
+            cr.seen_removals = cr.head_rel.removals
+        return
     rt.firing = cr
     full = force or cr.full_mode(first)
     try:

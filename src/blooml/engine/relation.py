@@ -252,6 +252,14 @@ class Relation:
         """Validate and convert external input: every row well-formed, no lattice in a key
         column (all or nothing: raises before anything is queued)."""
         rt = self.row_type
+        if len(rows) == 1:  # one row (a request): its checks without the sets built below
+            r = rows[0]
+            if (type(r) is tuple or type(r) is rt) and len(r) == self.arity:
+                row = _new_tuple(rt, r)
+                for v in row if self.full_key else row[: self.nkeys]:
+                    if isinstance(v, Lattice):
+                        self.info.check_keys(row)
+                return CheckedRows([row])
         if set(map(type, rows)) <= {tuple, rt} and set(map(len, rows)) <= {self.arity}:
             out = list(map(_new_tuple, repeat(rt, len(rows)), rows))
         else:

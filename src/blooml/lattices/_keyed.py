@@ -49,7 +49,10 @@ class KeyedTrie(Lattice):
         items = trie_items(sv)
         get = bv.get
         if get(items[0][0]) is None:
-            # Probably disjoint keys (growth): one Rust-side update, no Python loop.
+            # Probably disjoint keys (growth): one Rust-side update, no Python loop (one key:
+            # an insert, half the cost of an update with a one-entry dict)
+            if len(items) == 1:
+                return type(self)._make(bv.insert(*items[0]))
             grown = bv.update(dict(items))  # a dict argument: ~25% faster than a trie
             if len(grown) == len(bv) + len(sv):
                 return type(self)._make(grown)
@@ -65,6 +68,8 @@ class KeyedTrie(Lattice):
                     updates[bk] = m
         if not updates:
             return big
+        if len(updates) == 1:  # one changed key (a put into a large map): an insert
+            return type(self)._make(bv.insert(*next(iter(updates.items()))))
         return type(self)._make(bv.update(updates))
 
     def _get(self, key: Any) -> Any:

@@ -329,6 +329,10 @@ class lmap(KeyedTrie):
         return f"lmap({{{inner}}})"
 
 
+#: The empty value of each lmap class, shared by builders (values are immutable).
+_EMPTY: dict[type[lmap], lmap] = {}
+
+
 class MapBuilder(LatticeBuilder[lmap]):
     """Mutable accumulator for ``lmap``: ``add((key, value))`` is a ``dict`` lookup and store
     (values of a repeated key are merged immediately).
@@ -340,6 +344,10 @@ class MapBuilder(LatticeBuilder[lmap]):
     __slots__ = ("_new",)
 
     def __init__(self, cls: type[lmap], initial: lmap | None = None) -> None:
+        if initial is None:  # the empty map of cls, made once (a fold per tick starts here)
+            initial = _EMPTY.get(cls)
+            if initial is None:
+                initial = _EMPTY[cls] = cls()
         super().__init__(cls, initial)
         self._new: dict[Any, Lattice] = {}
 

@@ -21,21 +21,22 @@ import contextlib
 import os
 import random
 import socket
+import sys
 import threading
+import types
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from blooml.errors import ProgramError, RowsRefusedError, RuleQuarantinedError
+from blooml.net import _peers, _transport
 from blooml.net._coltypes import ColumnTypes
 from blooml.net._fragment import Reassembler
 from blooml.net._isolate import Unit
 from blooml.net._nodebase import NodeBase
-from blooml.net._peers import CONNECT_TIMEOUT as CONNECT_TIMEOUT
 from blooml.net._peers import Peers, _Peer
 from blooml.net._policy import Isolation
 from blooml.net._schedule import Scheduler
-from blooml.net._transport import RESOLVE_TTL as RESOLVE_TTL
 from blooml.net._transport import Transport, parse_addr
 from blooml.net.codec import MAX_DATAGRAM, MAX_MESSAGE, ReplayGuard
 
@@ -43,6 +44,59 @@ __all__ = ["MAX_MESSAGE", "Node", "parse_addr"]
 
 #: Deprecated alias of :data:`MAX_MESSAGE` (the TCP frame limit was 64 MiB).
 MAX_FRAME = MAX_MESSAGE
+
+#: Settings of this module that the node's parts read where they are used: reading or
+#: setting ``blooml.net.node.RESOLVE_TTL`` reads or sets the value the node uses (a copy
+#: re-exported here would be dead: setting it would change nothing).
+#: ``RESOLVE_TTL``: seconds a resolved host name is used before it is resolved again.
+#: ``CONNECT_TIMEOUT``: seconds a TCP connect to a peer may take.
+SETTINGS: dict[str, types.ModuleType] = {
+    "RESOLVE_TTL": _transport,
+    "CONNECT_TIMEOUT": _peers,
+}
+
+if TYPE_CHECKING:  # provided by _NodeModule.__getattr__ (live, see SETTINGS)
+    RESOLVE_TTL: float
+    CONNECT_TIMEOUT: float
+
+
+def _setting(name: str, value: Any) -> float:
+    """``value`` checked as the new value of setting ``name`` (a number of seconds > 0)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ProgramError(f"blooml.net.node.{name} = {value!r}: expected a number of seconds > 0")
+    return float(value)
+
+
+def get_setting(name: str) -> Any:
+    """The live value of setting ``name`` (see ``SETTINGS``); ``AttributeError`` if there is
+    no such setting."""
+    owner = SETTINGS.get(name)
+    if owner is None:
+        raise AttributeError(f"module 'blooml.net.node' has no attribute {name!r}")
+    return getattr(owner, name)
+
+
+def set_setting(name: str, value: Any) -> None:
+    """Set setting ``name`` where the node reads it (``ProgramError`` on a value that is not
+    a number of seconds > 0, nothing changed)."""
+    setattr(SETTINGS[name], name, _setting(name, value))
+
+
+class _NodeModule(types.ModuleType):
+    """This module: its settings (``SETTINGS``) are read from and written to the modules
+    that use them."""
+
+    def __getattr__(self, name: str) -> Any:
+        return get_setting(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in SETTINGS:
+            set_setting(name, value)
+        else:
+            super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _NodeModule
 
 
 class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
