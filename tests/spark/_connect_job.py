@@ -371,15 +371,15 @@ try:
     out["ticks"] = ticks(spark)
 except Exception:
     out["ticks"] = {"error": traceback.format_exc()}
-try:
-    out["stream"], spark = stream(spark, root)
-except Exception:
-    out["stream"] = {"error": traceback.format_exc()}
-# last, on the session the stream part continues with (the parts above run as they did
-# before this job served the differential test too)
+# before the stream part, which ends the first client's session (the rest of the job runs on
+# the new session it returns)
 try:
     out["differential"] = differential(spark)
 except Exception:
     out["differential"] = {"error": traceback.format_exc()}
+try:
+    out["stream"], spark = stream(spark, root)
+except Exception:
+    out["stream"] = {"error": traceback.format_exc()}
 print("RESULT " + json.dumps(out))
 spark.stop()
