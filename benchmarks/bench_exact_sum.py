@@ -92,7 +92,7 @@ def _engine(data: list[tuple[int, Any]], incremental: bool, plain: bool) -> Call
     """One engine run: tick 0 loads the rows; then 40 ticks (the reference evaluator, which
     re-derives everything each tick: 4) of 10 random deleted or re-inserted rows each.
     ``plain``: the engine's sums swapped for plain ones (the baseline)."""
-    import blooml.engine._zops as zops
+    import blooml.engine._zgroup as zops
     import blooml.ir.aggregates as aggs
     from blooml import Program, avg, bloom, scratch, sum_, table
 

@@ -603,8 +603,12 @@ def test_a_deleted_leaf_edge_costs_its_dependents_not_the_view(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A recursive scratch view keeps its rows across ticks; deleting an edge to a leaf drops
-    the paths into that leaf alone (the view is not emptied and re-derived)."""
+    the paths into that leaf alone (the view is not emptied and re-derived). The budget is
+    lifted: whether re-deriving 1,861 rows is cheaper is a matter of CPU time."""
+    from blooml.engine._dred import DRed
     from blooml.engine.relation import Relation
+
+    monkeypatch.setattr(DRed, "limit_share", 100.0)
 
     cls = make_program(["reach"])
     p = cls()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import operator
 import random
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,13 @@ from blooml import Program, bloom, count, lmap, lmax, lset, min_, scratch, table
 from blooml.engine import _zfold
 from blooml.engine._zfold import ZLatRows, ZReduce
 from blooml.engine._zops import ZLeftJoin
+
+# the benchmark's issue-24 programs, tested here for what their ticks do (counted, not timed)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import bench_incremental
+
+History = bench_incremental.NextFromScratchShape  # ``hist <+ view``, a history of items
+Blocked = bench_incremental.DeleteFromScratchShape  # ``tasks <- view`` of a blocklist
 
 
 class Prio:
@@ -285,19 +294,6 @@ def test_disabling_a_rule_rebuilds_every_operator() -> None:
     assert out[0] == out[1] == ([(1, 3), (2, 1)], [])
 
 
-class History(Program):
-    items = table(["id"], ["v"])
-    view = scratch(["id", "v"])
-    hist = table(["id", "v"])
-
-    # fmt: off
-    @bloom
-    def rules(self) -> None:
-        self.view <= self.items.map(lambda r: (r.id, r.v * 2))
-        self.hist <+ self.view
-    # fmt: on
-
-
 def test_a_next_tick_rule_over_a_scratch_queues_only_what_its_table_lacks() -> None:
     p = History()
     p.items.insert([(i, i) for i in range(5000)])
@@ -362,19 +358,6 @@ def test_a_rule_into_soft_state_refreshes_its_rows_every_tick() -> None:
     assert out == [[(1, 0)], [(1, 0)]]
 
 
-class Blocked(Program):
-    tasks = table(["id"], ["v"])
-    blocked = table(["id", "v"])
-    view = scratch(["id", "v"])
-
-    # fmt: off
-    @bloom
-    def rules(self) -> None:
-        self.view <= self.blocked.map(lambda r: (r.id, r.v))
-        self.tasks <- self.view
-    # fmt: on
-
-
 def test_a_delete_rule_over_a_scratch_queues_only_what_deletes() -> None:
     p = Blocked()
     p.blocked.insert([(i, 0) for i in range(5000)])
@@ -422,19 +405,14 @@ class Evaluated:
         return (r.id, r.v)
 
 
-class Latest(Program):
-    items = table(["id"], ["v"])
-    other = table(["id"], ["v"])
-    view = scratch(["id"], ["v"])
-    latest = table(["id"], ["v"])
+class Latest(bench_incremental.UpsertFromScratchShape):
+    """The benchmark's ``latest <+- view``, and a same-tick rule into ``latest``."""
 
-    # fmt: off
+    other = table(["id"], ["v"])
+
     @bloom
-    def rules(self) -> None:
-        self.view <= self.items.map(lambda r: (r.id, r.v * 2))
-        self.latest <+- self.view
+    def more(self) -> None:
         self.latest <= self.other.map(Evaluated.counted)
-    # fmt: on
 
 
 def test_a_replace_rule_over_a_scratch_queues_only_the_rows_that_change_its_table() -> None:

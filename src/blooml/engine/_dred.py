@@ -23,14 +23,21 @@ Ramalingam and Reps' dynamic shortest paths):
   the key stays and nothing propagates. Otherwise it is deleted and drives its own
   dependents in turn. A candidate's older versions are retired (they drive their dependents
   too), so only current versions need checking.
-* **Forward.** The deleted keys are re-derived one step from what remains (any rank), and the
-  re-derived rows, with the rows the tick added, propagate by the ordinary semi-naive rounds
-  (best value first for ``lmin``/``lmax``: ``blooml.engine._priority``); the new versions get
-  ranks above every existing one (:meth:`DRed.settle`).
+* **Rescue.** The ranks can hide a derivation (a longer path, a sibling first derived in the
+  same round). Before anything changes, a key the backward phase would delete whose stored
+  row is still derived from rows it would not delete, at any rank, keeps its row with a new
+  version ranked above all others, and the keys its row derives are checked again in turn
+  (:meth:`DRed._rescue`): a delete that changes no row changes no row.
+* **Forward.** The keys left are deleted and re-derived one step from what remains (any
+  rank), and the re-derived rows, with the rows the tick added, propagate by the ordinary
+  semi-naive rounds (best value first for ``lmin``/``lmax``: ``blooml.engine._priority``); the
+  new versions get ranks above every existing one (:meth:`DRed.settle`).
 
-Never worse than re-deriving: the backward phase counts the keys it deletes and the checks it
-makes, and gives up (changing nothing) once they pass ``limit_share`` of the view; the caller
-then re-derives the view in full, having spent at most that share more than the reference.
+Never worse than re-deriving: a retraction gets a budget of CPU time, ``limit_share`` of what
+the unit's last full derivation cost (scaled to the heads' rows now), plus ``limit_floor``. It
+falls back before checking when the first wave of candidates, priced at the mean cost of a
+check, is above it, and stops, having changed nothing, once its checks pass it; the caller
+then re-derives the heads in full, having spent at most that budget more than doing so.
 
 A unit it cannot handle (a rule function run as Python, a head key computed rather than
 read, a lattice variable or ``tick_count`` read, a non-monotone input that changed) is
@@ -40,6 +47,7 @@ re-derived in full instead.
 from __future__ import annotations
 
 import sys
+from time import process_time
 from typing import Any
 
 from blooml.engine._codegen import fused_map
@@ -102,7 +110,7 @@ def _inputs(node: N.Node) -> list[str] | None:
     return None
 
 
-def _compile(rule: Any, rt: Any) -> _Rule | None:
+def _compile(rule: Any, rt: Any, heads: set[str]) -> _Rule | None:
     head = rt.rels.get(rule.head)
     if head is None or rule.op != "<=" or rule.reads or rule.reads_tick:
         return None
@@ -133,7 +141,10 @@ def _compile(rule: Any, rt: Any) -> _Rule | None:
             by_input.setdefault(c[0], []).append((i, c[1]))
     if not by_input:
         return None
-    j, pairs = max(by_input.items(), key=lambda kv: len(kv[1]))
+    # the input giving the most key columns, a table before a head of the unit: a head's
+    # rows sharing a column with the key are the many paths from a node, a table's the
+    # edges into it (for ``tc(x, y) <= tc(x, z), e(z, y)``: probe ``e`` by ``y``)
+    j, pairs = max(by_input.items(), key=lambda kv: (len(kv[1]), rels[kv[0]].name not in heads))
     inv = (j, tuple(c for _, c in pairs), tuple(i for i, _ in pairs))
     return _Rule(head, rels, fz, inv)
 
@@ -167,9 +178,12 @@ class DRed:
 
     __slots__ = (
         "by_head",
+        "full_cost",
+        "full_rows",
         "heads",
         "journal",
         "next_rank",
+        "per_check",
         "pos",
         "retired",
         "rules",
@@ -177,10 +191,15 @@ class DRed:
         "versions",
     )
 
-    #: The backward phase gives up (and the heads are re-derived in full) once the keys it
-    #: deleted and the checks it made pass this share of the heads' rows (plus 64): past it,
-    #: checking key by key costs more than one semi-naive evaluation of the whole view.
+    #: The budget of a retraction, as a share of what re-deriving the heads costs (the CPU
+    #: time of the unit's last full derivation, scaled by the rows the heads hold since): a
+    #: retraction whose first wave of checks is estimated above it re-derives at once; one
+    #: that passes it while checking stops, having changed nothing. A tick that falls back
+    #: thus costs at most ``1 + limit_share`` times a re-derivation, plus ``limit_floor``.
     limit_share = 0.125
+    #: Seconds of checking always allowed (a small view re-derives in less than the fixed
+    #: cost of one tick: the budget must not make every retraction of it a fallback).
+    limit_floor = 1e-4
     #: Versions kept per key; older ones are retired (their dependents are checked at the
     #: next retraction), so that a key improved over and over keeps bounded state.
     cap = 8
@@ -201,6 +220,11 @@ class DRed:
         # a rolled-back tick)
         self.valid = False
         self.journal: list[Any] = []  # the runtime's journal protocol (see ``rollback``)
+        # CPU seconds of the last full derivation, the heads' rows after it, and the mean CPU
+        # seconds of one check (a moving average over retractions; None before the first)
+        self.full_cost = 0.0
+        self.full_rows = 0
+        self.per_check: float | None = None
 
     @classmethod
     def build(cls, crs: list[Any], rt: Any, heads: list[Relation]) -> DRed | None:
@@ -210,7 +234,7 @@ class DRed:
             return None  # a table or lattice head in the unit: it keeps what it derived
         rules = []
         for cr in crs:
-            r = _compile(cr.rule, rt)
+            r = _compile(cr.rule, rt, names)
             if r is None:
                 return None
             rules.append(r)
@@ -247,6 +271,21 @@ class DRed:
         n = sum(1 if type(v) is tuple else len(v) for v in vers.values())
         lists = sum(1 for v in vers.values() if type(v) is list)
         return n, sys.getsizeof(vers) + n * 64 + lists * 88
+
+    def derived(self, seconds: float) -> None:
+        """The heads were just re-derived in full, in ``seconds`` of CPU time: the measure of
+        what a retraction may spend before falling back."""
+        self.full_cost = seconds
+        self.full_rows = sum(len(h.store) for h in self.heads)
+
+    def budget(self) -> float:
+        """CPU seconds a retraction may spend on checks (see ``limit_share``): the last full
+        derivation's cost scaled to the heads' rows now (per row, over at least 64 rows, so
+        that a derivation of an empty view does not price every row at its fixed cost)."""
+        rows = sum(len(h.store) for h in self.heads)
+        est = self.full_cost * max(rows, 1) / max(self.full_rows, 64)
+        est = max(est, self.limit_floor)
+        return self.limit_share * est + self.limit_floor
 
     def settle(self) -> None:
         """Give every row the heads stored since the last call a version, ranked above all
@@ -298,10 +337,15 @@ class DRed:
         the unit's inputs, by collection; for a head, its input rows that left) and put back,
         one step, what the rest still derives (the semi-naive rounds that follow propagate
         it). Returns ``False``, having changed no row, when the versions are not valid or the
-        change reaches too much of the view (see ``limit_share``): the caller re-derives it
-        in full."""
+        change costs more than the budget (see ``limit_share``): the caller re-derives the
+        heads in full."""
         if not self.valid:
             return False
+        budget = self.budget()
+        if budget <= 0:
+            return False
+        start = process_time()
+        deadline = start + budget
         self.settle()  # this tick's input rows of the heads, stored before the unit runs
         heads = self.by_head
         versions = self.versions
@@ -349,7 +393,6 @@ class DRed:
         for r in self.rules:
             rules_of[r.head.name].append(r)
         tick_in = rt.tick_in
-        limit = 64 + int(self.limit_share * sum(len(h.store) for h in self.heads))
         work = 0
         items: list[tuple[str, list[Any]]] = [(n, rows) for n, rows in removed.items() if rows]
         cands: list[tuple[str, Any]] = []
@@ -363,6 +406,7 @@ class DRed:
                 items.append((name, [row]))
             self.retired = []
         queued: set[tuple[str, Any]] = set(cands)
+        first = True
         while items or cands:
             while items:
                 name, rows = items.pop()
@@ -380,6 +424,13 @@ class DRed:
                                 continue
                             queued.add(c)
                             cands.append(c)
+            if first:
+                # the estimate, before any check: the first wave of candidates at the mean
+                # cost of a check (each is checked at least once)
+                first = False
+                per = self.per_check
+                if per is not None and len(cands) * per > budget:
+                    return False
             if not cands:
                 break
             name, k = cands.pop()
@@ -388,7 +439,7 @@ class DRed:
             if k in g:
                 continue
             work += 1
-            if work > limit:
+            if not work & 3 and process_time() > deadline:
                 return False
             h = heads[name]
             cur = h.store.get(k)
@@ -420,6 +471,9 @@ class DRed:
             if not ok:
                 g[k] = cur
                 items.append((name, [cur]))
+        rescued = self._rescue(gone, rules_of, tick_in, gets, work, deadline)
+        if rescued is None:
+            return False
         # forward: drop what lost every derivation, put back one step what still derives it
         for name, keys in gone.items():
             h = heads[name]
@@ -441,7 +495,89 @@ class DRed:
                 )
             if back:
                 h.add_many(back, now, f"re-derivation of {name}")
+        work += rescued
+        if work:
+            sample = (process_time() - start) / work
+            per = self.per_check
+            self.per_check = sample if per is None else 0.75 * per + 0.25 * sample
         return True
+
+    def _rescue(
+        self,
+        gone: dict[str, dict[Any, Any]],
+        rules_of: dict[str, list[_Rule]],
+        tick_in: Any,
+        gets: dict[_Rule, Any],
+        work: int,
+        deadline: float,
+    ) -> int | None:
+        """Take out of ``gone`` the keys whose stored row is still derived from rows not
+        gone, at any rank (a derivation the ranks hid: a longer path, a sibling of the same
+        round), and, in turn, the keys those rows derive: their rows stay as they are, and
+        get versions ranked above every other in the order they were rescued (each derived
+        from versions stored before it, or rescued before it). Returns the checks made, or
+        ``None`` once past ``deadline`` (nothing changed)."""
+        heads = self.by_head
+        if not any(gone.values()):
+            return 0
+        saved: dict[str, dict[Any, Any]] = {n: dict(g) for n, g in gone.items() if g}
+
+        def alive(name: str, k: Any) -> Any:
+            """The stored row of ``k`` unless it is gone (and not rescued)."""
+            if k in gone[name]:
+                return None
+            return heads[name].store.get(k)
+
+        views: dict[tuple[str, tuple[int, ...]], Any] = {}
+
+        def view(rel: Relation, cols: tuple[int, ...]) -> Any:
+            key = (rel.name, cols)
+            v = views.get(key)
+            if v is None:
+                if rel.name in heads:
+                    v = views[key] = _ranked(rel, cols, alive)
+                else:
+                    v = views[key] = rel.index(cols).get
+            return v
+
+        todo: list[tuple[str, Any]] = [(n, k) for n, g in saved.items() for k in g]
+        todo.reverse()
+        pending = set(todo)  # a key waits in ``todo`` once, however many rows it derives
+        rank = self.next_rank
+        checks = 0
+        while todo:
+            name, k = c = todo.pop()
+            pending.discard(c)
+            g = gone[name]
+            cur = g.get(k)
+            if cur is None:
+                continue  # rescued already
+            checks += 1
+            if not (work + checks) & 3 and process_time() > deadline:
+                for n, keys in saved.items():  # nothing changed: restore what was gone
+                    gone[n].update(keys)
+                return None
+            h = heads[name]
+            if not _derives(h, k, cur, rules_of[name], tick_in.get(name), alive, view, heads, gets):
+                continue
+            del g[k]
+            self.versions[name][k] = (rank, cur)
+            rank += 1
+            for r in self.rules:  # what the row derives, among the keys still gone
+                hn = r.head.name
+                hg = gone[hn]
+                if not hg:
+                    continue
+                for d, rel in enumerate(r.rels):
+                    if rel.name == name:
+                        key_of = r.head.key_of
+                        for out in r.drive(d, [cur], view):
+                            j = key_of(out)
+                            if j in hg and (hn, j) not in pending:
+                                pending.add((hn, j))
+                                todo.append((hn, j))
+        self.next_rank = rank
+        return checks
 
 
 def _current(rel: Relation, cols: tuple[int, ...]) -> Any:

@@ -18,14 +18,12 @@ from typing import Any
 
 from blooml.engine._codegen import fused_map
 from blooml.engine._zfold import ZLatRows, ZReduce
+from blooml.engine._zgroup import ZArgAgg, ZChoose, ZGroup
 from blooml.engine._zops import (
-    ZArgAgg,
-    ZChoose,
     ZFilter,
     ZFlatMap,
     ZFull,
     ZFused,
-    ZGroup,
     ZJoin,
     ZLeftJoin,
     ZMap,

@@ -10,6 +10,7 @@ retraction by Backward/Forward with ranked versions: ``blooml.engine._dred``).
 
 from __future__ import annotations
 
+from time import process_time
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._dred import DRed
@@ -192,6 +193,7 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
     it cannot check, a non-monotone input that changed, a retraction reaching too much)."""
     force = False
     indexed: list[tuple[Relation, list[tuple[int, ...]]]] = []
+    started = 0.0
     if u.scratch:
         force = rt._reset
         force = force or any(rel.tick_delta() for rel in u.nonmono_rels)
@@ -216,6 +218,7 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
                     if cr.head_rel is not None:
                         cr.seen_removals = cr.head_rel.removals
         if force:
+            started = process_time()
             now = rt.now
             indexed = [(rel, list(rel.indexes)) for rel in u.scratch]
             for rel in u.scratch:
@@ -246,6 +249,8 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
         for rel, cols in indexed:
             for c in cols:
                 rel.index(c)
+    if force and u.dred is not None:
+        u.dred.derived(process_time() - started)  # what the next retraction may spend
 
 
 def zfire(rt: Runtime, cr: CompiledRule, gather: list[tuple[Any, int]] | None = None) -> None:

@@ -147,6 +147,7 @@ class Relation:
     __slots__ = (
         "_dcache",
         "_empty_at_begin",
+        "_key_cols",
         "_log",
         "_row_types",
         "_saved",
@@ -189,6 +190,7 @@ class Relation:
         self.nkeys = len(info.keys)
         self.full_key = not info.values
         self.keyfn = None if self.full_key else _getter(tuple(range(self.nkeys)))
+        self._key_cols = tuple(range(self.nkeys)) if self.nkeys else None
         self.persistent = info.persistent
         self.ttl = info.ttl
         self.simple = self.full_key and self.ttl is None
@@ -803,6 +805,15 @@ class Relation:
             return entry[0]  # type: ignore[no-any-return]
         get = _getter(cols)
         if entry is None:
+            idx: dict[Any, list[Any]]
+            if cols == self._key_cols:  # one row per probe value: no grouping (2x faster)
+                c = cols[0]
+                if len(cols) == 1:
+                    idx = {row[c]: [row] for row in self.store.values()}
+                else:
+                    idx = {get(row): [row] for row in self.store.values()}
+                self.indexes[cols] = [idx, len(log)]
+                return idx
             groups: defaultdict[Any, list[Any]] = defaultdict(list)
             if len(cols) == 1:
                 c = cols[0]
@@ -811,7 +822,7 @@ class Relation:
             else:
                 for row in self.store.values():
                     groups[get(row)].append(row)
-            idx: dict[Any, list[Any]] = dict(groups)  # a plain dict: probes never insert
+            idx = dict(groups)  # a plain dict: probes never insert
             self.indexes[cols] = [idx, len(log)]
             return idx
         idx, pos = entry
