@@ -88,6 +88,37 @@ def test_exact_sum_with_weights_is_fsum_in_any_order(items, rnd):
         assert got == sum(flat)
 
 
+#: values near the largest double (partial sums overflow), tiny ones, and everything between
+HUGE = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([1.7976931348623157e308, 2.0**1023, 1e308, 2.0**970, 1.0, 5e-324]).flatmap(
+        lambda v: st.sampled_from([v, -v])
+    ),
+)
+
+
+def fraction_sum(vals: list[float]) -> float:
+    """The exact total of ``vals`` rounded once (half to even), ±inf when that rounding
+    overflows, as IEEE rounding of the exact value gives: the sums' one semantics."""
+    from fractions import Fraction
+
+    total = sum((Fraction(v) for v in vals), Fraction(0))
+    try:
+        return float(total)
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf
+
+
+@given(st.lists(HUGE, min_size=1, max_size=12))
+def test_exact_sum_of_huge_floats_is_the_exact_total_rounded_once(vals):
+    """Partial sums past 1.8e308 do not matter (fsum raises there): the exact total, rounded
+    once; ±inf only when the total itself rounds beyond the largest double."""
+    s = ExactSum()
+    for v in vals:
+        s.add(v)
+    assert s.value() == fraction_sum(vals)
+
+
 def test_unknown_aggregate_names_the_known_ones():
     with pytest.raises(ProgramError, match=r"unknown aggregate 'median'.*bool_or"):
         apply_aggregate("median", [1], [(1,)])

@@ -4,8 +4,9 @@ module too, so it depends on nothing but blooml).
 
 A program is a random subset of a catalogue of rule shapes that lower to DataFrame plans
 (groups with every SQL aggregate, a global group, a join, a ``notin``, recursion, ``argmin``,
-an ``lmax`` column, ``<+``, ``<-`` and ``<+-``); a tick is random rows with None, unicode
-strings and ints and floats mixed in one column, and deletes. ``compare`` runs both engines
+an ``lmax`` column, ``lmin``/``lmax`` built from a column holding None, ``<+``, ``<-`` and
+``<+-``); a tick is random rows with None, unicode strings and ints and floats mixed in one
+column, and deletes. ``compare`` runs both engines
 tick by tick and returns the first difference (every collection, every tick), or None.
 """
 
@@ -20,6 +21,7 @@ from blooml import (
     bloom,
     count,
     lmax,
+    lmin,
     max_,
     min_,
     scratch,
@@ -32,7 +34,7 @@ from blooml import (
 STRINGS = ["a", "b", "é", "日本", "", None]
 #: ints and floats in one column (sums of 0.1, 0.2, 0.3 differ by order unless exact), None
 NUMBERS = [1, 2, 3, -4, 0.1, 0.2, 0.3, 2.5, -0.7, 1e16, None]
-#: values an lmax column is built from (never None: ``lmax(None)`` is an error in Python)
+#: values an lmax column is built from by ``<+-`` rows (None is ⊥ there, see ``_latnull``)
 PLAIN = [1, 2, 5, 0.5, 7.25, -3]
 
 
@@ -66,6 +68,11 @@ def _lattice(s: Any) -> None:
     s.lm <= s.cin.map(lambda r: (r.k, lmax(r.n)))
 
 
+def _latnull(s: Any) -> None:  # lmin/lmax of a column holding None: ⊥ on both engines
+    s.lo <= s.e.map(lambda x: (x.s, lmin(x.w)))
+    s.hi <= s.e.map(lambda x: (x.d, lmax(x.s)))
+
+
 def _later(s: Any) -> None:
     s.nx <+ s.e.map(lambda x: (x.d, x.w))
 
@@ -91,6 +98,7 @@ CATALOGUE = {
         _reach,
         _argmin,
         _lattice,
+        _latnull,
         _later,
         _replace,
         _delete,
@@ -115,6 +123,8 @@ def make_program(names: list[str]) -> type[Program]:
         r = table(["s", "d"])
         am = scratch(["s", "d", "w"])
         lm = table(["k"], ["m"])
+        lo = table(["s"], ["m"])
+        hi = table(["d"], ["m"])
         nx = table(["d", "w"])
 
         @bloom
@@ -150,6 +160,20 @@ def draw_case(rnd: random.Random, n_ticks: int) -> tuple[list[str], list[dict[st
         stored |= e
         ticks.append(tick)
     return names, ticks
+
+
+#: fixed cases every run compares (classic and Connect), besides the random ones: name ->
+#: (catalogue names, ticks)
+FIXED: dict[str, tuple[list[str], list[dict[str, list[Any]]]]] = {
+    # lmin(x.w) / lmax(x.s) of None: ⊥ on both engines (Spark's least/greatest skip NULL)
+    "lattice of None": (
+        ["latnull"],
+        [
+            {"e": [("a", "b", None), ("a", None, 1), (None, "c", None), ("é", "c", 2.5)]},
+            {"e": [("a", "x", 0.5), ("b", "c", None)]},
+        ],
+    ),
+}
 
 
 def _rows(rows: Any) -> set[tuple[Any, ...]]:

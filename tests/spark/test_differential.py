@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _differential import compare, draw_case
+from _differential import FIXED, compare, draw_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -41,6 +41,13 @@ def test_local_and_spark_agree_on_random_programs(spark: Any, seed: int) -> None
     _check(spark, seed, ticks=3)
 
 
+@pytest.mark.parametrize("case", sorted(FIXED))
+def test_local_and_spark_agree_on_fixed_cases(spark: Any, case: str) -> None:
+    names, ticks = FIXED[case]
+    diff = compare(spark, names, ticks)
+    assert diff is None, f"{case}: {diff}"
+
+
 @pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @given(seed=SEEDS)
@@ -57,7 +64,7 @@ _CONNECT = textwrap.dedent(
 
     import blooml.spark
     from pyspark.sql import SparkSession
-    from _differential import compare, draw_case
+    from _differential import FIXED, compare, draw_case
 
     spark = (
         SparkSession.builder.remote("local[2]")
@@ -79,6 +86,7 @@ _CONNECT = textwrap.dedent(
 
 
 def _connect(tmp_path: Path, seeds: list[int], ticks: int) -> None:
+    """Compare many seeds in a Connect server of their own (the slow run)."""
     script = tmp_path / "differential_connect.py"
     script.write_text(_CONNECT)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
@@ -101,9 +109,13 @@ def _connect(tmp_path: Path, seeds: list[int], ticks: int) -> None:
     assert len(out["diffs"]) == len(seeds)
 
 
-def test_local_and_spark_connect_agree_on_random_programs(tmp_path: Path) -> None:
-    pytest.importorskip("pyspark.sql.connect.session", reason="Spark Connect needs the extra")
-    _connect(tmp_path, [27], ticks=3)
+def test_local_and_spark_connect_agree_on_random_programs(connect_job: dict[str, Any]) -> None:
+    """The default run's seeds and the fixed cases on Connect, in the session's one Connect
+    job (_connect_job.py, ``differential``)."""
+    out = connect_job["differential"]
+    assert "error" not in out, out.get("error")
+    assert set(out) >= {"seed 27", *FIXED}
+    assert {case: diff for case, diff in out.items() if diff is not None} == {}
 
 
 @pytest.mark.slow

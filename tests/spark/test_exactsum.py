@@ -31,9 +31,22 @@ def _want(vals: list[Any]) -> Any:
     return s.value()
 
 
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=2, deadline=None)
 @given(groups=GROUPS)
 def test_exact_sum_is_fsum_on_every_group(spark: Any, groups: list[list[Any]]) -> None:
+    _check_groups(spark, groups)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(groups=GROUPS)
+def test_exact_sum_is_fsum_on_many_groups(spark: Any, groups: list[list[Any]]) -> None:
+    _check_groups(spark, groups)
+
+
+def _check_groups(spark: Any, groups: list[list[Any]]) -> None:
+    """Every group's exact_sum and exact_avg (one Spark job for all) against the local
+    ExactSum and math.fsum."""
     from blooml.spark._exactsum import exact_avg, exact_sum
 
     rows = [(g, None if v is None else float(v)) for g, vs in enumerate(groups) for v in vs]
@@ -53,6 +66,68 @@ def test_exact_sum_is_fsum_on_every_group(spark: Any, groups: list[list[Any]]) -
             assert a == want / len(kept)
         else:
             assert a is None
+
+
+#: values near the largest double (partial sums overflow), tiny ones, and everything between
+HUGE = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(
+        [1.7976931348623157e308, 2.0**1023, 1e308, 2.0**970, 2.0**100, 1.0, 5e-324]
+    ).flatmap(lambda v: st.sampled_from([v, -v])),
+)
+
+
+HUGE_GROUPS = st.lists(st.lists(HUGE, min_size=1, max_size=10), min_size=1, max_size=80)
+
+
+@settings(max_examples=2, deadline=None)
+@given(groups=HUGE_GROUPS)
+def test_exact_sum_of_huge_floats_agrees_with_the_local_engine(
+    spark: Any, groups: list[list[float]]
+) -> None:
+    """Partial sums past 1.8e308: the exact total rounded once (±inf only when the total
+    itself rounds beyond the largest double), on Spark as locally, on every group."""
+    _check_huge(spark, groups)
+
+
+@pytest.mark.slow
+@settings(max_examples=30, deadline=None)
+@given(groups=HUGE_GROUPS)
+def test_exact_sum_of_many_huge_floats_agrees_with_the_local_engine(
+    spark: Any, groups: list[list[float]]
+) -> None:
+    _check_huge(spark, groups)
+
+
+def _check_huge(spark: Any, groups: list[list[float]]) -> None:
+    from blooml.spark._exactsum import exact_sum
+
+    rows = [(g, v) for g, vs in enumerate(groups) for v in vs]
+    df = spark.createDataFrame(rows, "g bigint, v double").repartition(2)
+    got = {r.g: r.s for r in df.groupBy("g").agg(exact_sum("v").alias("s")).collect()}
+    for g, vs in enumerate(groups):
+        assert got[g] == _want(vs), (g, vs)
+
+
+def test_exact_sum_past_the_largest_double_on_fixed_cases(spark: Any) -> None:
+    from blooml.spark._exactsum import exact_sum
+
+    big, top = 1e308, 1.7976931348623157e308
+    groups = {
+        0: [big, big, -big],  # fsum raises: intermediate overflow; exactly 1e308
+        1: [big, big],  # the total overflows: inf
+        2: [top, 2.0**970, -(2.0**970), 5e-324],  # back below: the largest double
+        3: [top, 2.0**970],  # exactly halfway to 2**1024: ties to even, inf
+        4: [top, 2.0**970, -5e-324],  # just below halfway: the largest double
+        5: [-top, -top, top, top, 1.5],  # cancels to 1.5
+        6: [top, top, -top, -top, 5e-324],  # cancels to the smallest subnormal
+    }
+    rows = [(g, v) for g, vs in groups.items() for v in vs]
+    df = spark.createDataFrame(rows, "g bigint, v double")
+    got = {r.g: r.s for r in df.groupBy("g").agg(exact_sum("v").alias("s")).collect()}
+    want = [big, math.inf, top, math.inf, top, 1.5, 5e-324]
+    assert [got[g] for g in range(len(want))] == want
+    assert [_want(groups[g]) for g in range(len(want))] == want
 
 
 def test_non_finite_values_sum_as_ieee_addition_does(spark: Any) -> None:

@@ -1,8 +1,12 @@
 """Lattices over totally ordered domains: ``lbool``, ``lmax`` and ``lmin``.
 
 ``lmax``/``lmin`` work over any totally ordered domain (numbers, strings, tuples, ...). Their ⊥
-(−∞ for ``lmax``, +∞ for ``lmin``) is represented internally and revealed as ``None``; an
-explicit ``None`` is rejected, so ``lmax()`` is the one spelling of ⊥.
+(−∞ for ``lmax``, +∞ for ``lmin``) is represented internally and revealed as ``None``.
+
+``None`` given to a constructor is ⊥: ``lmax(None) == lmax()``, ``lmin(None) == lmin()`` and
+``lbool(None) == lbool()``, as SQL's aggregates skip NULL and Spark's ``greatest``/``least``
+do (so ``lmin(l.c)`` in a rule gives ⊥ for a row whose ``c`` is ``None`` on every engine), and
+as Hydro's ``WithBot`` takes ``None`` for bottom. ⊥ adds nothing to a merge.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from blooml.lattices._base import Lattice, _set_h, _set_v, morph
 __all__ = ["lbool", "lmax", "lmin", "order_sign"]
 
 T = TypeVar("T")
-_NOARG: Any = object()
 _new = object.__new__
 
 # Results of int arithmetic (``lmin + int``: path costs) are interned per class: a rule derives
@@ -51,10 +54,6 @@ def _check_ordered(cls_name: str, value: Any) -> None:
         return
     if t is float and value == value:  # a float that is not NaN
         return
-    if value is None:
-        raise LatticeValueError(
-            cls_name, value, f"None is not an ordered value; use {cls_name}() for ⊥"
-        )
     if isinstance(value, Lattice):
         raise LatticeValueError(
             cls_name, value, f"expected a plain ordered value, not a lattice ({value!r})"
@@ -112,10 +111,9 @@ class _Ordered(Lattice):
         ):
             cls.raw_order = None
 
-    def __init__(self, value: Any = _NOARG) -> None:
-        if value is _NOARG:
-            value = None
-        else:
+    def __init__(self, value: Any = None) -> None:
+        # None (no argument, or a NULL cell read into ``lmin(l.c)``) is ⊥
+        if value is not None:
             _check_ordered(type(self).wrapper_name, value)
         super().__init__(value)
 
@@ -155,7 +153,8 @@ class _Ordered(Lattice):
 
 
 class lmax(_Ordered):
-    """The maximum of values from a totally ordered domain; ⊥ is −∞ (``lmax()``).
+    """The maximum of values from a totally ordered domain; ⊥ is −∞ (``lmax()``, or
+    ``lmax(None)``: a NULL adds nothing).
 
     >>> lmax(3).merge(lmax(5))
     lmax(5)
@@ -227,7 +226,8 @@ class lmax(_Ordered):
 
 
 class lmin(_Ordered):
-    """The minimum of values from a totally ordered domain; ⊥ is +∞ (``lmin()``).
+    """The minimum of values from a totally ordered domain; ⊥ is +∞ (``lmin()``, or
+    ``lmin(None)``: a NULL adds nothing).
 
     Growing in the ``lmin`` lattice means getting *smaller*: ``lmin(5) <= lmin(3)``.
 
@@ -312,7 +312,8 @@ _INTERNED_LMIN: dict[int, lmin] = _INTERNED.setdefault(lmin, {})
 
 
 class lbool(Lattice):
-    """A condition that, once true, stays true; ⊥ is ``False``.
+    """A condition that, once true, stays true; ⊥ is ``False`` (``lbool()``; ``lbool(None)``
+    is ⊥ too, as a NULL cell is).
 
     ``bool(lbool(True))`` is ``True``, so values read naturally in ``if`` statements outside
     rules.
@@ -321,9 +322,11 @@ class lbool(Lattice):
     __slots__ = ()
     wrapper_name = "lbool"
 
-    def __init__(self, value: bool = False) -> None:
-        if not isinstance(value, bool):
-            raise LatticeValueError("lbool", value, "expected True or False")
+    def __init__(self, value: bool | None = False) -> None:
+        if value is None:
+            value = False
+        elif not isinstance(value, bool):
+            raise LatticeValueError("lbool", value, "expected True, False or None (⊥)")
         super().__init__(value)
 
     def merge(self, other: lbool) -> lbool:

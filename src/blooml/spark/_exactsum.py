@@ -11,8 +11,14 @@ group and a few additions per value and partial (measured in
 ``benchmarks/bench_exact_sum.py``).
 
 NaN and infinities give what IEEE addition gives in any order (NaN for a NaN or for both
-infinities). A sum whose exact partial sums pass the largest double (values near 1.8e308) is
-not exact here; the local engine's is.
+infinities). Finite values always give their exact total rounded once, even when partial sums
+pass the largest double (1e308 + 1e308 - 1e308 is 1e308, where ``math.fsum`` raises
+``OverflowError``); a total beyond it rounds to ±inf, as IEEE rounding of that exact value does.
+So: values of magnitude 2**100 or more (rare) are summed apart, scaled by 2**-200 (exact, and
+far from overflow), the others as they are; the two exact partial lists then combine either
+unscaled (the large part below 2**1020: nothing overflows) or in the scaled domain with the
+small part reduced to its sign (it then lies below the large part's last bit and only breaks
+ties), rounded once and scaled back, where overflow gives the infinity.
 """
 
 from __future__ import annotations
@@ -54,13 +60,40 @@ aggregate(reverse({p}), named_struct('hi', 0D, 'lo', 0D, 'ph', 0),
 """
 
 
+#: |v| from which a value is summed apart, scaled (2**100), the scale (2**-200, and back 2**200),
+#: the large part's magnitude below which it combines unscaled (2**820 scaled, 2**1020 unscaled)
+#: and the sticky value that stands for the small part's sign (2**-300, below any large unit:
+#: values >= 2**100 are multiples of 2**48, scaled multiples of 2**-152)
+#: (written as the shortest decimals that parse to those powers of two exactly)
+_BIG, _DOWN, _UP, _NEAR, _STICKY = (f"{2.0**e!r}D" for e in (100, -200, 200, 820, -300))
+
+
+def _partials(vals: str) -> str:
+    """Shewchuk's exact partials of the array ``vals`` (increasing magnitude, nonzero)."""
+    return f"aggregate({vals}, CAST(array() AS array<double>), (p, x) -> {_GROW})"
+
+
 def _sql(vals: str) -> str:
-    partials = f"aggregate({vals}, CAST(array() AS array<double>), (p, x) -> {_GROW})"
     special = f"filter({vals}, v -> isnan(v) OR abs(v) = double('infinity'))"
+    small = f"filter({vals}, v -> abs(v) < {_BIG})"
+    big = f"transform(filter({vals}, v -> abs(v) >= {_BIG}), v -> v * {_DOWN})"
+    # t.b: the large values' partials, scaled; t.s: the small ones'. u.p: the partials to round
+    # (both lists' unscaled, or the large ones' with the small ones' sign), u.k: the scale back.
+    far = f"(size(t.b) > 0 AND abs(element_at(t.b, -1)) >= {_NEAR})"
+    merged = _partials(
+        f"IF({far}, concat(t.b, IF(size(t.s) = 0, CAST(array() AS array<double>), "
+        f"array(signum(element_at(t.s, -1)) * {_STICKY}))), "
+        f"concat(transform(t.b, b -> b * {_UP}), t.s))"
+    )
+    chosen = (
+        f"transform(array(named_struct('b', {_partials(big)}, 's', {_partials(small)})), t -> "
+        f"named_struct('p', IF(size(t.b) = 0, t.s, {merged}), 'k', IF({far}, {_UP}, 1D)))[0]"
+    )
+    rounded = f"transform(array({chosen}), u -> ({_ROUND.format(p='u.p')}) * u.k)[0]"
     return (
         f"CASE WHEN size({vals}) = 0 THEN CAST(NULL AS double) "
         f"WHEN size({special}) > 0 THEN aggregate({special}, 0D, (a, v) -> a + v) "
-        f"ELSE {_ROUND.format(p=partials)} END"
+        f"ELSE {rounded} END"
     )
 
 

@@ -110,6 +110,8 @@ class llww(Lattice):
                 "give both a value and a timestamp, llww(value, ts=...), or neither for ⊥",
             )
         _check_value("llww", value)
+        if ts is None:  # lmax(None) is ⊥, but a write needs a time
+            raise LatticeValueError("llww", ts, "bad timestamp: a write needs one, not None")
         try:
             lmax(ts)
         except LatticeValueError as e:
