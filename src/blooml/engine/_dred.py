@@ -47,6 +47,7 @@ re-derived in full instead.
 from __future__ import annotations
 
 import sys
+from collections.abc import Container
 from time import process_time
 from typing import Any
 
@@ -376,17 +377,7 @@ class DRed:
                     return row
             return None
 
-        checks: dict[tuple[str, tuple[int, ...]], Any] = {}
-
-        def check_view(rel: Relation, cols: tuple[int, ...]) -> Any:
-            key = (rel.name, cols)
-            v = checks.get(key)
-            if v is None:
-                if rel.name in heads:
-                    v = checks[key] = _ranked(rel, cols, pick)
-                else:
-                    v = checks[key] = rel.index(cols).get
-            return v
+        check_view = _views(heads, pick)
 
         gets: dict[_Rule, Any] = {}
         rules_of: dict[str, list[_Rule]] = {h: [] for h in heads}
@@ -528,17 +519,7 @@ class DRed:
                 return None
             return heads[name].store.get(k)
 
-        views: dict[tuple[str, tuple[int, ...]], Any] = {}
-
-        def view(rel: Relation, cols: tuple[int, ...]) -> Any:
-            key = (rel.name, cols)
-            v = views.get(key)
-            if v is None:
-                if rel.name in heads:
-                    v = views[key] = _ranked(rel, cols, alive)
-                else:
-                    v = views[key] = rel.index(cols).get
-            return v
+        view = _views(heads, alive)
 
         todo: list[tuple[str, Any]] = [(n, k) for n, g in saved.items() for k in g]
         todo.reverse()
@@ -582,6 +563,21 @@ class DRed:
 
 def _current(rel: Relation, cols: tuple[int, ...]) -> Any:
     return rel.index(cols).get
+
+
+def _views(heads: Container[str], pick: Any) -> Any:
+    """``view(rel, cols)``, made once per (relation, columns): a head's rows through
+    :func:`_ranked` with ``pick`` (which version of a key counts), another relation's index."""
+    made: dict[tuple[str, tuple[int, ...]], Any] = {}
+
+    def view(rel: Relation, cols: tuple[int, ...]) -> Any:
+        key = (rel.name, cols)
+        v = made.get(key)
+        if v is None:
+            v = made[key] = _ranked(rel, cols, pick) if rel.name in heads else rel.index(cols).get
+        return v
+
+    return view
 
 
 def _ranked(rel: Relation, cols: tuple[int, ...], pick: Any) -> Any:
