@@ -64,7 +64,7 @@ from rpds import HashTrieMap
 from blooml.bloom import Program, accum, bloom, channel, min_, periodic, scratch, table
 from blooml.lattices import Lattice, lbag, ldompair, lmap, lmax, lset
 from blooml.lattices.sets import _elems, trie_items
-from blooml.net._digest import RangeDigest
+from blooml.net._digest import RangeDigest, split
 
 __all__ = ["DeltaGossip", "novel"]
 
@@ -147,6 +147,8 @@ class DeltaGossip(Program, abstract=True):
     ae_chunk = channel(["@addr", "src", "src_epoch", "snap", "index", "count"], ["kv"])
     ae_chunk_ack = channel(["@addr", "src", "epoch", "for_epoch", "snap", "index"])
     ae_buffer = table(["seq", "origin"], ["delta"])
+    ae_tick = scratch(["n"], ["kv"])
+    ae_bulk = scratch(["peer"], ["count"])
     ae_new = scratch(["src"], ["kv"])
     ae_heard = scratch(["peer", "epoch"])
     ae_stale = scratch(["peer", "epoch"])
@@ -205,7 +207,10 @@ class DeltaGossip(Program, abstract=True):
         self.ae_digests = RangeDigest(rt.lats["store"].value)
         rt.lat_watch.setdefault("store", []).append(self.ae_digests.seen)
         #: The chunks of each range repair: ``(peer, snap) -> [ranges of chunk i]``.
-        self._ae_plans: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        #: (a chunk is a tuple of ranges, sent as the store's entries in them, or for a
+        #: large change of this replica's, a part of it, sent as it is)
+        self._ae_plans: dict[tuple[str, int], list[Any]] = {}
+        self._ae_parts: tuple[int, Any, list[Any]] = (-1, None, [])
         self._ae_plan_epochs: dict[tuple[str, int], int] = {}
 
     def ae_usable(self, state: ldompair) -> bool:
@@ -272,10 +277,34 @@ class DeltaGossip(Program, abstract=True):
         key = (peer, self.tick_count)
         self._ae_plans[key] = plan
         self._ae_plan_epochs[key] = epoch
+        self._ae_trim()
+        return len(plan)
+
+    def ae_bulk_for(self, peer: str, kv: Any) -> int:
+        """Plan the transfer of a large change of this tick, ``kv`` (over ``ae_batch_keys``
+        keys), to ``peer`` on the repair lane: its parts of at most ``ae_batch_keys`` keys
+        are the chunks (cut once per tick, shared by the peers); returns their number. Its
+        snapshot number is ``-(tick + 1)``, never a repair's; it is for every incarnation of
+        the peer (a restarted one is sent the chunks its new incarnation has not acked)."""
+        tick, value, parts = self._ae_parts
+        if tick != self.tick_count or value is not kv:
+            parts = split(kv, self.ae_batch_keys)
+            self._ae_parts = (self.tick_count, kv, parts)
+        key = (peer, -(self.tick_count + 1))
+        self._ae_plans[key] = parts
+        self._ae_plan_epochs[key] = 0
+        self._ae_trim()
+        return len(parts)
+
+    def ae_large(self, kv: Any) -> bool:
+        """Whether a tick's change is too large for one delta (over ``ae_batch_keys`` keys):
+        it goes in acked chunks on the repair lane instead."""
+        return _size(kv) > self.ae_batch_keys
+
+    def _ae_trim(self) -> None:
         while len(self._ae_plans) > 64:  # repairs that outlive 64 newer ones start again
             del self._ae_plan_epochs[next(iter(self._ae_plans))]
             del self._ae_plans[next(iter(self._ae_plans))]
-        return len(plan)
 
     def ae_chunks_due(
         self, peer: str, count: int, snap: int, acked: lmap, sent: lmap, at: lmax
@@ -313,16 +342,20 @@ class DeltaGossip(Program, abstract=True):
 
     def ae_chunk_of(self, peer: str, snap: int, index: int) -> list[Any]:
         """``[chunk]``: the store's entries now in the ranges of chunk ``index`` of a
-        repair (``[]`` if its plan is gone)."""
+        repair, or that part of a large change (``[]`` if its plan is gone)."""
         plan = self._ae_plans.get((peer, snap))
         if plan is None or not 0 <= index < len(plan):
             return []
-        return [self.ae_digests.chunk(self.store.value, plan[index])]
+        item = plan[index]
+        if type(item) is not tuple:
+            return [item]
+        return [self.ae_digests.chunk(self.store.value, item)]
 
     def ae_outdated(self, peer: str, snap: int, state: ldompair) -> bool:
         """Whether a repair was planned for an earlier incarnation of ``peer`` than the one
-        its ack ``state`` names (it restarted: the repair starts over)."""
-        return self._ae_plan_epochs.get((peer, snap), 0) < _ack_parts(state)[0]
+        its ack ``state`` names (it restarted: the repair starts over). A large change's
+        transfer (``snap < 0``) never is: a restarted peer needs it too."""
+        return snap >= 0 and self._ae_plan_epochs.get((peer, snap), 0) < _ack_parts(state)[0]
 
     @staticmethod
     def ae_synced(count: int, acked: lmap) -> int | None:
@@ -337,10 +370,22 @@ class DeltaGossip(Program, abstract=True):
     def ae_rules(self) -> None:
         # -- deltas --------------------------------------------------------------------------
         # local changes: into the store now, into the buffer under this tick's number, and
-        # out to the peers in the next tick
+        # out to the peers in the next tick; a tick's change over ae_batch_keys keys (a load
+        # through update) goes to each peer in acked chunks on the repair lane instead, so
+        # that no message is larger than a chunk and the delta lane stays free
         self.store <= self.update.map(lambda u: u.delta)
-        self.ae_buffer <+ self.update.map(lambda u: (self.tick_count + 1, self.addr, u.delta))
+        self.ae_tick <= self.update.map(lambda u: (0, u.delta))
+        self.ae_buffer <+ self.ae_tick.filter(lambda t: not self.ae_large(t.kv)).map(
+            lambda t: (self.tick_count + 1, self.addr, t.kv)
+        )
         self.ae_wake <+ self.update.map(lambda u: (0,))
+        self.ae_bulk <= self.ae_tick.filter(lambda t: self.ae_large(t.kv)).join(self.peer).map(
+            lambda t, p: (p.addr, self.ae_bulk_for(p.addr, t.kv))
+        )
+        self.ae_sync <+ self.ae_bulk.map(
+            lambda b: (b.peer, -(self.tick_count + 1), b.count, lmap(), lmap(), self.ae_now)
+        )
+        self.ae_turn <+ self.ae_bulk.map(lambda b: (0,))
         # a received delta: only what is new is merged (next tick, so that "new" is computed
         # against the store before it), buffered for the other peers and acked
         self.ae_new <= self.ae_delta.map(lambda d: (d.src, novel(d.kv, self.store)))
@@ -501,9 +546,12 @@ class DeltaGossip(Program, abstract=True):
         )
         # a received chunk is merged and acked, never passed on (each pair repairs itself)
         self.store <= self.ae_chunk.map(lambda d: d.kv)
-        self.ae_rx <= self.ae_chunk.join(self.peer, self.ae_chunk.src == self.peer.addr).map(
-            lambda d, p: (d.src, self.ae_now)
-        )
+        # (a peer is feeding this replica only while its chunks bring something new: two
+        # replicas that each hold part of a third's keys would otherwise send them back to
+        # it for ever, and it, fed by both, would never repair either)
+        self.ae_rx <= self.ae_chunk.join(self.peer, self.ae_chunk.src == self.peer.addr).filter(
+            lambda d, p: novel(d.kv, self.store) != type(d.kv)()
+        ).map(lambda d, p: (d.src, self.ae_now))
         self.ae_rx <- self.ae_rx.notin(self.peer, lambda r, p: r.peer == p.addr)
         self.ae_chunk_ack <~ self.ae_chunk.map(
             lambda d: (d.src, self.addr, self.ae_epoch, d.src_epoch, d.snap, d.index)
