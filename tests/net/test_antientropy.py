@@ -385,10 +385,11 @@ def test_a_large_change_in_one_tick_travels_in_acked_chunks(transport: str, rows
     assert max(m.size for m in sent) < bound, (max(m.size for m in sent), bound)
 
 
-def test_a_large_change_before_first_contact_is_repaired() -> None:
-    """A load made before the peers were heard from goes by range repair: b and c, each
-    holding part of a's keys, no longer send them back to a for ever (a, counted as being
-    fed by both, started no repair of either: they stayed at 2,001 of 3,001 keys)."""
+def test_a_large_change_before_first_contact_still_arrives() -> None:
+    """A load made before the peers were heard from is still sent to them in chunks (its
+    transfer is for any incarnation of the peer, not dropped at first contact): when it was
+    dropped, b and c, each holding part of the load, sent it back to a by range repair for
+    ever, and a, counted as being fed by both, repaired neither (2,001 of 3,001 keys)."""
     sim = Simulation(seed=12, delay=0.1)
     names = ["a", "b", "c"]
     ps = {n: Small(addr=n, network=sim) for n in names}
@@ -398,3 +399,24 @@ def test_a_large_change_before_first_contact_is_repaired() -> None:
     sim.run(0.3)
     ps["a"].update.insert([(1, lmap({"fresh": lmax((1, 0))}))])
     assert sim.run_until(lambda s: _converged(ps) and len(ps["c"].store.value) == 3_001, limit=20.0)
+
+
+def test_large_changes_in_a_row_share_one_window_per_peer() -> None:
+    """Six ticks of 300 keys each (over ``ae_batch_keys``) are six transfers to each peer; one
+    sends at a time, so no more than ``ae_window`` chunks are on their way to a peer."""
+    sim = Simulation(seed=13, delay=0.1)  # 0.2 s round trips
+    ps = {n: Small(addr=n, network=sim) for n in "ab"}
+    ps["a"].peer.insert([("b",)])
+    ps["b"].peer.insert([("a",)])
+    assert sim.run_until(lambda s: all(len(p.ae_acks) == 1 for p in ps.values()), limit=5.0)
+    start = sim.now
+    load = _keys(1_800, "r")
+    items = list(load.reveal().items())
+    for i in range(6):
+        part = lmap(dict(items[i * 300 : (i + 1) * 300]))
+        sim.at(start + 0.01 * i, lambda s, part=part: ps["a"].update.insert([(0, part)]))
+    assert sim.run_until(lambda s: _converged(ps) and ps["b"].store.value == load, limit=30.0)
+    sends = sorted((m.sent_at, _chunks(m)) for m in sim.messages if m.src == "a" and _chunks(m))
+    assert sum(n for _, n in sends) >= 6 * 2  # 2 chunks a tick
+    # within less than a round trip of any send, at most the window (2 chunks) was sent
+    assert max(sum(n for u, n in sends if t <= u < t + 0.15) for t, _ in sends) <= 2
