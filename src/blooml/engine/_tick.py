@@ -22,6 +22,7 @@ from blooml.engine._state import Pending
 from blooml.engine._units import journaled, run_units
 from blooml.engine.relation import CheckedRows
 from blooml.engine.trace import TickRecorder, message_key
+from blooml.ir.coltypes import check_column_types
 
 if TYPE_CHECKING:
     from blooml.engine.runtime import Runtime
@@ -71,6 +72,8 @@ def run_tick(rt: Runtime) -> None:
         rec.inputs(consumed)
     rt._failed = None
     try:
+        if rt.column_types == "spark":
+            check_input_families(rt, consumed)
         apply_inputs(rt, consumed, now)
         if rec is None:
             if rt.incremental:
@@ -85,6 +88,7 @@ def run_tick(rt: Runtime) -> None:
             run_temporal(rt)
         else:
             run_strata_timed(rt, rec)
+        families = check_families(rt) if rt.column_types == "spark" else None
         if rt.durable is not None:
             # the last step: one transaction on disk; if it fails, the tick rolls back
             rt.durable.commit(rt)
@@ -115,6 +119,8 @@ def run_tick(rt: Runtime) -> None:
         rt.tick_changes = {n: rt.rels[n].tick_delta() for n in rt.changes_of}
     for r in rt.rels.values():
         r.commit()
+    if families:
+        rt.col_families.update(families)
     if rt.incremental:
         # a committed tick is never undone: let its journals go now, in the tick that made
         # them (the next tick, however small, freed a bulk tick's: 4 ms after 100k upserts)
@@ -127,6 +133,68 @@ def run_tick(rt: Runtime) -> None:
         ids = report_tick(rt, rec, outbox)
     if outbox:
         send_outbox(rt, outbox, ids)
+
+
+def check_input_families(rt: Runtime, pend: Pending) -> None:
+    """``column_types="spark"``: check the rows queued for this tick (inserts, network input,
+    ``<+`` and ``<+-`` rows) against the type family each column holds, before any of them
+    is stored or any rule runs on them (a rule would otherwise meet the value first: an
+    ``lmin`` merge or a user function's arithmetic on a string).
+
+    Raises:
+        ColumnValueError: a queued value its column cannot hold.
+    """
+    for queued in (pend.inserts, pend.replaces):
+        for name, rows in queued.items():
+            r = rt.rels.get(name)
+            if r is None or not rows:
+                continue
+            width = r.arity
+            # a malformed row is left to the store's own check (a ProgramError naming it)
+            ok = [
+                row
+                for row in (x if isinstance(x, tuple) else (x,) for x in rows)
+                if len(row) == width
+            ]
+            check_column_types(name, r.columns, ok, _families(rt, name))
+
+
+def check_families(rt: Runtime) -> dict[str, list[str | None]]:
+    """``column_types="spark"``: check the rows this tick stored (``tick_new``: inputs and
+    derived rows) against the type family each column holds, and return the families
+    learned, to keep once the tick commits.
+
+    Raises:
+        ColumnValueError: a value its column cannot hold; the tick then rolls back.
+    """
+    out: dict[str, list[str | None]] = {}
+    for name, r in rt.rels.items():
+        if not r.tick_new:
+            continue
+        known = rt.col_families.get(name)
+        fams = check_column_types(name, r.columns, r.tick_new, _families(rt, name))
+        if fams != known:
+            out[name] = fams
+    return out
+
+
+def _families(rt: Runtime, name: str) -> list[str | None]:
+    """The families collection ``name``'s columns hold as of the last committed tick; the
+    first time, learned from the rows it holds (a restored durable table's rows teach)."""
+    known = rt.col_families.get(name)
+    if known is None:
+        r = rt.rels[name]
+        known = [None] * r.arity
+        if r.store and not r.tick_new:
+            known = rt.col_families[name] = check_column_types(
+                name, r.columns, r.store.values(), known
+            )
+        elif r.store:  # mid-tick: what it held before the tick is not told apart; learn later
+            new = set(map(id, r.tick_new))
+            known = check_column_types(
+                name, r.columns, (x for x in r.store.values() if id(x) not in new), known
+            )
+    return known
 
 
 def rollback_incremental(rt: Runtime, flags: list[tuple[bool, bool, int]], reset: bool) -> None:
