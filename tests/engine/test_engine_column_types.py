@@ -142,6 +142,10 @@ def test_families_follow_spark_types():
     assert widened("lmin of bigint", "lmin of double") == "lmin of double"
     assert widened("lmin of bigint", "lmax of double") is None
     assert widened("bigint", "boolean") is None
+    assert type_family(lmin(None)) is None  # ⊥: a NULL cell on Spark, fits any column
+    assert check_column_types("t", ["m"], [(lmin(None),), (lmin("a"),)], [None]) == [
+        "lmin of string"
+    ]
 
 
 @given(st.lists(st.one_of(st.none(), st.integers(), st.floats(allow_nan=False))))

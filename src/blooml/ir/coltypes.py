@@ -11,7 +11,8 @@ A value's *type family* is the Spark type name its Python type maps to: ``bool``
 ``boolean``, ``int`` -> ``bigint``, ``float`` -> ``double``, ``str`` -> ``string``,
 ``bytes`` -> ``binary``, ``Decimal`` -> ``decimal``, ``datetime`` -> ``timestamp``, ``date``
 -> ``date``; a lattice value is its class (``lmin``), followed for an ordered scalar lattice
-by its raw value's family (``lmin of double``); any other value is its Python type's name.
+by its raw value's family (``lmin of double``; its ⊥, ``lmin(None)``, is a NULL and fits any
+column, as None does); any other value is its Python type's name.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ _FAMILIES: dict[type, str] = {
 
 
 def type_family(value: Any) -> str | None:
-    """The type family of ``value`` (see the module docstring); ``None`` for ``None``, which
-    fits every column."""
+    """The type family of ``value`` (see the module docstring); ``None`` for ``None`` (and an
+    ordered lattice's ⊥), which fits every column."""
     if value is None:
         return None
     t = type(value)
@@ -57,7 +58,8 @@ def type_family(value: Any) -> str | None:
         name = getattr(t, "wrapper_name", None) or t.__qualname__
         if order_sign(t):
             raw = type_family(value.reveal())
-            return f"{name} of {raw}" if raw is not None else name
+            # ⊥ (``lmin(None)``) is a NULL cell on Spark: it fits the column, as None does
+            return f"{name} of {raw}" if raw is not None else None
         return str(name)
     for base, fam in _FAMILIES.items():  # subclasses (an IntEnum, a str subclass) map as bases
         if base is not bool and isinstance(value, base):
@@ -102,7 +104,8 @@ def check_column_types(
             if v is None:
                 continue
             fam = type_family(v)
-            assert fam is not None
+            if fam is None:
+                continue
             held = out[i]
             if held is None:
                 out[i] = fam
