@@ -30,8 +30,11 @@ def state(p):
     return {n: sorted(map(tuple, getattr(p, n)), key=repr) for n in ("link", "path", "best")}
 
 
-def test_a_string_into_a_numeric_column_is_refused_naming_the_place_and_changes_nothing():
-    p = Paths(column_types="spark")
+@pytest.mark.parametrize("incremental", [True, False])
+def test_a_string_into_a_numeric_column_is_refused_naming_the_place_and_changes_nothing(
+    incremental,
+):
+    p = Paths(column_types="spark", incremental=incremental)
     p.link.insert([("a", "b", 1)])
     p.tick()
     before = state(p)
