@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from blooml import Program, bloom, lmin, scratch, table
+from blooml import Program, bloom, channel, lmin, scratch, table
 from blooml.errors import ColumnTypeError, ColumnValueError, ProgramError
 from blooml.ir.coltypes import check_column_types, type_family, widened
 
@@ -170,3 +170,23 @@ def test_a_string_among_numbers_is_always_refused(numbers, s, at):
     with pytest.raises(ColumnValueError):
         check_column_types("t", ["v"], rows, known)
     assert known == [None]
+
+
+class Inbox(Program):
+    msg = channel(["@dst", "src", "n"])
+    got = table(["src"], ["n"])
+
+    @bloom
+    def rules(self):
+        self.got <= self.msg.map(lambda m: (m.src, m.n))
+
+
+def test_a_message_its_column_cannot_hold_is_refused_on_arrival_with_nothing_queued():
+    p = Inbox(column_types="spark")
+    assert p._rt.receive_batch("peer", [("msg", [("localhost", "a", 1)])]) == 1
+    p.tick()
+    with pytest.raises(ColumnValueError) as e:
+        p._rt.receive_batch("peer", [("msg", [("localhost", "b", 2), ("localhost", "c", "x")])])
+    assert (e.value.collection, e.value.column, e.value.value) == ("msg", "n", "x")
+    p.tick()
+    assert sorted(map(tuple, p.got)) == [("a", 1)]

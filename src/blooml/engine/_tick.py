@@ -13,6 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from blooml.engine._coltypes import check_families, check_input_families
 from blooml.engine._feed import refill, unfeed
 from blooml.engine._maintain import Support
 from blooml.engine._net_entry import send_outbox
@@ -22,7 +23,6 @@ from blooml.engine._state import Pending
 from blooml.engine._units import journaled, run_units
 from blooml.engine.relation import CheckedRows
 from blooml.engine.trace import TickRecorder, message_key
-from blooml.ir.coltypes import check_column_types
 
 if TYPE_CHECKING:
     from blooml.engine.runtime import Runtime
@@ -133,68 +133,6 @@ def run_tick(rt: Runtime) -> None:
         ids = report_tick(rt, rec, outbox)
     if outbox:
         send_outbox(rt, outbox, ids)
-
-
-def check_input_families(rt: Runtime, pend: Pending) -> None:
-    """``column_types="spark"``: check the rows queued for this tick (inserts, network input,
-    ``<+`` and ``<+-`` rows) against the type family each column holds, before any of them
-    is stored or any rule runs on them (a rule would otherwise meet the value first: an
-    ``lmin`` merge or a user function's arithmetic on a string).
-
-    Raises:
-        ColumnValueError: a queued value its column cannot hold.
-    """
-    for queued in (pend.inserts, pend.replaces):
-        for name, rows in queued.items():
-            r = rt.rels.get(name)
-            if r is None or not rows:
-                continue
-            width = r.arity
-            # a malformed row is left to the store's own check (a ProgramError naming it)
-            ok = [
-                row
-                for row in (x if isinstance(x, tuple) else (x,) for x in rows)
-                if len(row) == width
-            ]
-            check_column_types(name, r.columns, ok, _families(rt, name))
-
-
-def check_families(rt: Runtime) -> dict[str, list[str | None]]:
-    """``column_types="spark"``: check the rows this tick stored (``tick_new``: inputs and
-    derived rows) against the type family each column holds, and return the families
-    learned, to keep once the tick commits.
-
-    Raises:
-        ColumnValueError: a value its column cannot hold; the tick then rolls back.
-    """
-    out: dict[str, list[str | None]] = {}
-    for name, r in rt.rels.items():
-        if not r.tick_new:
-            continue
-        known = rt.col_families.get(name)
-        fams = check_column_types(name, r.columns, r.tick_new, _families(rt, name))
-        if fams != known:
-            out[name] = fams
-    return out
-
-
-def _families(rt: Runtime, name: str) -> list[str | None]:
-    """The families collection ``name``'s columns hold as of the last committed tick; the
-    first time, learned from the rows it holds (a restored durable table's rows teach)."""
-    known = rt.col_families.get(name)
-    if known is None:
-        r = rt.rels[name]
-        known = [None] * r.arity
-        if r.store and not r.tick_new:
-            known = rt.col_families[name] = check_column_types(
-                name, r.columns, r.store.values(), known
-            )
-        elif r.store:  # mid-tick: what it held before the tick is not told apart; learn later
-            new = set(map(id, r.tick_new))
-            known = check_column_types(
-                name, r.columns, (x for x in r.store.values() if id(x) not in new), known
-            )
-    return known
 
 
 def rollback_incremental(rt: Runtime, flags: list[tuple[bool, bool, int]], reset: bool) -> None:
