@@ -195,10 +195,12 @@ class ColumnValueError(ColumnTypeError):
     """A value given for (or derived into) a collection's column does not fit what the column
     holds. On ``SparkEngine``: a value that does not fit the one Spark type the column holds (a
     string into a ``double`` column, a boolean into a ``bigint`` one), raised on the driver
-    before any Spark job. On the local engine (which has no column types): a lattice column's
-    merge of a stored or derived value with one of an incompatible type (``lmin("x")`` where
-    ``lmin(3.0)`` is held), raised as its subclass :class:`LatticeColumnValueError`. Catch this
-    class to handle both engines alike.
+    before any Spark job. On the local engine (dynamically typed by default): a lattice
+    column's merge of a stored or derived value with one of an incompatible type
+    (``lmin("x")`` where ``lmin(3.0)`` is held), raised as its subclass
+    :class:`LatticeColumnValueError`; and, with ``Program(column_types="spark")``, any value
+    whose type family the column cannot hold (``blooml.ir.coltypes``), before the tick changes
+    anything. Catch this class to handle both engines alike.
 
     Attributes:
         collection: the collection's name.

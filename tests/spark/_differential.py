@@ -170,6 +170,8 @@ FIXED: dict[str, tuple[list[str], list[dict[str, list[Any]]]]] = {
         ["latnull"],
         [
             {"e": [("a", "b", None), ("a", None, 1), (None, "c", None), ("é", "c", 2.5)]},
+            # a string into the double column w: ColumnValueError on both, nothing changed
+            {"e": [("a", "y", 3), ("a", "z", "x")]},
             {"e": [("a", "x", 0.5), ("b", "c", None)]},
         ],
     ),
@@ -209,7 +211,7 @@ def compare(spark: Any, names: list[str], ticks: list[dict[str, list[Any]]]) -> 
 
     cls = make_program(names)
     engine = SparkEngine(spark, path="dataframe", program=cls, schemas=SCHEMAS)
-    p = cls()
+    p = cls(column_types="spark")  # a column holds one type, as on Spark
     for t, inputs in enumerate(ticks):
         where = f"program {names}, tick {t} ({inputs})"
         for name, rows in inputs.items():

@@ -180,6 +180,13 @@ class Program:
             maintained across ticks and rules run on signed changes. ``False`` re-derives
             every rule each tick: the reference to compare with when you suspect the
             incremental core. The results are the same either way; see docs/bloom.md.
+        column_types: ``"dynamic"`` (the default: a column holds Python values of any
+            types, mixed as the program stores them) or ``"spark"``: each column holds one
+            type family, learned and checked as ``SparkEngine`` does (an int and a float
+            widen to ``double``; None fits any column), and a tick storing a value its column
+            cannot hold raises :class:`~blooml.errors.ColumnValueError` naming the
+            collection, the column and the value, and changes nothing. Use it to run a
+            program locally as it will run on Spark; see docs/bloom.md.
         trace: record every tick as JSON lines: a file path, an open text file, or a
             ``blooml.engine.trace.Tracer`` (to share one file between programs or set the
             number of rows kept); schema and tools in docs/tools.md (``blooml trace``).
@@ -295,6 +302,7 @@ class Program:
         incremental: bool | None = None,
         cluster_key: bytes | str | None = None,
         data_dir: str | None = None,
+        column_types: str | None = None,
     ) -> None:
         cls = type(self)
         if cls is Program:
@@ -320,6 +328,7 @@ class Program:
             prioritize=prioritize,
             inline=inline,
             incremental=incremental,
+            column_types=column_types,
             trace=trace,
         )
         rt = self.__dict__["_rt"]

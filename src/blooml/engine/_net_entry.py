@@ -8,9 +8,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from blooml.engine._coltypes import families
 from blooml.engine.relation import MISSING
 from blooml.engine.trace import message_key
 from blooml.errors import ProgramError
+from blooml.ir.coltypes import check_column_types
 
 if TYPE_CHECKING:
     from blooml.engine.runtime import Runtime
@@ -89,7 +91,8 @@ def receive_batch(rt: Runtime, sender: Any, batches: Any, refuse_conflicts: bool
     with nothing queued if a channel is not a channel of this program or a row does not
     fit it (wrong arity, a lattice in a key column, an unhashable value) or, with
     ``refuse_conflicts`` (network arrivals), if a row's key conflicts with a message
-    already queued for the same tick (which would fail that tick for every message).
+    already queued for the same tick (which would fail that tick for every message), or, with
+    ``column_types="spark"``, holds a value its column cannot hold (``ColumnValueError``).
     Returns the number of rows queued. The one place messages enter a program (tracing
     hooks here).
     """
@@ -103,6 +106,10 @@ def receive_batch(rt: Runtime, sender: Any, batches: Any, refuse_conflicts: bool
             )
         where = f"message on {chan}"
         out = rel.check_rows(list(rows), where)
+        if refuse_conflicts and rt.column_types == "spark":
+            # a value its column cannot hold would fail the tick for every message: refuse
+            # this message instead (nothing queued)
+            check_column_types(chan, rel.columns, out, families(rt, chan))
         try:
             for r in out:
                 hash(r)

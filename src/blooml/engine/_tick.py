@@ -13,6 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from blooml.engine._coltypes import check_families, check_input_families
 from blooml.engine._feed import refill, unfeed
 from blooml.engine._maintain import Support
 from blooml.engine._net_entry import send_outbox
@@ -71,6 +72,8 @@ def run_tick(rt: Runtime) -> None:
         rec.inputs(consumed)
     rt._failed = None
     try:
+        if rt.column_types == "spark":
+            check_input_families(rt, consumed)
         apply_inputs(rt, consumed, now)
         if rec is None:
             if rt.incremental:
@@ -85,6 +88,7 @@ def run_tick(rt: Runtime) -> None:
             run_temporal(rt)
         else:
             run_strata_timed(rt, rec)
+        families = check_families(rt) if rt.column_types == "spark" else None
         if rt.durable is not None:
             # the last step: one transaction on disk; if it fails, the tick rolls back
             rt.durable.commit(rt)
@@ -115,6 +119,8 @@ def run_tick(rt: Runtime) -> None:
         rt.tick_changes = {n: rt.rels[n].tick_delta() for n in rt.changes_of}
     for r in rt.rels.values():
         r.commit()
+    if families:
+        rt.col_families.update(families)
     if rt.incremental:
         # a committed tick is never undone: let its journals go now, in the tick that made
         # them (the next tick, however small, freed a bulk tick's: 4 ms after 100k upserts)

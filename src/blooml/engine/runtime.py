@@ -41,6 +41,7 @@ from blooml.engine.relation import Relation
 from blooml.engine.trace import TickRecorder, Tracer
 from blooml.engine.views import CollectionView, LatticeView
 from blooml.errors import ProgramError
+from blooml.ir.coltypes import COLUMN_TYPE_MODES
 from blooml.ir.graph import sources
 from blooml.ir.program import ProgramIR, Rule
 
@@ -83,12 +84,19 @@ class Runtime:
     ``blooml.engine._maintain``), and rules outside recursion run as incremental evaluators of
     signed changes (``blooml.engine._zops``). ``Program(incremental=False)`` re-derives every
     rule each tick: the reference the incremental core is tested against.
+
+    Class attribute ``column_types`` (default ``"dynamic"``): a column holds any Python values,
+    of as many types as the program stores there. ``Program(column_types="spark")`` makes each
+    column hold one type family as on ``SparkEngine`` (learned from its first non-None value,
+    an int and a float widen to ``double``; ``blooml.ir.coltypes``): a tick that stores a value
+    the column cannot hold raises :class:`~blooml.errors.ColumnValueError` and changes nothing.
     """
 
     pause_gc: bool = True
     prioritize: bool = True
     inline: bool = True
     incremental: bool = True
+    column_types: str = "dynamic"
 
     def __init__(
         self,
@@ -101,8 +109,19 @@ class Runtime:
         prioritize: bool | None = None,
         inline: bool | None = None,
         incremental: bool | None = None,
+        column_types: str | None = None,
         trace: Any = None,
     ) -> None:
+        if column_types is not None:
+            if not isinstance(column_types, str) or column_types not in COLUMN_TYPE_MODES:
+                raise ProgramError(
+                    f"column_types must be one of {', '.join(map(repr, COLUMN_TYPE_MODES))} "
+                    f"or None (the default, {type(self).column_types!r}), got {column_types!r}"
+                )
+            self.column_types = column_types
+        #: ``column_types="spark"``: per collection, the type family each column holds
+        #: (``None``: none learned yet), as of the last committed tick
+        self.col_families: dict[str, list[str | None]] = {}
         if incremental is not None:
             self.incremental = incremental
         if prioritize is not None:

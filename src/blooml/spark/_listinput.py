@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from blooml.errors import ColumnTypeError, ColumnValueError, ProgramError
+from blooml.ir.coltypes import widened
 from blooml.lattices import Lattice
 from blooml.spark._formats import column_format
 
@@ -133,7 +134,7 @@ def _is_integral(t: Any) -> bool:
 def _inferred(name: str, col: str, values: Iterable[Any]) -> Any:
     """The Spark type of a column's values (``void`` when all are None): Spark's own inference
     per value, integers and floats widened to ``double``."""
-    from pyspark.sql.types import DoubleType, LongType, NullType, _infer_type
+    from pyspark.sql.types import DoubleType, NullType, _infer_type
 
     found: Any = NullType()
     first: Any = None
@@ -147,7 +148,8 @@ def _inferred(name: str, col: str, values: Iterable[Any]) -> Any:
         if isinstance(found, NullType):
             found, first = t, v
         elif t != found:
-            if {type(found), type(t)} <= {LongType, DoubleType}:
+            # the widening rule the local engine's column_types="spark" shares
+            if widened(found.simpleString(), t.simpleString()) == "double":
                 found = DoubleType()
             else:
                 raise ColumnValueError(
