@@ -505,10 +505,12 @@ class DeltaGossip(Program, abstract=True):
         # -- range repair --------------------------------------------------------------------
         # every ae_probe period: the root digest to each peer; a peer whose root differs
         # answers with its range digests (current peers only: no amplification for others)
+        # (not to a peer this replica is sending a transfer to: its ranges are moving, and
+        # comparing them would only make it send back what it is being sent)
         self.ae_digest <~ self.ae_probe.join(self.peer).map(
             lambda t, p: (p.addr, self.addr, self.ae_epoch, self.ae_root(),
                           self.ae_digests.size())
-        )
+        ).notin(self.ae_sync, lambda d, s: d[0] == s.peer)
         # (and every ae_clock period to a peer never heard from: the first contact)
         self.ae_unheard <= self.peer.notin(self.ae_acks, self.peer.addr == self.ae_acks.peer)
         self.ae_digest <~ self.ae_clock.join(self.ae_unheard).map(
@@ -517,7 +519,8 @@ class DeltaGossip(Program, abstract=True):
         )
         self.ae_ranges <~ self.ae_digest.join(self.peer, self.ae_digest.src == self.peer.addr).filter(
             lambda d, p: d.root != self.ae_root()
-        ).map(lambda d, p: (d.src, self.addr, self.ae_epoch, True, *self.ae_ranges_for(d.size)))
+        ).map(lambda d, p: (d.src, self.addr, self.ae_epoch, True, *self.ae_ranges_for(d.size))
+        ).notin(self.ae_sync, lambda r, s: r[0] == s.peer)
         # ranges that asked for ours (answers to a digest) get them: both sides then send
         # what differs, in one and a half round trips
         self.ae_ranges <~ self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).filter(
