@@ -125,9 +125,12 @@ def run(
     seed: int = 1,
     changes: int = 10,
     restart: bool = True,
+    via_update: bool = False,
 ) -> dict[str, Any]:
     """One run of the four phases (see the module docstring), with ``changes`` 10-key
-    changes (and without the restart phase if not ``restart``); returns the figures."""
+    changes (and without the restart phase if not ``restart``; for deltas, the N keys
+    written through ``update`` in one tick after the start if ``via_update``, not loaded
+    into the store before it); returns the figures."""
     rng = random.Random(seed)
     cls = Whole if kind == "whole" else Delta
     value = lmap({f"key{i}": lmax((1, f"value{i}")) for i in range(keys)})
@@ -135,7 +138,9 @@ def run(
     addrs = [p.addr for p in ps]
     for p in ps:
         p.peer.insert([(a,) for a in addrs if a != p.addr])
-    ps[0].store.insert(value)
+    load = via_update and kind == "delta"
+    if not load:
+        ps[0].store.insert(value)
     out: dict[str, Any] = {
         "converged": False,
         "converge_s": None,
@@ -152,6 +157,10 @@ def run(
         t0 = time.monotonic()
         for p in ps:
             p.start()
+        if load:
+            time.sleep(1.0)  # the peers have met: the load goes to them as a change
+            t0 = time.monotonic()
+            ps[0].sync_do(lambda q: q.update.insert([("load", value)]), TIMEOUT)
         deadline = t0 + limit
         while time.monotonic() < deadline and min(_size(p) for p in ps) < keys:
             time.sleep(0.05)
@@ -238,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--million", action="store_true", help="1M keys once: no whole-state run, no restart"
     )
+    ap.add_argument(
+        "--via-update",
+        action="store_true",
+        help="deltas: write the N keys through update in one tick, not into the store",
+    )
     args = ap.parse_args(argv)
     keys, transports = args.keys, ["udp", "tcp"] if args.transport == "both" else [args.transport]
     restart = not args.million
@@ -249,7 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"3 replicas, {keys:,} keys; whole-state gossip every 0.1 s")
     for transport in transports:
         kinds = ["delta"] + (["whole"] if keys <= args.whole_max else [])
-        res = {kind: run(kind, transport, keys, args.limit, restart=restart) for kind in kinds}
+        res = {
+            kind: run(
+                kind, transport, keys, args.limit, restart=restart, via_update=args.via_update
+            )
+            for kind in kinds
+        }
         for kind, r in res.items():
             print(_show(transport, kind, r, args.limit))
         d = res["delta"]

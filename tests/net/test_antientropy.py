@@ -340,3 +340,83 @@ def test_forged_senders_get_no_ack_rows_and_no_answers() -> None:
     answered = {m.dst for m in sim.messages if m.src == "a" and ("ae_ranges", 1) in m.channels}
     assert answered.isdisjoint(forged)
     assert len(a.ae_sync) == 0
+
+
+@pytest.mark.parametrize(
+    ("transport", "rows"),
+    [
+        ("udp", 1),
+        ("tcp", 3_000),
+        pytest.param("udp", 3_000, marks=pytest.mark.slow),
+        pytest.param("tcp", 1, marks=pytest.mark.slow),
+    ],
+)
+def test_a_large_change_in_one_tick_travels_in_acked_chunks(transport: str, rows: int) -> None:
+    """A load through ``update`` (3,000 keys in one tick, as one row or as 3,000) goes to each
+    peer in chunks of ``ae_batch_keys`` (250 here), a window at a time, and a 10-key change
+    made meanwhile does not wait behind it. Before, the tick left as one 3,000-key delta (at
+    1M keys: one 10 MB message, all lost with any fragment, sent again every second)."""
+    sim = Simulation(seed=12, delay=0.1, transport=transport)  # 0.2 s round trips
+    names = ["a", "b", "c"]
+    ps = {n: Small(addr=n, network=sim) for n in names}
+    for n in names:
+        ps[n].peer.insert([(m,) for m in names if m != n])
+    assert sim.run_until(lambda s: all(len(p.ae_acks) == 2 for p in ps.values()), limit=5.0)
+    start = sim.now
+    load = _keys(3_000, "u")
+    if rows == 1:
+        ps["a"].update.insert([(0, load)])
+    else:
+        ps["a"].update.insert([(k, lmap({k: v})) for k, v in load.reveal().items()])
+    sim.run(0.3)
+    t = sim.now
+    small = lmap({f"fresh{i}": lmax((1, i)) for i in range(10)})
+    ps["a"].update.insert([(1, small)])
+    assert sim.run_until(lambda s: all("fresh9" in ps[n].store.value for n in "bc"), limit=t + 1)
+    assert sim.now - t < 0.6
+    assert len(ps["b"].store.value) < 3_010  # the load was still under way
+    want = load.merge(small)
+    assert sim.run_until(lambda s: _converged(ps) and ps["c"].store.value == want, limit=60.0)
+    assert all(p.store.value == want for p in ps.values())
+    sent = [m for m in sim.messages if m.src == "a" and m.sent_at >= start]
+    assert sum(map(_chunks, sent)) >= 2 * 12  # 12 chunks to each of b and c
+    # no message carries more than the window (2 chunks of 250 keys), never the load at once
+    bound = len(_encoded(_keys(2 * 250, "u"))) + 1_000
+    assert max(m.size for m in sent) < bound, (max(m.size for m in sent), bound)
+
+
+def test_a_large_change_before_first_contact_still_arrives() -> None:
+    """A load made before the peers were heard from is still sent to them in chunks (its
+    transfer is for any incarnation of the peer, not dropped at first contact): when it was
+    dropped, b and c, each holding part of the load, sent it back to a by range repair for
+    ever, and a, counted as being fed by both, repaired neither (2,001 of 3,001 keys)."""
+    sim = Simulation(seed=12, delay=0.1)
+    names = ["a", "b", "c"]
+    ps = {n: Small(addr=n, network=sim) for n in names}
+    for n in names:
+        ps[n].peer.insert([(m,) for m in names if m != n])
+    ps["a"].update.insert([(0, _keys(3_000, "u"))])
+    sim.run(0.3)
+    ps["a"].update.insert([(1, lmap({"fresh": lmax((1, 0))}))])
+    assert sim.run_until(lambda s: _converged(ps) and len(ps["c"].store.value) == 3_001, limit=20.0)
+
+
+def test_large_changes_in_a_row_share_one_window_per_peer() -> None:
+    """Six ticks of 300 keys each (over ``ae_batch_keys``) are six transfers to each peer; one
+    sends at a time, so no more than ``ae_window`` chunks are on their way to a peer."""
+    sim = Simulation(seed=13, delay=0.1)  # 0.2 s round trips
+    ps = {n: Small(addr=n, network=sim) for n in "ab"}
+    ps["a"].peer.insert([("b",)])
+    ps["b"].peer.insert([("a",)])
+    assert sim.run_until(lambda s: all(len(p.ae_acks) == 1 for p in ps.values()), limit=5.0)
+    start = sim.now
+    load = _keys(1_800, "r")
+    items = list(load.reveal().items())
+    for i in range(6):
+        part = lmap(dict(items[i * 300 : (i + 1) * 300]))
+        sim.at(start + 0.01 * i, lambda s, part=part: ps["a"].update.insert([(0, part)]))
+    assert sim.run_until(lambda s: _converged(ps) and ps["b"].store.value == load, limit=30.0)
+    sends = sorted((m.sent_at, _chunks(m)) for m in sim.messages if m.src == "a" and _chunks(m))
+    assert sum(n for _, n in sends) >= 6 * 2  # 2 chunks a tick
+    # within less than a round trip of any send, at most the window (2 chunks) was sent
+    assert max(sum(n for u, n in sends if t <= u < t + 0.15) for t, _ in sends) <= 2

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blooml.lattices import lbag, lmap, lmax, lset
-from blooml.net._digest import LEAVES, RangeDigest, stable_hash
+from blooml.net._digest import LEAVES, RangeDigest, split, stable_hash
 
 _keys = st.one_of(st.text(max_size=4), st.integers(-5, 5), st.tuples(st.text(max_size=2)))
 _maps = st.dictionaries(_keys, st.tuples(st.integers(0, 3), st.text(max_size=2)), max_size=12).map(
@@ -101,3 +101,16 @@ def test_lat_watch_is_told_what_committed_ticks_merged_and_nothing_else() -> Non
     with pytest.raises(Exception, match="division"):
         p.tick()
     assert len(seen) == 1
+
+
+@given(st.one_of(_maps, _sets, _bags), st.integers(1, 5))
+@settings(max_examples=60, deadline=None)
+def test_split_parts_are_bounded_and_join_to_the_value(value: Any, size: int) -> None:
+    parts = split(value, size)
+    assert all(type(p) is type(value) and len(p) <= size for p in parts)
+    assert sum(len(p) for p in parts) == len(value)
+    joined = type(value)()
+    for p in parts:
+        joined = joined.merge(p)
+    assert joined == value
+    assert split(lmax(3), size) == [lmax(3)]

@@ -26,7 +26,7 @@ from rpds import HashTrieMap
 from blooml.lattices import Lattice, lbag, lbool, lmap, lmax, lmin, lset
 from blooml.lattices.sets import _elems, trie_items
 
-__all__ = ["LEAVES", "RangeDigest", "stable_hash"]
+__all__ = ["LEAVES", "RangeDigest", "split", "stable_hash"]
 
 #: Ranges a store is cut into (a leaf vector is 8 bytes per range).
 LEAVES = 1024
@@ -320,3 +320,22 @@ class RangeDigest:
             items = {bk: v for bk in boxed if (v := get(bk)) is not None}
             return t._make(HashTrieMap(items))
         return lset([bk[0] for bk in boxed if bk[0] in value])
+
+
+def split(value: Any, size: int) -> list[Any]:
+    """``value`` cut into values of its type of at most ``size`` entries each (their join is
+    ``value``): an ``lmap`` or ``lbag`` by keys, an ``lset`` by elements; any other lattice
+    is one part. O(entries); the parts share the entries' values, nothing is copied deep."""
+    t = type(value)
+    step = max(1, size)
+    if t is lmap or t is lbag:
+        items = trie_items(value._v)
+        if len(items) <= step:
+            return [value]
+        return [t._make(HashTrieMap(items[i : i + step])) for i in range(0, len(items), step)]
+    if t is lset:
+        elems = list(_elems(value._v))
+        if len(elems) <= step:
+            return [value]
+        return [lset(elems[i : i + step]) for i in range(0, len(elems), step)]
+    return [value]

@@ -17,6 +17,10 @@ lanes, as a mixin of Bloom^L rules:
   leaves when the ack arrives, or after ``ae_resend`` seconds without one). Changes are
   forwarded, so replicas converge over any connected peer graph, not only a full mesh. A
   change acked by every current peer, or older than ``2 * ae_horizon`` ticks, is dropped.
+  A tick's own change of more than ``ae_batch_keys`` keys (a load through ``update``) is not
+  a delta: it is cut into parts of ``ae_batch_keys`` keys, sent to each peer as the chunks
+  of a transfer on the repair lane (acked, ``ae_window`` in flight; one transfer per peer
+  at a time), so that no message is larger than a chunk and the delta lane stays free.
 * **Range repair** (the digest comparison of Dynamo, Cassandra repair and Riak's active
   anti-entropy): each replica keeps the digests of 1,024 key ranges of its store, updated
   with each committed change at its cost (:mod:`blooml.net._digest`; never a re-hash of the
@@ -61,10 +65,10 @@ from typing import Any
 
 from rpds import HashTrieMap
 
-from blooml.bloom import Program, accum, bloom, channel, min_, periodic, scratch, table
+from blooml.bloom import Program, accum, bloom, channel, max_, min_, periodic, scratch, table
 from blooml.lattices import Lattice, lbag, ldompair, lmap, lmax, lset
 from blooml.lattices.sets import _elems, trie_items
-from blooml.net._digest import RangeDigest
+from blooml.net._digest import RangeDigest, split
 
 __all__ = ["DeltaGossip", "novel"]
 
@@ -132,7 +136,7 @@ class DeltaGossip(Program, abstract=True):
     ``ae_chunk`` and ``ae_chunk_ack``, and the tables ``ae_buffer`` (changes not acked by
     every peer), ``ae_acks`` (per peer: its epoch and the last change it acked; current
     peers only), ``ae_fly`` (the delta in flight to each peer) and ``ae_sync`` (range repairs
-    in progress). The class attributes below tune it.
+    and transfers of large changes in progress). The class attributes below tune it.
     """
 
     peer = table(["addr"])
@@ -147,6 +151,10 @@ class DeltaGossip(Program, abstract=True):
     ae_chunk = channel(["@addr", "src", "src_epoch", "snap", "index", "count"], ["kv"])
     ae_chunk_ack = channel(["@addr", "src", "epoch", "for_epoch", "snap", "index"])
     ae_buffer = table(["seq", "origin"], ["delta"])
+    ae_tick = scratch(["n"], ["kv"])
+    ae_bulk = scratch(["peer"], ["count"])
+    ae_head = scratch(["peer"], ["snap"])
+    ae_wait = scratch(["peer", "snap"], ["count", "acked", "sent", "at"])
     ae_new = scratch(["src"], ["kv"])
     ae_heard = scratch(["peer", "epoch"])
     ae_stale = scratch(["peer", "epoch"])
@@ -175,8 +183,9 @@ class DeltaGossip(Program, abstract=True):
     #: Ticks of changes kept for a peer that has not acked them; changes older than twice
     #: this are dropped (range repair brings them to a peer that missed them).
     ae_horizon = 10_000
-    #: Keys (elements) per message: a delta joins buffered changes up to about this many, and
-    #: a range repair sends chunks of about this many.
+    #: Keys (elements) per message: a delta joins buffered changes up to about this many, a
+    #: range repair sends chunks of about this many, and a tick's change of more than this
+    #: many goes in chunks of this many on the repair lane, not as a delta.
     ae_batch_keys = 4_000
     #: Chunks of a range repair in flight to a peer at a time.
     ae_window = 4
@@ -205,7 +214,11 @@ class DeltaGossip(Program, abstract=True):
         self.ae_digests = RangeDigest(rt.lats["store"].value)
         rt.lat_watch.setdefault("store", []).append(self.ae_digests.seen)
         #: The chunks of each range repair: ``(peer, snap) -> [ranges of chunk i]``.
-        self._ae_plans: dict[tuple[str, int], list[tuple[int, ...]]] = {}
+        #: (a chunk is a tuple of ranges, sent as the store's entries in them, or for a
+        #: large change of this replica's, a part of it, sent as it is)
+        self._ae_plans: dict[tuple[str, int], list[Any]] = {}
+        self._ae_parts: tuple[int, Any, list[Any]] = (-1, None, [])
+        self._ae_ended: dict[tuple[str, int], int] = {}
         self._ae_plan_epochs: dict[tuple[str, int], int] = {}
 
     def ae_usable(self, state: ldompair) -> bool:
@@ -272,10 +285,43 @@ class DeltaGossip(Program, abstract=True):
         key = (peer, self.tick_count)
         self._ae_plans[key] = plan
         self._ae_plan_epochs[key] = epoch
-        while len(self._ae_plans) > 64:  # repairs that outlive 64 newer ones start again
-            del self._ae_plan_epochs[next(iter(self._ae_plans))]
-            del self._ae_plans[next(iter(self._ae_plans))]
+        self._ae_trim()
         return len(plan)
+
+    def ae_bulk_for(self, peer: str, kv: Any) -> int:
+        """Plan the transfer of a large change of this tick, ``kv`` (over ``ae_batch_keys``
+        keys), to ``peer`` on the repair lane: its parts of at most ``ae_batch_keys`` keys
+        are the chunks (cut once per tick, shared by the peers); returns their number. Its
+        snapshot number is ``-(tick + 1)``, never a repair's; it is for every incarnation of
+        the peer (a restarted one is sent the chunks its new incarnation has not acked)."""
+        tick, value, parts = self._ae_parts
+        if tick != self.tick_count or value is not kv:
+            parts = split(kv, self.ae_batch_keys)
+            self._ae_parts = (self.tick_count, kv, parts)
+        key = (peer, -(self.tick_count + 1))
+        self._ae_plans[key] = parts
+        self._ae_plan_epochs[key] = 0
+        self._ae_trim()
+        return len(parts)
+
+    def ae_large(self, kv: Any) -> bool:
+        """Whether a tick's change is too large for one delta (over ``ae_batch_keys`` keys):
+        it goes in acked chunks on the repair lane instead."""
+        return _size(kv) > self.ae_batch_keys
+
+    def _ae_trim(self) -> None:
+        """Forget the plans of transfers that ended in an earlier tick (:meth:`ae_end`), and
+        range repairs that outlive 64 newer ones (they start again); a
+        large change's plan is kept while its transfer lasts (it holds the change)."""
+        ended = self._ae_ended
+        for key in [k for k, tick in ended.items() if tick < self.tick_count]:
+            del ended[key]
+            self._ae_plans.pop(key, None)
+            self._ae_plan_epochs.pop(key, None)
+        repairs = [k for k in self._ae_plans if k[1] >= 0]
+        for key in repairs[: max(0, len(repairs) - 64)]:
+            del self._ae_plans[key]
+            del self._ae_plan_epochs[key]
 
     def ae_chunks_due(
         self, peer: str, count: int, snap: int, acked: lmap, sent: lmap, at: lmax
@@ -313,16 +359,26 @@ class DeltaGossip(Program, abstract=True):
 
     def ae_chunk_of(self, peer: str, snap: int, index: int) -> list[Any]:
         """``[chunk]``: the store's entries now in the ranges of chunk ``index`` of a
-        repair (``[]`` if its plan is gone)."""
+        repair, or that part of a large change (``[]`` if its plan is gone)."""
         plan = self._ae_plans.get((peer, snap))
         if plan is None or not 0 <= index < len(plan):
             return []
-        return [self.ae_digests.chunk(self.store.value, plan[index])]
+        item = plan[index]
+        if type(item) is not tuple:
+            return [item]
+        return [self.ae_digests.chunk(self.store.value, item)]
 
     def ae_outdated(self, peer: str, snap: int, state: ldompair) -> bool:
         """Whether a repair was planned for an earlier incarnation of ``peer`` than the one
-        its ack ``state`` names (it restarted: the repair starts over)."""
-        return self._ae_plan_epochs.get((peer, snap), 0) < _ack_parts(state)[0]
+        its ack ``state`` names (it restarted: the repair starts over). A large change's
+        transfer (``snap < 0``) never is: a restarted peer needs it too."""
+        return snap >= 0 and self._ae_plan_epochs.get((peer, snap), 0) < _ack_parts(state)[0]
+
+    def ae_end(self, peer: str, snap: int) -> bool:
+        """Note that the transfer ``(peer, snap)`` ends in this tick (its row is deleted):
+        its plan is forgotten after it. Returns ``True`` (a filter of the deletions)."""
+        self._ae_ended[(peer, snap)] = self.tick_count
+        return True
 
     @staticmethod
     def ae_synced(count: int, acked: lmap) -> int | None:
@@ -337,10 +393,22 @@ class DeltaGossip(Program, abstract=True):
     def ae_rules(self) -> None:
         # -- deltas --------------------------------------------------------------------------
         # local changes: into the store now, into the buffer under this tick's number, and
-        # out to the peers in the next tick
+        # out to the peers in the next tick; a tick's change over ae_batch_keys keys (a load
+        # through update) goes to each peer in acked chunks on the repair lane instead, so
+        # that no message is larger than a chunk and the delta lane stays free
         self.store <= self.update.map(lambda u: u.delta)
-        self.ae_buffer <+ self.update.map(lambda u: (self.tick_count + 1, self.addr, u.delta))
+        self.ae_tick <= self.update.map(lambda u: (0, u.delta))
+        self.ae_buffer <+ self.ae_tick.filter(lambda t: not self.ae_large(t.kv)).map(
+            lambda t: (self.tick_count + 1, self.addr, t.kv)
+        )
         self.ae_wake <+ self.update.map(lambda u: (0,))
+        self.ae_bulk <= self.ae_tick.filter(lambda t: self.ae_large(t.kv)).join(self.peer).map(
+            lambda t, p: (p.addr, self.ae_bulk_for(p.addr, t.kv))
+        )
+        self.ae_sync <+ self.ae_bulk.map(
+            lambda b: (b.peer, -(self.tick_count + 1), b.count, lmap(), lmap(), self.ae_now)
+        )
+        self.ae_turn <+ self.ae_bulk.map(lambda b: (0,))
         # a received delta: only what is new is merged (next tick, so that "new" is computed
         # against the store before it), buffered for the other peers and acked
         self.ae_new <= self.ae_delta.map(lambda d: (d.src, novel(d.kv, self.store)))
@@ -430,15 +498,19 @@ class DeltaGossip(Program, abstract=True):
         ).map(lambda b, low: b)
         self.ae_acks <- self.ae_acks.notin(self.peer, lambda a, p: a.peer == p.addr)
         self.ae_fly <- self.ae_fly.notin(self.peer, lambda f, p: f.peer == p.addr)
-        self.ae_sync <- self.ae_sync.notin(self.peer, lambda s, p: s.peer == p.addr)
+        self.ae_sync <- self.ae_sync.notin(self.peer, lambda s, p: s.peer == p.addr).filter(
+            lambda s: self.ae_end(s.peer, s.snap)
+        )
 
         # -- range repair --------------------------------------------------------------------
         # every ae_probe period: the root digest to each peer; a peer whose root differs
         # answers with its range digests (current peers only: no amplification for others)
+        # (not to a peer this replica is sending a transfer to: its ranges are moving, and
+        # comparing them would only make it send back what it is being sent)
         self.ae_digest <~ self.ae_probe.join(self.peer).map(
             lambda t, p: (p.addr, self.addr, self.ae_epoch, self.ae_root(),
                           self.ae_digests.size())
-        )
+        ).notin(self.ae_sync, lambda d, s: d[0] == s.peer)
         # (and every ae_clock period to a peer never heard from: the first contact)
         self.ae_unheard <= self.peer.notin(self.ae_acks, self.peer.addr == self.ae_acks.peer)
         self.ae_digest <~ self.ae_clock.join(self.ae_unheard).map(
@@ -447,7 +519,8 @@ class DeltaGossip(Program, abstract=True):
         )
         self.ae_ranges <~ self.ae_digest.join(self.peer, self.ae_digest.src == self.peer.addr).filter(
             lambda d, p: d.root != self.ae_root()
-        ).map(lambda d, p: (d.src, self.addr, self.ae_epoch, True, *self.ae_ranges_for(d.size)))
+        ).map(lambda d, p: (d.src, self.addr, self.ae_epoch, True, *self.ae_ranges_for(d.size))
+        ).notin(self.ae_sync, lambda r, s: r[0] == s.peer)
         # ranges that asked for ours (answers to a digest) get them: both sides then send
         # what differs, in one and a half round trips
         self.ae_ranges <~ self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).filter(
@@ -474,8 +547,20 @@ class DeltaGossip(Program, abstract=True):
         # chunks leave every period, and as soon as acks free the window
         self.ae_turn <= self.ae_clock.map(lambda c: (0,))
         self.ae_turn <+ self.ae_chunk_ack.map(lambda a: (0,))
-        self.ae_go <= self.ae_turn.join(self.ae_sync).flat_map(
-            lambda t, s: [(s.peer, s.snap, i)
+        # one transfer per peer sends at a time (the window is per peer): a range repair,
+        # else the oldest large change; the others wait (and do not stall meanwhile)
+        self.ae_head <= self.ae_sync.group(["peer"], max_("snap"))
+        self.ae_wait <= self.ae_turn.join(self.ae_sync).map(lambda t, s: s).notin(
+            self.ae_head, lambda s, h: s.peer == h.peer and s.snap == h.snap
+        )
+        self.ae_sync <+ self.ae_wait.map(
+            lambda s: (s.peer, s.snap, s.count, lmap(), lmap(), self.ae_now)
+        )
+        self.ae_go <= self.ae_turn.join(self.ae_sync).join(
+            self.ae_head, self.ae_sync.peer == self.ae_head.peer,
+            self.ae_sync.snap == self.ae_head.snap
+        ).flat_map(
+            lambda t, s, h: [(s.peer, s.snap, i)
                           for i in self.ae_chunks_due(s.peer, s.count, s.snap, s.acked, s.sent,
                                                       s.at)]
         )
@@ -517,10 +602,11 @@ class DeltaGossip(Program, abstract=True):
             lambda s: (s.peer, self.addr, self.ae_epoch, self.ae_root(), self.ae_digests.size())
         )
         self.ae_sync <- self.ae_sync.join(self.ae_acks, self.ae_sync.peer == self.ae_acks.peer).filter(
-            lambda s, a: self.ae_outdated(s.peer, s.snap, a.state)
+            lambda s, a: self.ae_outdated(s.peer, s.snap, a.state) and self.ae_end(s.peer, s.snap)
         ).map(lambda s, a: s)
         self.ae_sync <- self.ae_sync.filter(
-            lambda s: self.ae_synced(s.count, s.acked) is not None
-            or self.ae_now.reveal() - s.at.reveal() > self.ae_stall
+            lambda s: (self.ae_synced(s.count, s.acked) is not None
+                       or self.ae_now.reveal() - s.at.reveal() > self.ae_stall)
+            and self.ae_end(s.peer, s.snap)
         )
     # fmt: on
