@@ -133,6 +133,8 @@ def run_tick(rt: Runtime) -> None:
         ids = report_tick(rt, rec, outbox)
     if outbox:
         send_outbox(rt, outbox, ids)
+    if rt.lat_watch:
+        rt._notify_lats()
 
 
 def rollback_incremental(rt: Runtime, flags: list[tuple[bool, bool, int]], reset: bool) -> None:

@@ -290,13 +290,12 @@ class Runtime:
                 run_tick(self)
             finally:
                 gc.enable()
-        if self.lat_watch:
-            self._notify_lats()
 
     def _notify_lats(self) -> None:
-        """Tell the ``lat_watch`` callbacks what the committed tick merged into their lattice
-        variables (a tick that raised never gets here: it was rolled back). The tick is
-        committed: a callback that raises is logged, never reported as the tick's failure."""
+        """Called by ``run_tick`` once a tick has committed: tell the ``lat_watch`` callbacks
+        what it merged into their lattice variables (a tick that raised never gets here: it
+        was rolled back). A callback that raises is logged, never reported as the tick's
+        failure."""
         for name, fns in self.lat_watch.items():
             var = self.lats[name]
             if var.incs:
