@@ -349,8 +349,9 @@ def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
     """How each rule of a stratum runs in its first round: ``"full"`` (over the whole state),
     ``"delta"`` (over the rows this tick changed, joined with the state), ``"incr"``/
     ``"regroup"`` (a ``group`` by the groups touched), ``"notin"`` (a ``notin`` by the keys
-    touched, :mod:`blooml.spark._dfnotin`) or ``"skip"`` (no input changed). A scratch derived by a rule that must run is recomputed from nothing, so
-    every rule deriving it runs in full."""
+    touched, :mod:`blooml.spark._dfnotin`) or ``"skip"`` (no input changed). A scratch
+    derived by a rule that must run is recomputed from nothing, so every rule deriving it runs
+    in full; so is a scratch that reads one recomputed in its stratum."""
     ir = run.ir
     if run.fresh:
         return {r.index: "full" for r in rules}
@@ -373,8 +374,10 @@ def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
             how[rule.index] = "full"
         elif any(n in changed for n, _ in srcs):
             how[rule.index] = "delta"
-        elif rule.head in ir.collections and not ir.collections[rule.head].persistent and any(
-            n in run.shrunk for n, _ in srcs
+        elif (
+            rule.head in ir.collections
+            and not ir.collections[rule.head].persistent
+            and any(n in run.shrunk for n, _ in srcs)
         ):
             # a scratch holds what its rules derive from the state now: rows it derived from
             # rows its inputs lost must go (a table keeps what it derived in earlier ticks)
@@ -421,8 +424,9 @@ def _incremental(run: _Run, rule: Rule, rules: list[Rule]) -> bool:
     incr_group`): a ``group`` by ``count()``, ``sum``, ``min`` or ``max`` straight over a
     collection whose every change this tick is known on the driver: rows gained (few, local),
     and rows lost (known removals) only with ``count()`` among the aggregates and no ``min``
-    or ``max`` (no NULL among the aggregated values); its head a keyed scratch keyed by the group's keys, that this rule alone derives
-    and no other rule of the stratum reads, holding the rows of the previous tick."""
+    or ``max`` (no NULL among the aggregated values); its head a keyed scratch keyed by the
+    group's keys, that this rule alone derives and no other rule of the stratum reads, holding
+    the rows of the previous tick."""
     node = rule.body
     if not isinstance(node, Group) or not isinstance(node.input, Scan):
         return False
