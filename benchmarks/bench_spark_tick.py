@@ -286,33 +286,58 @@ def report(
 
 
 def layout(spark: Any, edges: int, rnd: random.Random) -> None:
-    """Lookups by the second column of a state file: the engine's layout (sorted by the first
-    column, a Bloom filter per column and row group) against the same rows sorted and written
-    as plain Parquet; records read from the status store, file sizes."""
+    """Lookups by a column other than the first of a state file: the engine's layout (sorted
+    by the first column, a Bloom filter per column and row group) looked up by one ``IN`` list
+    (as the engine looks up) and by ``IN`` lists of at most 10 values OR-ed (each pushed to
+    Parquet as equalities: ``spark.sql.parquet.pushdown.inFilterThreshold``), against the same
+    rows sorted and written as plain Parquet; records read from the status store, file
+    sizes. Two columns: ``dst`` of a random graph (each value in ~5 rows spread over the
+    file) and a column whose values are all distinct (each in one row group)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
     from blooml.spark._dfstate import keep_state
 
     links, _ = graph(rnd, edges)
-    df = spark.createDataFrame(links, "c0 bigint, c1 bigint, c2 bigint")
+    perm = list(range(len(links)))
+    rnd.shuffle(perm)
+    rows = [(a, b, c, perm[i]) for i, (a, b, c) in enumerate(links)]
+    df = spark.createDataFrame(rows, "c0 bigint, c1 bigint, c2 bigint, c3 bigint")
     root = tempfile.mkdtemp(prefix="blooml-bench-layout-")
     spark.sparkContext.setCheckpointDir(root)
     plain_path = f"{root}/plain"
     df.sort("c0").write.option("parquet.block.size", 32 << 10).parquet(plain_path)
     files: list[str] = []
-    kept = keep_state(df, files, sort=True, rows=len(links))
+    kept = keep_state(df, files, sort=True, rows=len(rows))
     plain = spark.read.parquet(plain_path)
     meter = Meter(spark)
-    print(f"\n== lookups by the second column, {len(links):,} rows ==")
-    for n in (1, 5, 10):
-        vals = [r[1] for r in rnd.sample(links, n)]
-        got = []
-        for frame in (plain, kept):
-            meter.take(record=False)
-            rows = frame.where(frame.c1.isin(vals)).count()
-            got.append((rows, meter.take(record=False)[2]))
-        print(
-            f"  {n:2d} values: plain Parquet {got[0][1]:>9,} records, engine's layout "
-            f"{got[1][1]:>9,} records ({got[1][0]} rows)"
-        )
+    print(f"\n== lookups by a column other than the first, {len(rows):,} rows ==")
+    print("  records read: plain Parquet / engine's layout, one IN list / IN lists of <= 10")
+    for col, what in (("c1", "dst (values spread)"), ("c3", "a column of distinct values")):
+        print(f"  by {what}:")
+        for n in (1, 5, 10, 20, 100, 1000):
+            vals = sorted({r[1 if col == "c1" else 3] for r in rnd.sample(rows, n)})
+            got = []
+            for frame, where in (
+                (plain, F.col(col).isin(vals)),
+                (kept, F.col(col).isin(vals)),
+                (
+                    kept,
+                    reduce(
+                        lambda a, b: a | b,
+                        [F.col(col).isin(vals[i : i + 10]) for i in range(0, len(vals), 10)],
+                    ),
+                ),
+            ):
+                meter.take(record=False)
+                found = frame.where(where).count()
+                got.append((found, meter.take(record=False)[2]))
+            assert len({g[0] for g in got}) == 1, got
+            print(
+                f"    {n:5d} values: {got[0][1]:>9,} / {got[1][1]:>9,} / {got[2][1]:>9,} records"
+                f" ({got[0][0]:,} rows)"
+            )
     size = {
         p: sum(f.stat().st_size for f in Path(p.removeprefix("file:")).rglob("*.parquet"))
         for p in (plain_path, files[0])
