@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from blooml import Program, bloom, scratch, table
 from blooml.bloom import accum, count
 from blooml.engine.relation import Relation
@@ -83,3 +86,35 @@ def test_accum_and_count_of_values_that_do_not_compare() -> None:
         p.tick()
         # None is skipped, as Spark SQL's aggregates skip NULL
         assert sorted(map(tuple, p.out)) == [(1, frozenset({"a"}), 1), (2, frozenset(), 0)]
+
+
+class Keyed(Program):
+    kv = table(["k"], ["v"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["put", "del"]), st.integers(0, 6), st.integers(0, 2)),
+        max_size=30,
+    )
+)
+def test_an_index_on_the_key_follows_puts_replacements_and_deletes(ops: Any) -> None:
+    """The index on a relation's key is built with one-row tuple buckets (in C); the
+    replay of the change log turns a bucket into a list when it changes and keeps it equal
+    to the store, a rollback included."""
+    p = Keyed()
+    rel = p._rt.rels["kv"]
+    rel.add_many([(k, 0) for k in range(4)], 0.0)
+    assert type(rel.index((0,))[0]) is tuple
+    for op, k, v in ops:
+        if op == "put":
+            rel.put(k, rel.make_row((k, v), "test"))
+        else:
+            rel.drop(k)
+        _check(rel, (0,))
+    token = rel.begin()
+    rel.drop(1)
+    rel.put(9, rel.make_row((9, 9), "test"))
+    rel.rollback(token)
+    _check(rel, (0,))

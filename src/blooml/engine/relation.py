@@ -277,6 +277,12 @@ class Relation:
                 self.info.check_keys(r)
         return CheckedRows(out)
 
+    @property
+    def key_cols(self) -> tuple[int, ...] | None:
+        """The positions of the key columns (``None`` for a collection without keys): the
+        columns of the index that holds one row per probe value."""
+        return self._key_cols
+
     def key_of(self, row: Any) -> Any:
         """The key under which ``row`` is stored."""
         return row if self.keyfn is None else self.keyfn(row)
@@ -806,12 +812,13 @@ class Relation:
         get = _getter(cols)
         if entry is None:
             idx: dict[Any, list[Any]]
-            if cols == self._key_cols:  # one row per probe value: no grouping (2x faster)
-                c = cols[0]
-                if len(cols) == 1:
-                    idx = {row[c]: [row] for row in self.store.values()}
-                else:
-                    idx = {get(row): [row] for row in self.store.values()}
+            if cols == self._key_cols:
+                # one row per probe value: no grouping, and each bucket the 1-tuple that
+                # ``zip`` makes, so that the whole build runs in C (a third faster than a
+                # comprehension of lists; the replay below turns a tuple bucket into a list
+                # when it changes)
+                rows = self.store.values()
+                idx = dict(zip(map(get, rows), zip(rows)))
                 self.indexes[cols] = [idx, len(log)]
                 return idx
             groups: defaultdict[Any, list[Any]] = defaultdict(list)
@@ -835,6 +842,8 @@ class Relation:
                     p = get(old)
                     b = idx.get(p)
                     if b is not None:
+                        if type(b) is tuple:  # a key index's bucket as built
+                            b = idx[p] = list(b)
                         for j, r in enumerate(b):
                             if r is old:
                                 del b[j]
@@ -846,6 +855,8 @@ class Relation:
                 b = idx.get(p)
                 if b is None:
                     idx[p] = [item]
+                elif type(b) is tuple:
+                    idx[p] = [*b, item]
                 else:
                     b.append(item)
             entry[1] = n
