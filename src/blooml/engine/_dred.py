@@ -381,7 +381,7 @@ class DRed:
             v = union.get(key)
             if v is None:
                 rows = removed.get(rel.name) if rel.name not in heads else None
-                v = union[key] = _Union(rel, cols, rows) if rows else rel.index(cols).get
+                v = union[key] = _Union(rel, cols, rows) if rows else _current(rel, cols)
             return v
 
         bound = [0]  # the rank below which the check sees versions
@@ -393,8 +393,8 @@ class DRed:
             v = versions[name].get(k)
             if v is None:
                 return None
-            if type(v) is int:  # a set view's bulk version: the key is the row
-                return k if v < bound[0] else None
+            if type(v) is int:  # a set view's bulk version: the stored row
+                return heads[name].store.get(k) if v < bound[0] else None
             if type(v) is tuple:
                 return v[1] if v[0] < bound[0] else None
             for rank, row in reversed(v):
@@ -593,7 +593,27 @@ class DRed:
 
 
 def _current(rel: Relation, cols: tuple[int, ...]) -> Any:
-    return rel.index(cols).get
+    return _by_key(rel) if cols == rel.key_cols else rel.index(cols).get
+
+
+def _by_key(rel: Relation) -> Any:
+    """Probes of ``rel`` on its key columns, read from its store: the index on them holds
+    one row per probe value and would be built for it (a pass over the whole view) by the
+    first retraction after a re-derivation. A one-column set view stores row ``(p,)``."""
+    get = rel.store.get
+    if rel.keyfn is None and rel.arity == 1:
+
+        def probe1(p: Any, default: Any = _E) -> Any:
+            row = get((p,))
+            return _E if row is None else (row,)
+
+        return probe1
+
+    def probe(p: Any, default: Any = _E) -> Any:
+        row = get(p)
+        return _E if row is None else (row,)
+
+    return probe
 
 
 def _views(heads: Container[str], pick: Any) -> Any:
@@ -613,9 +633,17 @@ def _views(heads: Container[str], pick: Any) -> Any:
 
 def _ranked(rel: Relation, cols: tuple[int, ...], pick: Any) -> Any:
     """Probes of head ``rel`` that see, of each stored key, the version ``pick`` chooses."""
+    name = rel.name
+    if cols == rel.key_cols:  # the probe is the key: no index (see ``_by_key``)
+        one = rel.keyfn is None and rel.arity == 1
+
+        def by_key(p: Any, default: Any = _E) -> Any:
+            x = pick(name, (p,) if one else p)
+            return _E if x is None else (x,)
+
+        return by_key
     get = rel.index(cols).get
     keyfn = rel.keyfn
-    name = rel.name
     col = _getter(cols)
 
     def probe(p: Any, default: Any = _E) -> Any:
