@@ -306,50 +306,50 @@ class DRed:
             n = len(new)
             vers = self.versions[name]
             keyfn = h.keyfn
-            if n - p >= 32:
+            if p == n:
+                continue
+            m = n - p
+            seg = new[p:n]
+            todo: Any = range(m)
+            if m >= 16:
                 # a batch, ranked by C loops while its rows are in the cache (the unit calls
                 # this after every rule's evaluation): in a Python loop, or in one pass over
-                # the view after it, ranking cost ~20% of a re-derivation, which the fallback
-                # of a retraction pays on top of the re-derivation
-                seg = new[p:n]
+                # the view after it, ranking cost 20-30% of a re-derivation, which the
+                # fallback of a retraction pays on top of the re-derivation. A row's rank is
+                # its position in the batch. When every key is new to the heads, each gets
+                # one version in C (a set view's a bare int rank: the key is its row);
+                # otherwise (a lattice value improved) they are taken one by one below
                 keys = seg if keyfn is None else list(map(keyfn, seg))
-                before = len(vers)
                 if vers.keys().isdisjoint(keys):
-                    # new keys: one version each; a set view's is a bare int rank (the key
-                    # is its row), a keyed view's a (rank, row) pair
-                    if keyfn is None:
-                        vers.update(zip(keys, count(rank)))
-                    else:
-                        vers.update(zip(keys, zip(count(rank), seg)))
-                    if len(vers) == before + len(seg):
-                        rank += len(seg)
-                        p = n
+                    vals: Any = count(rank) if keyfn is None else zip(count(rank), seg)
+                    before = len(vers)
+                    vers.update(zip(keys, vals, strict=False))  # vals: as long as keys
+                    if len(vers) - before == m:
+                        todo = ()
                     else:  # a key stored twice in the batch (improved, or queued again)
                         for k in keys:
                             vers.pop(k, None)
-            if p < n:
-                for i in range(p, n):
-                    row = new[i]
-                    k = row if keyfn is None else keyfn(row)
-                    v = vers.get(k)
-                    if type(v) is int:  # a set view's bulk version: the key is its row
-                        v = (v, k)
-                    if v is None:
-                        vers[k] = (rank, row)
-                    elif type(v) is tuple:
-                        if v[1] is row:
-                            continue  # appended again to be processed later (``Frontier``)
-                        vers[k] = [v, (rank, row)]
-                    elif v[-1][1] is row:
-                        continue
-                    else:
-                        v.append((rank, row))
-                        if len(v) > cap:
-                            self.retired.append((name, v.pop(0)[1]))
-                    rank += 1
+            for i in todo:
+                row = seg[i]
+                k = row if keyfn is None else keyfn(row)
+                v = vers.get(k)
+                if v is None:
+                    vers[k] = (rank + i, row)
+                    continue
+                if type(v) is int:  # a set view's version from a batch: the key is its row
+                    v = (v, k)
+                if type(v) is tuple:
+                    if v[1] is not row:  # else queued again to be processed (``Frontier``)
+                        vers[k] = [v, (rank + i, row)]
+                elif v[-1][1] is not row:
+                    v.append((rank + i, row))
+                    if len(v) > cap:
+                        self.retired.append((name, v.pop(0)[1]))
+            rank += m
             self.pos[name] = (new, n)
         self.next_rank = rank
-        if len(self.retired) > 64 + sum(len(h.store) for h in self.heads):
+        retired = len(self.retired)
+        if retired > 64 and retired > 64 + sum(len(h.store) for h in self.heads):
             self.valid = False  # retire by re-deriving, at the next retraction
             self.retired = []
 

@@ -818,7 +818,7 @@ class Relation:
                 # comprehension of lists; the replay below turns a tuple bucket into a list
                 # when it changes)
                 rows = self.store.values()
-                idx = dict(zip(map(get, rows), zip(rows)))
+                idx = dict(zip(map(get, rows), zip(rows), strict=True))
                 self.indexes[cols] = [idx, len(log)]
                 return idx
             groups: defaultdict[Any, list[Any]] = defaultdict(list)
