@@ -255,7 +255,7 @@ def test_a_view_re_derived_in_full_keeps_its_indexes(monkeypatch: pytest.MonkeyP
     p.e.insert([(500, 501)])  # type: ignore[attr-defined]
     p.tick()  # an insert probes the view on y
     tc = p._rt.rels["tc"]
-    tc.index(tc.key_cols)
+    tc.index(tc.key_cols, build=True)
     before = set(tc.indexes)
     assert before == {(1,), tc.key_cols}
     p.e.delete([(60, 61)])  # type: ignore[attr-defined]
@@ -266,7 +266,7 @@ def test_a_view_re_derived_in_full_keeps_its_indexes(monkeypatch: pytest.MonkeyP
     p.e.insert([(60, 61)])  # type: ignore[attr-defined]
     p.tick()
     assert len(tc.store) == 101 * 100 // 2 + 1
-    idx = tc.index(tc.key_cols)
+    idx = tc.index(tc.key_cols, build=True)
     assert set(idx) == set(tc.store)
     assert all(len(b) == 1 and b[0] is tc.store[k] for k, b in idx.items())
 

@@ -317,22 +317,29 @@ class DRed:
                 # the view after it, ranking cost 20-30% of a re-derivation, which the
                 # fallback of a retraction pays on top of the re-derivation. A row's rank is
                 # its position in the batch. When every key is new to the heads, each gets
-                # one version in C (a set view's a bare int rank: the key is its row);
-                # otherwise (a lattice value improved) they are taken one by one below
-                keys = seg if keyfn is None else list(map(keyfn, seg))
-                if vers.keys().isdisjoint(keys):
-                    vals: Any = count(rank) if keyfn is None else zip(count(rank), seg)
+                # one version in C; otherwise (a lattice value improved) one by one below.
+                # A set view's rows are new to it when stored, and its versions hold only
+                # stored rows: each gets a bare int rank (the key is its row), unchecked
+                if keyfn is None:
                     before = len(vers)
-                    vers.update(zip(keys, vals, strict=False))  # vals: as long as keys
-                    if len(vers) - before == m:
-                        todo = ()
-                    else:  # a key stored twice in the batch (improved, or queued again)
-                        for k in keys:
-                            vers.pop(k, None)
+                    vers.update(zip(seg, count(rank)))
+                    if len(vers) - before != m:  # a row ranked already: not the invariant
+                        self.valid = False  # re-derive at the next retraction
+                    todo = ()
+                else:
+                    keys = list(map(keyfn, seg))
+                    if vers.keys().isdisjoint(keys):
+                        before = len(vers)
+                        vers.update(zip(keys, zip(count(rank), seg), strict=True))
+                        if len(vers) - before == m:
+                            todo = ()
+                        else:  # a key stored twice in the batch (improved, or queued again)
+                            for k in keys:
+                                vers.pop(k, None)
             for i in todo:
                 row = seg[i]
                 k = row if keyfn is None else keyfn(row)
-                v = vers.get(k)
+                v: Any = vers.get(k)
                 if v is None:
                     vers[k] = (rank + i, row)
                     continue

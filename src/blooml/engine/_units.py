@@ -245,11 +245,10 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
     if force and u.scratch and not rt._reset:
         # emptying and refilling the heads outgrew their indexes' change logs, which were
         # dropped: rebuild them in this tick, which costs the view's size anyway, rather than
-        # at the next one's first probe (an insert after such a tick cost 60x another). An
-        # index on the head's key is left to its first probe: it is the view's one index
-        # on a recursive path (``reach.n == edge.src``), the C loop of ``Relation.index``
-        # builds it in a fraction of a re-derivation, and a retraction that falls back
-        # would pay it again (with its budget) for an index the next tick may not probe
+        # at the next one's first probe (an insert after such a tick cost 60x another).
+        # Not the index on the head's key (``reach.n == edge.src``): the store answers
+        # those probes until they pay for it (``Relation.index``), so that neither the
+        # re-derivation nor the insert after it pays a pass over the view for a few probes
         for rel, cols in indexed:
             for c in cols:
                 if c != rel.key_cols:
