@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Container
-from itertools import count
+from itertools import repeat
 from time import process_time
 from typing import Any
 
@@ -295,7 +295,9 @@ class DRed:
 
     def settle(self) -> None:
         """Give every row the heads stored since the last call a version, ranked above all
-        existing ones (a row is derived from rows stored before it)."""
+        existing ones. The unit calls this after every rule's evaluation and after every
+        other store into the heads, so that the rows a call finds in one head are one
+        evaluation's results, derived from rows stored before it: they share one rank."""
         rank = self.next_rank
         cap = self.cap
         for name, h in self.by_head.items():
@@ -312,17 +314,16 @@ class DRed:
             seg = new[p:n]
             todo: Any = range(m)
             if m >= 16:
-                # a batch, ranked by C loops while its rows are in the cache (the unit calls
-                # this after every rule's evaluation): in a Python loop, or in one pass over
-                # the view after it, ranking cost 20-30% of a re-derivation, which the
-                # fallback of a retraction pays on top of the re-derivation. A row's rank is
-                # its position in the batch. When every key is new to the heads, each gets
-                # one version in C; otherwise (a lattice value improved) one by one below.
-                # A set view's rows are new to it when stored, and its versions hold only
+                # a batch, ranked by C loops while its rows are in the cache: in a Python
+                # loop, or in one pass over the view after it, ranking cost 20-30% of a
+                # re-derivation, which the fallback of a retraction pays on top of the
+                # re-derivation. When every key is new to the heads, each gets its one
+                # version in C; otherwise (a lattice value improved) one by one below. A
+                # set view's rows are new to it when stored, and its versions hold only
                 # stored rows: each gets a bare int rank (the key is its row), unchecked
                 if keyfn is None:
                     before = len(vers)
-                    vers.update(zip(seg, count(rank)))
+                    vers.update(zip(seg, repeat(rank)))
                     if len(vers) - before != m:  # a row ranked already: not the invariant
                         self.valid = False  # re-derive at the next retraction
                     todo = ()
@@ -330,7 +331,7 @@ class DRed:
                     keys = list(map(keyfn, seg))
                     if vers.keys().isdisjoint(keys):
                         before = len(vers)
-                        vers.update(zip(keys, zip(count(rank), seg), strict=True))
+                        vers.update(zip(keys, zip(repeat(rank), seg), strict=True))
                         if len(vers) - before == m:
                             todo = ()
                         else:  # a key stored twice in the batch (improved, or queued again)
@@ -341,18 +342,18 @@ class DRed:
                 k = row if keyfn is None else keyfn(row)
                 v: Any = vers.get(k)
                 if v is None:
-                    vers[k] = (rank + i, row)
+                    vers[k] = (rank, row)
                     continue
                 if type(v) is int:  # a set view's version from a batch: the key is its row
                     v = (v, k)
                 if type(v) is tuple:
                     if v[1] is not row:  # else queued again to be processed (``Frontier``)
-                        vers[k] = [v, (rank + i, row)]
+                        vers[k] = [v, (rank, row)]
                 elif v[-1][1] is not row:
-                    v.append((rank + i, row))
+                    v.append((rank, row))
                     if len(v) > cap:
                         self.retired.append((name, v.pop(0)[1]))
-            rank += m
+            rank += 1
             self.pos[name] = (new, n)
         self.next_rank = rank
         retired = len(self.retired)

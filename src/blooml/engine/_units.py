@@ -233,9 +233,12 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
                 rows = rt.tick_in.get(rel.name)
                 if rows:
                     rel.add_many(rows, now, f"input to {rel.name}")
-    # rank the heads' rows after every rule's evaluation: in the order they were stored
-    # across heads (each evaluation stores into one head), and while they are in the cache
+    # rank the heads' rows after every rule's evaluation (each stores into one head, rows
+    # derived from rows stored before it), while they are in the cache; and first what was
+    # stored before the rounds (input rows, a retraction's re-derived rows)
     after = u.dred.settle if u.dred is not None else None
+    if after is not None:
+        after()
     if u.prio and rt.prioritize:
         run_stratum_prioritized(rt, u.rules, u.prio, force, after)
     else:
