@@ -9,8 +9,9 @@ recomputes a lattice-valued key only from its remaining contributions (the affec
 Ramalingam and Reps' dynamic shortest paths):
 
 * **Versions and ranks.** Every row a head stores is a *version* of its key with a rank: the
-  order in which the forward evaluation stored it (a lattice key improved twice has three
-  versions). A version was derived from versions stored before it, so each stored version
+  order in which the forward evaluation stored it, the rows of one rule evaluation sharing
+  one (a lattice key improved twice has three versions). A version was derived from
+  versions stored before it (before its evaluation), so each stored version
   has a derivation from strictly lower-ranked versions and the current inputs. That is the
   invariant the updates keep; the ranks are a well-founded order that breaks the cycles
   through which a row could otherwise "justify itself".
@@ -34,7 +35,8 @@ Ramalingam and Reps' dynamic shortest paths):
   new versions get ranks above every existing one (:meth:`DRed.settle`).
 
 Never worse than re-deriving: a retraction gets a budget of CPU time, ``limit_share`` of what
-the unit's last full derivation cost (scaled to the heads' rows now), plus ``limit_floor``. It
+the unit's last full derivation cost (per row, times the rows the heads would keep: those they
+hold less the keys found gone so far), plus ``limit_floor``. It
 falls back before checking when the first wave of candidates, priced at the mean cost of a
 check, is above it, and stops, having changed nothing, once its checks pass it; the caller
 then re-derives the heads in full, having spent at most that budget more than doing so.
