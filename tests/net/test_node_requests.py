@@ -131,9 +131,17 @@ class _FakeNode:
         self.inbox: deque[bytes] = deque()
         self._conns: set[Any] = set()
 
-    def _inbox_put(self, data: bytes) -> None:
+        self.told = 0  # frames queued when the scheduler was last told (``_arrived``)
+
+    def _inbox_put(self, data: bytes, notify: bool = True) -> bool:
         assert type(data) is bytes
         self.inbox.append(data)
+        if notify:
+            self._arrived()
+        return True
+
+    def _arrived(self) -> None:
+        self.told = len(self.inbox)
 
     def _drop(self, reason: str, detail: str) -> None:
         self.dropped.append(reason)
@@ -172,6 +180,7 @@ def test_frames_are_cut_out_of_any_chunking_of_the_stream(
     for a, b in itertools.pairwise(edges):
         _feed(proto, stream[a:b])
     assert list(fake.inbox) == bodies
+    assert fake.told == len(bodies)  # the scheduler is told of every frame, last included
     assert fake._stats["received_bytes"] == len(stream)
     assert not proto.pending() and not fake.dropped and not transport.closed
     assert len(proto.buf) <= max(chunk, 304)  # grown for a frame at most, shrunk back
@@ -186,6 +195,7 @@ def test_a_frame_over_max_message_closes_the_connection_before_it_is_read() -> N
     proto.connection_made(transport)  # type: ignore[arg-type]
     _feed(proto, _frame(b"ok") + _FRAME.pack(101) + b"x" * 10)
     assert list(fake.inbox) == [b"ok"]  # what came before it is kept
+    assert fake.told == 1  # and the scheduler is told of it
     assert fake.dropped == ["too_large"] and transport.closed
     assert not proto.pending()  # nothing of it is buffered
 

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._coltypes import check_families, check_input_families
+from blooml.engine._direct import direct_plan
 from blooml.engine._feed import refill, unfeed
 from blooml.engine._maintain import Support
 from blooml.engine._net_entry import send_outbox
@@ -74,8 +75,13 @@ def run_tick(rt: Runtime) -> None:
     try:
         if rt.column_types == "spark":
             check_input_families(rt, consumed)
-        apply_inputs(rt, consumed, now)
-        if rec is None:
+        direct = direct_plan(rt) if rec is None else None
+        if direct is not None and direct.fits(rt, consumed):
+            # a tick of channel rows into rules that each map over one channel: the rules
+            # over the channels that received rows, fired once (``blooml.engine._direct``)
+            direct.run(rt, consumed, now)
+        elif rec is None:
+            apply_inputs(rt, consumed, now)
             if rt.incremental:
                 for units in rt.units:
                     run_units(rt, units)
@@ -87,6 +93,7 @@ def run_tick(rt: Runtime) -> None:
                         run_stratum(rt, stratum)
             run_temporal(rt)
         else:
+            apply_inputs(rt, consumed, now)
             run_strata_timed(rt, rec)
         families = check_families(rt) if rt.column_types == "spark" else None
         if rt.durable is not None:
