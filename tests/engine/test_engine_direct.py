@@ -47,10 +47,10 @@ class KV(Program):
     # fmt: off
     @bloom
     def rules(self):
-        self.store <= self.put.map(lambda p: (p.k, lmax(p.v)))  # noqa: B015
-        self.best <= self.put.filter(lambda p: p.v > 1).map(lambda p: (p.k, lmax(p.v)))  # noqa: B015
-        self.reply <~ self.put.map(lambda p: (p.src, p.id, 100 // p.v))  # noqa: B015
-        self.reply <~ self.get.map(  # noqa: B015
+        self.store <= self.put.map(lambda p: (p.k, lmax(p.v)))
+        self.best <= self.put.filter(lambda p: p.v > 1).map(lambda p: (p.k, lmax(p.v)))
+        self.reply <~ self.put.map(lambda p: (p.src, p.id, 100 // p.v))
+        self.reply <~ self.get.map(
             lambda g: (g.src, g.id, self.store.at(g.k, lmax).reveal())
         )
     # fmt: on
@@ -93,8 +93,8 @@ def test_other_input_and_other_shapes_take_the_general_path() -> None:
         # fmt: off
         @bloom
         def rules(self):
-            self.t <= self.c.map(lambda m: (m.k,))  # noqa: B015
-            self.c <~ self.t.map(lambda r: ("me", r.k))  # noqa: B015
+            self.t <= self.c.map(lambda m: (m.k,))
+            self.c <~ self.t.map(lambda r: ("me", r.k))
         # fmt: on
 
     assert _direct.DirectPlan.build(Loop(addr="me")._rt) is None
@@ -180,9 +180,9 @@ class DurableKV(Program):
     # fmt: off
     @bloom
     def rules(self):
-        self.store <= self.put.map(lambda p: (p.k, lmax(p.v)))  # noqa: B015
-        self.best <= self.put.filter(lambda p: p.v > 1).map(lambda p: (p.k, lmax(p.v)))  # noqa: B015
-        self.reply <~ self.put.map(lambda p: (p.src, p.id, 100 // p.v))  # noqa: B015
+        self.store <= self.put.map(lambda p: (p.k, lmax(p.v)))
+        self.best <= self.put.filter(lambda p: p.v > 1).map(lambda p: (p.k, lmax(p.v)))
+        self.reply <~ self.put.map(lambda p: (p.src, p.id, 100 // p.v))
     # fmt: on
 
 
