@@ -52,12 +52,18 @@ class DirectPlan:
     Attributes:
         rules: ``(rule, the channel it maps over)`` in firing order (strata, then ``<~``).
         channels: the names of the program's channels.
+        tables: per channel, the tables the ``<=`` rules over it write.
     """
 
-    __slots__ = ("channels", "rules", "where")
+    __slots__ = ("channels", "rules", "tables", "where")
 
     def __init__(self, rules: list[tuple[CompiledRule, Relation]], rt: Runtime) -> None:
         self.rules = rules
+        #: channel -> the tables that rules over it write (``<=``)
+        self.tables: dict[str, list[Relation]] = {}
+        for cr, src in rules:
+            if cr.head_rel is not None and cr.op == "<=":
+                self.tables.setdefault(src.name, []).append(cr.head_rel)
         self.channels = frozenset(n for n, r in rt.rels.items() if r.info.kind == "channel")
         self.where = {n: f"input to {n}" for n in self.channels}
 
@@ -100,11 +106,27 @@ class DirectPlan:
         return cls(out, rt)
 
     def fits(self, rt: Runtime, pend: Pending) -> bool:
-        """Whether the tick on ``pend`` can run directly: its whole input is channel rows."""
-        if pend.deletes or pend.replaces or pend.lats or rt._reset:
+        """Whether the tick on ``pend`` can run directly: its whole input is channel rows
+        (and nothing reads a tick's signed changes, ``changes_of``)."""
+        if pend.deletes or pend.replaces or pend.lats or rt._reset or rt.changes_of:
             return False
         channels = self.channels
         return all(name in channels for name in pend.inserts)
+
+    def touched(self, rt: Runtime, pend: Pending) -> list[Relation]:
+        """The collections a direct tick on ``pend`` can change: the channels holding the
+        last tick's rows (they leave), those receiving rows, and the tables the rules over
+        those write. The others are left as the last tick committed them (no rows new, no
+        undo log): beginning and committing them would change nothing."""
+        rels = rt.rels
+        out = {name: rels[name] for name, rows in rt.last_in.items() if rows}
+        tables = self.tables
+        for name, rows in pend.inserts.items():
+            if rows:
+                out[name] = rels[name]
+                for head in tables.get(name, ()):
+                    out[head.name] = head
+        return list(out.values())
 
     def run(self, rt: Runtime, pend: Pending, now: float) -> None:
         """``apply_inputs`` and the strata of a tick on ``pend`` (see the module docstring);
