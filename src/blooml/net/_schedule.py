@@ -185,7 +185,8 @@ class Scheduler(NodeBase):
             return
         # the event loop reads one datagram per wake-up: take what else has arrived from
         # the socket now, so that a tick applies what arrived (up to batch_limit), not one
-        self._drain_udp()
+        if self._udp is not None:
+            self._drain_udp()
         inbox = self._inbox
         taken = 0
         for _ in range(min(len(inbox), self.batch_limit)):
@@ -202,12 +203,12 @@ class Scheduler(NodeBase):
         if self._calls:
             fn, fut, what = self._calls.popleft()
             self._run_call(fn, fut, what)
-        due = rt.next_due()
-        timer = due is not None and due <= rt.clock()
-        if self._units or rt.has_pending() or timer:
+        if self._units or rt.has_pending() or (rt.periodic and rt.next_due() <= rt.clock()):
             self._tick(t0)
-            self._credit(time.perf_counter() - t0)
-        self._slow_step(busy=bool(self._inbox))
+            if self._slow or self._slow_credit < 0.05:
+                self._credit(time.perf_counter() - t0)
+        if self._slow:
+            self._slow_step(busy=bool(self._inbox))
         if self._acks_due:
             self._flush_acks()
 
