@@ -4,6 +4,7 @@ Real sockets on 127.0.0.1 only, bounded in time; nothing here is timed."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import socket
 import struct
@@ -253,3 +254,43 @@ def test_one_received_row_is_checked_as_a_batch_of_them() -> None:
     assert rt.receive_batch("x:1", [("put", [("a:1", "b:2", 7, 3, 4)])]) == 1
     (row,) = rt.pending.inserts["put"]
     assert type(row) is rt.rels["put"].row_type and tuple(row) == ("a:1", "b:2", 7, 3, 4)
+
+
+class _FakeLoop:
+    """What ``Scheduler._arrived`` reads of asyncio's loop: this round's queue of callbacks
+    (``_ready``) and ``call_soon``."""
+
+    def __init__(self, waiting: int) -> None:
+        self._ready: deque[Any] = deque(range(waiting))
+        self.soon: list[Any] = []
+
+    def call_soon(self, fn: Any) -> None:
+        self.soon.append(fn)
+
+
+def test_a_parked_node_steps_at_once_when_its_read_ends_the_loops_round() -> None:
+    """A request reaching a node with nothing to do is applied inside the read's callback
+    when no other callback waits in the loop's round (a round of the loop less per request);
+    when others wait (other connections' reads), the step comes after them, so that what
+    arrives together shares one tick."""
+    for waiting in (0, 2):
+        kvs = KVS(addr="127.0.0.1:0", transport="tcp")
+        n = node(kvs)
+        try:
+            kvs.sync_do(lambda p: p.store.insert(lmap({1: lmax(5)})))
+            loop = _FakeLoop(waiting)
+            n._loop, n._wake, n._parked = loop, asyncio.Event(), True  # type: ignore[assignment]
+            ticks = kvs.stats()["ticks"]
+            me = "127.0.0.1:9"
+            body = encode_envelope(me, [("get", [encode_row((kvs.addr, me, 1, 1))])])
+            assert n._inbox_put(body)
+            if waiting:
+                assert kvs.stats()["ticks"] == ticks and loop.soon == [n._step_now]
+                loop.soon.pop()()  # the loop's next round
+            else:
+                assert loop.soon == []  # applied already, inside the callback
+            assert kvs.stats()["ticks"] == ticks + 1 and not n._step_soon
+            assert not n._wake.is_set()  # nothing more to do: the task stays parked
+        finally:
+            n._loop = n._wake = None
+            kvs.stop()
