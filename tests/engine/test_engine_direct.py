@@ -159,13 +159,27 @@ def _run(ticks: list[list[tuple[Any, ...]]]) -> list[Any]:
     return out
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.lists(_MSG, max_size=6), min_size=1, max_size=8))
-def test_the_direct_tick_is_the_general_tick(ticks: list[list[tuple[Any, ...]]]) -> None:
+def _same(ticks: list[list[tuple[Any, ...]]]) -> None:
     direct = _run(ticks)
     with mock.patch.object(_direct.DirectPlan, "build", return_value=None):
         general = _run(ticks)
     assert direct == general
+
+
+_TICKS = st.lists(st.lists(_MSG, max_size=6), min_size=1, max_size=8)
+
+
+@settings(max_examples=25, deadline=None)
+@given(_TICKS)
+def test_the_direct_tick_is_the_general_tick(ticks: list[list[tuple[Any, ...]]]) -> None:
+    _same(ticks)
+
+
+@pytest.mark.slow
+@settings(max_examples=500, deadline=None)
+@given(_TICKS)
+def test_the_direct_tick_is_the_general_tick_at_length(ticks: list[list[tuple[Any, ...]]]) -> None:
+    _same(ticks)
 
 
 class DurableKV(Program):
