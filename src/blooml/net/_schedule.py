@@ -134,7 +134,13 @@ class Scheduler(NodeBase):
                 assert loop is not None
                 # asyncio's queue of this round's callbacks (absent from other loops)
                 if not getattr(loop, "_ready", True):
-                    self._step_now()
+                    try:
+                        self._step_now()
+                    except Exception as exc:  # as the loop reports a failing callback: the
+                        # connection whose read this is must not be the one to pay for it
+                        loop.call_exception_handler(
+                            {"message": f"{self.rt.addr}: a step raised", "exception": exc}
+                        )
                 else:
                     loop.call_soon(self._step_now)
             return
