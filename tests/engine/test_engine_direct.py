@@ -36,13 +36,17 @@ class Capture:
 
 class KV(Program):
     """Puts into a map and a table, a reply per put (``v == 0``: the rule raises), gets
-    answered from the map."""
+    answered from the map and, through a join, from the table; gets of a known name counted
+    into a table through a join with a table no rule writes."""
 
     store = lmap()
     best = table(["k"], ["v"])
+    names = table(["k"])
+    hits = table(["k"], ["n"])
     put = channel(["@dst", "src", "id"], ["k", "v"])
     get = channel(["@dst", "src", "id"], ["k"])
     reply = channel(["@dst", "id"], ["v"])
+    found = channel(["@dst", "id"], ["v"])
 
     # fmt: off
     @bloom
@@ -53,12 +57,19 @@ class KV(Program):
         self.reply <~ self.get.map(
             lambda g: (g.src, g.id, self.store.at(g.k, lmax).reveal())
         )
+        self.found <~ self.get.join(self.best, self.get.k == self.best.k).map(
+            lambda g, b: (g.src, g.id, b.v)
+        )
+        self.hits <= self.get.join(self.names, self.get.k == self.names.k).map(
+            lambda g, n: (n.k, lmax(g.id))
+        )
     # fmt: on
 
 
 def _new() -> tuple[KV, Capture]:
     net = Capture()
     p = KV(addr="me", network=net)
+    p.names.insert([("a",), ("c",)])
     return p, net
 
 
@@ -71,7 +82,12 @@ def test_a_program_of_channel_maps_ticks_directly() -> None:
         p.tick()
         p._rt.receive_batch("c", [("get", [("me", "c", 2, "a")])])
         p.tick()
-    assert net.sent == [("c", "reply", ("c", 1, 20)), ("c", "reply", ("c", 2, 5))]
+    assert net.sent == [
+        ("c", "reply", ("c", 1, 20)),
+        ("c", "reply", ("c", 2, 5)),
+        ("c", "found", ("c", 2, lmax(5))),  # through the join with the table
+    ]
+    assert {tuple(r) for r in p.hits} == {("a", lmax(2))}  # a join with a table into one
     assert p._rt.lats["store"].value == lmap({"a": lmax(5)})
     assert {tuple(r) for r in p.best} == {("a", lmax(5))}
     assert {tuple(r) for r in p.get} == {("me", "c", 2, "a")}  # this tick's, as always
@@ -98,6 +114,20 @@ def test_other_input_and_other_shapes_take_the_general_path() -> None:
         # fmt: on
 
     assert _direct.DirectPlan.build(Loop(addr="me")._rt) is None
+
+    class Chain(Program):  # a <= rule reading a table another <= rule writes: a fixpoint
+        a = table(["k"])
+        b = table(["k"])
+        c = channel(["@x", "k"])
+
+        # fmt: off
+        @bloom
+        def rules(self):
+            self.a <= self.c.map(lambda m: (m.k,))
+            self.b <= self.c.join(self.a, self.c.k == self.a.k).map(lambda m, r: (r.k,))
+        # fmt: on
+
+    assert _direct.DirectPlan.build(Chain(addr="me")._rt) is None
 
 
 def test_a_quarantined_rule_is_planned_out() -> None:
@@ -151,6 +181,7 @@ def _run(ticks: list[list[tuple[Any, ...]]]) -> list[Any]:
                 p.tick_count,
                 rt.lats["store"].value,
                 sorted((tuple(r) for r in p.best), key=repr),
+                sorted((tuple(r) for r in p.hits), key=repr),
                 sorted((tuple(r) for r in p.put), key=repr),
                 sorted((tuple(r) for r in p.get), key=repr),
                 list(net.sent),
@@ -160,6 +191,8 @@ def _run(ticks: list[list[tuple[Any, ...]]]) -> list[Any]:
 
 
 def _same(ticks: list[list[tuple[Any, ...]]]) -> None:
+    p, _ = _new()
+    assert _direct.DirectPlan.build(p._rt) is not None  # the program is planned: compared
     direct = _run(ticks)
     with mock.patch.object(_direct.DirectPlan, "build", return_value=None):
         general = _run(ticks)

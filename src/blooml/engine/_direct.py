@@ -1,16 +1,18 @@
 """The direct tick: a request's tick without the strata machinery, for programs where every
-rule maps over one channel (the shape of a service: ``store <= put.map(...)``,
-``reply <~ get.map(...)``).
+rule is triggered by a channel (the shape of a service: ``store <= put.map(...)``,
+``reply <~ get.map(...)``, ``reply <~ get.join(kv, get.k == kv.k).map(...)``).
 
 In such a program a tick's work is fixed by which channels received rows: the rules over
-those channels fire once each (nothing they write is read by another rule's body, so there
-is no fixpoint to iterate), the rules over the other channels derive nothing, and there is
-no other input to apply. :class:`DirectPlan` is built once per program (and again when a rule
-is taken out of evaluation) when the program has that shape; ``run_tick`` then replaces
-``apply_inputs`` and the strata by :meth:`DirectPlan.run` for a tick whose whole input is
-channel rows. Everything else about the tick is ``run_tick``'s: the transaction (begin,
-commit, rollback of every collection), the durable write, the failure report that names the
-row a rule raised on (per-row isolation in ``blooml.net``), the outbox and its sends.
+those channels fire once each (nothing a ``<=`` rule writes is read by another ``<=`` rule's
+body, so there is no fixpoint to iterate; the ``<~`` rules read what the ``<=`` rules wrote,
+after them, as in the general path), the rules over the other channels derive nothing (a
+``map`` of an empty channel, or an inner join with one, is empty), and there is no other
+input to apply. :class:`DirectPlan` is built once per program (and again when a rule is
+taken out of evaluation) when the program has that shape; ``run_tick`` then runs
+``run_direct_tick`` for a tick whose whole input is channel rows: the same transaction
+(begin, commit, rollback), durable write, failure report that names the row a rule raised on
+(per-row isolation in ``blooml.net``), outbox and sends, on the collections the tick can
+change.
 
 What :meth:`DirectPlan.run` does is what the general path does for this shape, step for
 step: the channels' last-tick rows leave (``turnover``), this tick's rows are stored in
@@ -19,21 +21,24 @@ each rule over a channel that holds rows is fired by the same ``fire`` (``<=`` r
 their strata's order, then the ``<~`` rules in theirs), which evaluates, folds, merges,
 checks and encodes each sent row exactly as the general path does. What it skips is what
 has nothing to do: the loops over every collection and rule of the general path, the units
-and windows of rules whose channel received nothing.
+and windows of rules whose channels received nothing.
 
-Not direct (the general path runs): reference mode (``incremental=False``), a traced or
-DEBUG-logged tick, ``column_types="spark"``, input that is not channel rows (``<+``/``<-``
-facts, inserts into tables, lattice merges), a program with a ``periodic``, a soft-state
-collection, a ``<+``/``<-``/``<+-`` rule, a rule whose body is not a ``map``/``filter``
-over one channel, a ``<=`` rule whose functions read a lattice variable (its value could
-change within the tick: a fixpoint), or a head that is not a lattice variable or a
-persistent table (``<=``) or a channel (``<~``); and the first tick after a reset.
+A rule fits when its body is a ``map``/``filter`` over one channel, or over an inner
+equi-join of scans (generated code, ``engine/_codegen``) at least one of which is a channel
+and the others persistent tables (for a ``<=`` rule, tables no ``<=`` rule writes), and its
+head is a lattice variable or a persistent table (``<=``, functions reading no lattice
+variable) or a channel (``<~``). Not direct (the general path runs): any other rule in the
+program, reference mode (``incremental=False``), a traced or DEBUG-logged tick,
+``column_types="spark"``, input that is not channel rows (``<+``/``<-`` facts, inserts into
+tables, lattice merges), a ``periodic`` or a soft-state collection in the program, a reader
+of a tick's signed changes (``changes_of``), and the first tick after a reset.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from blooml.engine._codegen import FusedMapEval
 from blooml.engine._pending_input import blame, culprits
 from blooml.engine._rules import CompiledRule, fire, note
 from blooml.engine._state import Pending
@@ -57,13 +62,14 @@ class DirectPlan:
 
     __slots__ = ("channels", "rules", "tables", "where")
 
-    def __init__(self, rules: list[tuple[CompiledRule, Relation]], rt: Runtime) -> None:
+    def __init__(self, rules: list[tuple[CompiledRule, tuple[Relation, ...]]], rt: Runtime) -> None:
         self.rules = rules
         #: channel -> the tables that rules over it write (``<=``)
         self.tables: dict[str, list[Relation]] = {}
-        for cr, src in rules:
+        for cr, chans in rules:
             if cr.head_rel is not None and cr.op == "<=":
-                self.tables.setdefault(src.name, []).append(cr.head_rel)
+                for src in chans:
+                    self.tables.setdefault(src.name, []).append(cr.head_rel)
         self.channels = frozenset(n for n, r in rt.rels.items() if r.info.kind == "channel")
         self.where = {n: f"input to {n}" for n in self.channels}
 
@@ -82,11 +88,28 @@ class DirectPlan:
         order += rt.temporal
         if len(order) != len(rt.rules) - len(rt.disabled_rules):
             return None  # a rule that runs elsewhere
-        out: list[tuple[CompiledRule, Relation]] = []
+        # the tables written in a tick (by ``<=``): a ``<=`` rule reading one would need the
+        # fixpoint; a ``<~`` rule reads them after every ``<=`` rule, as the general path does
+        written = {cr.rule.head for cr in order if cr.op == "<="}
+        out: list[tuple[CompiledRule, tuple[Relation, ...]]] = []
         for cr in order:
-            src = cr.only_scan
-            if src is None or src.info.kind != "channel":
+            body = cr.body
+            if cr.only_scan is not None:
+                srcs: list[Relation] = [cr.only_scan]
+            elif type(body) is FusedMapEval:  # map/filter over an inner equi-join of scans
+                srcs = [inp.rel for inp in body.inputs]
+            else:
                 return None
+            chans = tuple(r for r in srcs if r.info.kind == "channel")
+            if not chans:
+                return None  # a rule over tables alone: it runs on their changes
+            for r in srcs:
+                if r.info.kind == "channel":
+                    continue
+                if not (r.persistent and r.info.kind == "table"):
+                    return None
+                if cr.op == "<=" and r.name in written:
+                    return None
             if cr.is_lat_body or cr.zbody is not None or cr.feed is not None:
                 return None
             if cr.op == "<=":
@@ -102,7 +125,7 @@ class DirectPlan:
                     return None
             else:
                 return None
-            out.append((cr, src))
+            out.append((cr, chans))
         return cls(out, rt)
 
     def fits(self, rt: Runtime, pend: Pending) -> bool:
@@ -159,10 +182,13 @@ class DirectPlan:
         rt.last_in = tick_in
         # the rules: those over a channel that holds rows fire (on its rows, as the general
         # path's first round does); the others are marked as fire marks a rule with nothing
-        for cr, src in self.rules:
-            if src.tick_new:
-                src.lo = 0
-                src.hi = len(src.tick_new)
+        for cr, chans in self.rules:
+            live = False
+            for src in chans:  # the window of each channel: its rows, as open_all opens it
+                n = len(src.tick_new)
+                src.lo, src.hi = 0, n
+                live = live or n > 0
+            if live:
                 fire(rt, cr, True)
             else:
                 cr.fresh = False
