@@ -271,6 +271,20 @@ def test_a_view_re_derived_in_full_keeps_its_indexes(monkeypatch: pytest.MonkeyP
     assert all(len(b) == 1 and b[0] is tc.store[k] for k, b in idx.items())
 
 
+def test_a_retraction_s_budget_is_priced_on_the_rows_the_view_keeps() -> None:
+    """The re-derivation a retraction falls back to costs what the view keeps: the budget
+    shrinks with the keys found gone (a cut of 70% of a view re-derives 30% of it)."""
+    p = GraphReach()
+    p.edge.insert([(i, i + 1, 1) for i in range(1000)])  # type: ignore[attr-defined]
+    p.root.insert([(0,)])  # type: ignore[attr-defined]
+    p.tick()
+    dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
+    dred.derived(0.1)  # 0.1 s for the 1,001 rows
+    whole, kept = dred.budget(), dred.budget(gone=700)
+    assert whole == pytest.approx(DRed.limit_share * 0.1 + DRed.limit_floor)
+    assert kept == pytest.approx(DRed.limit_share * 0.1 * 301 / 1001 + DRed.limit_floor)
+
+
 def test_mutually_recursive_heads_rank_rows_in_the_order_they_were_stored() -> None:
     """even(2, 0) and odd(2, 0) derive each other over the loop 0 -> 0 once 1 -> 0 is gone;
     ranked head by head, odd's rows all ranked below even's and the pair kept itself."""
