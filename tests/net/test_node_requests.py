@@ -4,6 +4,7 @@ Real sockets on 127.0.0.1 only, bounded in time; nothing here is timed."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import socket
 import struct
@@ -131,9 +132,17 @@ class _FakeNode:
         self.inbox: deque[bytes] = deque()
         self._conns: set[Any] = set()
 
-    def _inbox_put(self, data: bytes) -> None:
+        self.told = 0  # frames queued when the scheduler was last told (``_arrived``)
+
+    def _inbox_put(self, data: bytes, notify: bool = True) -> bool:
         assert type(data) is bytes
         self.inbox.append(data)
+        if notify:
+            self._arrived()
+        return True
+
+    def _arrived(self) -> None:
+        self.told = len(self.inbox)
 
     def _drop(self, reason: str, detail: str) -> None:
         self.dropped.append(reason)
@@ -172,6 +181,7 @@ def test_frames_are_cut_out_of_any_chunking_of_the_stream(
     for a, b in itertools.pairwise(edges):
         _feed(proto, stream[a:b])
     assert list(fake.inbox) == bodies
+    assert fake.told == len(bodies)  # the scheduler is told of every frame, last included
     assert fake._stats["received_bytes"] == len(stream)
     assert not proto.pending() and not fake.dropped and not transport.closed
     assert len(proto.buf) <= max(chunk, 304)  # grown for a frame at most, shrunk back
@@ -186,6 +196,7 @@ def test_a_frame_over_max_message_closes_the_connection_before_it_is_read() -> N
     proto.connection_made(transport)  # type: ignore[arg-type]
     _feed(proto, _frame(b"ok") + _FRAME.pack(101) + b"x" * 10)
     assert list(fake.inbox) == [b"ok"]  # what came before it is kept
+    assert fake.told == 1  # and the scheduler is told of it
     assert fake.dropped == ["too_large"] and transport.closed
     assert not proto.pending()  # nothing of it is buffered
 
@@ -243,3 +254,43 @@ def test_one_received_row_is_checked_as_a_batch_of_them() -> None:
     assert rt.receive_batch("x:1", [("put", [("a:1", "b:2", 7, 3, 4)])]) == 1
     (row,) = rt.pending.inserts["put"]
     assert type(row) is rt.rels["put"].row_type and tuple(row) == ("a:1", "b:2", 7, 3, 4)
+
+
+class _FakeLoop:
+    """What ``Scheduler._arrived`` reads of asyncio's loop: this round's queue of callbacks
+    (``_ready``) and ``call_soon``."""
+
+    def __init__(self, waiting: int) -> None:
+        self._ready: deque[Any] = deque(range(waiting))
+        self.soon: list[Any] = []
+
+    def call_soon(self, fn: Any) -> None:
+        self.soon.append(fn)
+
+
+def test_a_parked_node_steps_at_once_when_its_read_ends_the_loops_round() -> None:
+    """A request reaching a node with nothing to do is applied inside the read's callback
+    when no other callback waits in the loop's round (a round of the loop less per request);
+    when others wait (other connections' reads), the step comes after them, so that what
+    arrives together shares one tick."""
+    for waiting in (0, 2):
+        kvs = KVS(addr="127.0.0.1:0", transport="tcp")
+        n = node(kvs)
+        try:
+            kvs.sync_do(lambda p: p.store.insert(lmap({1: lmax(5)})))
+            loop = _FakeLoop(waiting)
+            n._loop, n._wake, n._parked = loop, asyncio.Event(), True  # type: ignore[assignment]
+            ticks = kvs.stats()["ticks"]
+            me = "127.0.0.1:9"
+            body = encode_envelope(me, [("get", [encode_row((kvs.addr, me, 1, 1))])])
+            assert n._inbox_put(body)
+            if waiting:
+                assert kvs.stats()["ticks"] == ticks and loop.soon == [n._step_now]
+                loop.soon.pop()()  # the loop's next round
+            else:
+                assert loop.soon == []  # applied already, inside the callback
+            assert kvs.stats()["ticks"] == ticks + 1 and not n._step_soon
+            assert not n._wake.is_set()  # nothing more to do: the task stays parked
+        finally:
+            n._loop = n._wake = None
+            kvs.stop()

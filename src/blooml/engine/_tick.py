@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._coltypes import check_families, check_input_families
+from blooml.engine._direct import DirectPlan, direct_plan
 from blooml.engine._feed import refill, unfeed
 from blooml.engine._maintain import Support
 from blooml.engine._net_entry import send_outbox
@@ -44,6 +45,15 @@ def _gather(into: dict[str, list[Any]], name: str, rows: list[Any]) -> None:
 
 
 def run_tick(rt: Runtime) -> None:
+    plan = direct_plan(rt)
+    if (
+        plan is not None
+        and rt.tracer is None
+        and plan.fits(rt, rt.pending)
+        and not log.isEnabledFor(logging.DEBUG)
+    ):
+        run_direct_tick(rt, plan)
+        return
     now = rt.clock()
     rel_tokens = {n: r.begin() for n, r in rt.rels.items()}
     lat_tokens = {n: v.begin() for n, v in rt.lats.items()}
@@ -133,6 +143,59 @@ def run_tick(rt: Runtime) -> None:
         ids = report_tick(rt, rec, outbox)
     if outbox:
         send_outbox(rt, outbox, ids)
+    if rt.lat_watch:
+        rt._notify_lats()
+
+
+def run_direct_tick(rt: Runtime, plan: DirectPlan) -> None:
+    """``run_tick`` for a tick whose whole input is channel rows, in a program whose every
+    rule maps over one channel (``blooml.engine._direct``): the same transaction, failure
+    report, durable write and sends, on the collections the tick can change alone (the
+    channels that held rows or receive some, the tables their rules write; every lattice
+    variable), with the plan's rules fired in place of the strata."""
+    now = rt.clock()
+    consumed = rt.pending
+    touched = plan.touched(rt, consumed)
+    rel_tokens = [(r, r.begin()) for r in touched]
+    lat_tokens = [(v, v.begin()) for v in rt.lats.values()]
+    saved = (consumed, rt.tick_count, rt.now, rt.last_in)
+    flags = [(cr, cr.fresh, cr.seen_removals) for cr, _ in plan.rules]
+    rt.pending = Pending()
+    rt.outbox = []
+    rt._sent = set()
+    rt.now = now
+    proxy = rt.proxy
+    prev_rt = proxy._rt
+    proxy._rt = rt
+    rt._failed = None
+    try:
+        plan.run(rt, consumed, now)
+        if rt.durable is not None:
+            rt.durable.commit(rt)  # the last step, as in run_tick
+    except BaseException as exc:
+        for r, token in rel_tokens:
+            r.rollback(token)
+        for v, token in lat_tokens:
+            v.rollback(token)
+        rt.pending, rt.tick_count, rt.now, rt.last_in = saved
+        rt.outbox = []
+        for cr, fresh, seen in flags:
+            cr.fresh, cr.seen_removals = fresh, seen
+        if isinstance(exc, Exception) and consumed:
+            report_pending(rt, exc, consumed, rt._failed)
+        report_failure(rt, None, exc, saved[1])
+        raise
+    finally:
+        proxy._rt = prev_rt
+        rt.firing = None
+    if rt.watched:  # an untouched collection gained nothing: its tick_new is empty
+        rt.tick_rows = {n: rt.rels[n].tick_new for n in rt.watched}
+    for r, _ in rel_tokens:
+        r.commit()
+    rt.tick_count += 1
+    outbox, rt.outbox = rt.outbox, []
+    if outbox:
+        send_outbox(rt, outbox, None)
     if rt.lat_watch:
         rt._notify_lats()
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from blooml.engine import _net_entry
 from blooml.engine._codegen import FusedMapEval
+from blooml.engine._direct import DirectPlan
 from blooml.engine._feed import DeleteFeed, Feed, UpsertFeed
 from blooml.engine._maintain import Support
 from blooml.engine._pending_input import discard
@@ -169,6 +170,10 @@ class Runtime:
         self._stateful: list[Any] = []
         self._rec_heads: set[str] = set()
         self._transient = [n for n, r in self.rels.items() if not r.persistent]
+        #: the direct tick's plan (``blooml.engine._direct``) and the ``disabled_rules`` it
+        #: was planned for (``None``: not planned yet)
+        self._direct: DirectPlan | None = None
+        self._direct_for: frozenset[int] | None = None
         self.temporal = [self.rules[i] for i in ir.temporal]
         if self.incremental:
             plan_units(self)

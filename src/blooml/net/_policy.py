@@ -243,9 +243,10 @@ class Isolation(NodeBase):
         """One tick of the runtime, with the node's bookkeeping; the exception if it failed
         (rolled back: ``rt.pending`` holds its input again)."""
         rt = self.rt
-        lat_before = {n: rt.lats[n].value for n in self._watches if n in rt.lats}
-        if self._watches:
-            rt.watched = {n for n in self._watches if n in rt.rels}
+        watches = self._watches
+        if watches:
+            lat_before = {n: rt.lats[n].value for n in watches if n in rt.lats}
+            rt.watched = {n for n in watches if n in rt.rels}
         try:
             rt.tick()
         except Exception as exc:
@@ -253,7 +254,7 @@ class Isolation(NodeBase):
             return exc
         self._latency.append(time.perf_counter() - t0)
         self._stats["ticks"] += 1
-        for name, fns in self._watches.items():
+        for name, fns in watches.items():
             if name in rt.lats:
                 v = rt.lats[name].value
                 new = [v] if v is not lat_before.get(name) and v != lat_before.get(name) else []
@@ -263,7 +264,8 @@ class Isolation(NodeBase):
             if new:
                 for fn in fns:
                     self._call(fn, new)
-        rt.tick_rows = {}
+        if rt.tick_rows:
+            rt.tick_rows = {}
         for fn in self._tick_cbs:
             self._call(fn, self.program)
         return None

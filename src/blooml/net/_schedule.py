@@ -118,33 +118,50 @@ class Scheduler(NodeBase):
 
     def _arrived(self) -> None:
         """Input arrived (on the loop). When the node's task is parked with nothing to do,
-        step from the loop's next round of callbacks, without waking the task: one
-        hand-off, not three loop rounds, between a request and its tick; and what arrives
-        in the same round of the loop still goes into that one tick. Otherwise wake the
-        task."""
+        step without waking the task: at once when no other callback waits in this round
+        of the loop (the request's read was the last: stepping in the next round would
+        only cost a ``select`` and a round of the loop first, and what that round reads
+        would come after the step anyway), else from the loop's next round, after the
+        other callbacks of this one (other connections' reads), so that what arrives
+        together goes into one tick. Otherwise wake the task."""
         wake = self._wake
         if wake is None:
             return
         if self._parked and not wake.is_set():
             if not self._step_soon:
-                self._step_soon = True
-                assert self._loop is not None
-                self._loop.call_soon(self._step_now)
+                self._step_soon = True  # until the step has run: no second one meanwhile
+                loop = self._loop
+                assert loop is not None
+                # asyncio's queue of this round's callbacks (absent from other loops)
+                if not getattr(loop, "_ready", True):
+                    try:
+                        self._step_now()
+                    except Exception as exc:  # as the loop reports a failing callback: the
+                        # connection whose read this is must not be the one to pay for it
+                        loop.call_exception_handler(
+                            {"message": f"{self.rt.addr}: a step raised", "exception": exc}
+                        )
+                else:
+                    loop.call_soon(self._step_now)
             return
         wake.set()
 
     def _step_now(self) -> None:
-        """The step ``_arrived`` scheduled; the task takes over again (woken) when more work
-        waits or the step moved a timer (a periodic that fired, a failure's back-off)."""
-        self._step_soon = False
+        """The step ``_arrived`` ran or scheduled; the task takes over again (woken) when
+        more work waits (what arrived during the step included) or the step moved a timer
+        (a periodic that fired, a failure's back-off)."""
         wake = self._wake
         assert wake is not None
         if not self._parked or wake.is_set() or self._closing:
+            self._step_soon = False
             wake.set()  # the task is awake, or stopping: it steps
             return
         rt = self.rt
         timers = (self._fail_backoff_until, rt.next_due())
-        self._step()
+        try:
+            self._step()
+        finally:
+            self._step_soon = False
         if self._work_ready() or (self._fail_backoff_until, rt.next_due()) != timers:
             wake.set()
 
@@ -174,7 +191,8 @@ class Scheduler(NodeBase):
             return
         # the event loop reads one datagram per wake-up: take what else has arrived from
         # the socket now, so that a tick applies what arrived (up to batch_limit), not one
-        self._drain_udp()
+        if self._udp is not None:
+            self._drain_udp()
         inbox = self._inbox
         taken = 0
         for _ in range(min(len(inbox), self.batch_limit)):
@@ -191,12 +209,12 @@ class Scheduler(NodeBase):
         if self._calls:
             fn, fut, what = self._calls.popleft()
             self._run_call(fn, fut, what)
-        due = rt.next_due()
-        timer = due is not None and due <= rt.clock()
-        if self._units or rt.has_pending() or timer:
+        if self._units or rt.has_pending() or (rt.periodic and rt.next_due() <= rt.clock()):
             self._tick(t0)
-            self._credit(time.perf_counter() - t0)
-        self._slow_step(busy=bool(self._inbox))
+            if self._slow or self._slow_credit < 0.05:
+                self._credit(time.perf_counter() - t0)
+        if self._slow:
+            self._slow_step(busy=bool(self._inbox))
         if self._acks_due:
             self._flush_acks()
 

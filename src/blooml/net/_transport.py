@@ -181,6 +181,7 @@ class _Frames(asyncio.BufferedProtocol):
         start, end = self.start, self.end + nbytes
         limit = node.max_message
         need = 0
+        queued = False
         while end - start >= 4:
             (n,) = _FRAME.unpack_from(view, start)
             if n > limit:  # refused before a byte of it is read
@@ -188,6 +189,8 @@ class _Frames(asyncio.BufferedProtocol):
                 self.start = self.end = self.need = 0
                 if self.transport is not None:
                     self.transport.close()
+                if queued:
+                    node._arrived()
                 return
             if end - start - 4 < n:
                 need = 4 + n  # the rest of this frame is still on its way
@@ -195,10 +198,12 @@ class _Frames(asyncio.BufferedProtocol):
             frame = bytes(view[start + 4 : start + 4 + n])  # one copy of the frame
             start += 4 + n
             node._stats["received_bytes"] += n + 4
-            node._inbox_put(frame)
+            queued = node._inbox_put(frame, False) or queued
         if start == end:
             start = end = 0  # all cut out: the next read starts at the front
         self.start, self.end, self.need = start, end, need
+        if queued:  # once the buffer is consistent: the node may step now, on every frame
+            node._arrived()
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.transport is not None:
@@ -624,14 +629,19 @@ class Transport(NodeBase):
                 return
             self._datagram(data, source)
 
-    def _inbox_put(self, data: bytes) -> None:
+    def _inbox_put(self, data: bytes, notify: bool = True) -> bool:
+        """Queue a received message for the next step; whether it was queued (a full inbox
+        drops it). ``notify``: tell the scheduler (``_arrived``) now; a caller queuing
+        several at once tells it once, after the last."""
         limit = 4 * self.max_message if self.inbox_bytes is None else self.inbox_bytes
         if len(self._inbox) >= self.inbox_limit or self._inbox_size + len(data) > limit:
             self._drop("inbox_full", "the inbox is full (a flood?)")
-            return
+            return False
         self._inbox.append(data)
         self._inbox_size += len(data)
-        self._arrived()
+        if notify:
+            self._arrived()
+        return True
 
     def accept(self, data: bytes) -> bool:
         """Check one datagram and queue its tuples for the next tick; a bad one is dropped
