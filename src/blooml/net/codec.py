@@ -459,16 +459,37 @@ def encode_envelope(
         seq: the sender's sequence number (a node numbers its datagrams 1, 2, ...), so
             that two datagrams with the same rows never share a signature.
     """
+    return encode_envelope_after(envelope_head(sender, dest), batches, key, ts, seq)
+
+
+def envelope_head(sender: str, dest: str) -> bytes:
+    """The first bytes of the body of every envelope ``sender`` sends to ``dest`` (the
+    body's array header and those two fields, packed): the same for every envelope to one
+    peer, so a node packs them once per destination and passes them to
+    :func:`encode_envelope_after`. They are part of the signed body: a signature covers
+    them as it covers the sequence number and timestamp that follow."""
+    return b"\x95" + _packb(sender) + _packb(dest)
+
+
+def encode_envelope_after(
+    head: bytes,
+    batches: Iterable[tuple[str, Sequence[bytes]]],
+    key: bytes | None = None,
+    ts: float | None = None,
+    seq: int = 0,
+) -> bytes:
+    """:func:`encode_envelope` with its sender and destination packed already
+    (:func:`envelope_head`): the same bytes, and the same signature over the whole body
+    (sender, destination, sequence, timestamp and rows) when ``key`` is given."""
     parts = []
     n = 0
     for chan, rows in batches:
         n += 1
-        parts.append(b"\x92" + _packb(chan) + _array_header(len(rows)) + b"".join(rows))
+        parts.append(b"\x92" + _chan_head(chan) + _array_header(len(rows)) + b"".join(rows))
     stamp = int((time.time() if ts is None else ts) * 1000)
-    # the four header fields packed as one array of 4 (a one-byte header, 0x94), renumbered
-    # as the first four items of the body's array of 5: one packer call instead of four
-    head = _packb((sender, dest, seq, stamp))
-    body = b"\x95" + head[1:] + _array_header(n) + b"".join(parts)
+    # sequence and timestamp: plain ints, one call of the plain packer for both (an array
+    # of 2 whose one-byte header, 0x92, is dropped: its items follow the destination)
+    body = head + _packers().plain.pack((seq, stamp))[1:] + _array_header(n) + b"".join(parts)
     sig = _sign(key, body) if key is not None else None
     return (
         _OUTER_HEAD
@@ -476,6 +497,19 @@ def encode_envelope(
         + body
         + (b"\xc0" if sig is None else _bin_header(len(sig)) + sig)
     )
+
+
+#: channel names packed, as envelopes begin each channel's rows (a program has a few)
+_CHAN_HEADS: dict[str, bytes] = {}
+
+
+def _chan_head(chan: str) -> bytes:
+    hit = _CHAN_HEADS.get(chan)
+    if hit is None:
+        hit = _packb(chan)
+        if type(chan) is str and len(_CHAN_HEADS) < 1024:
+            _CHAN_HEADS[chan] = hit
+    return hit
 
 
 #: ``[FORMAT_VERSION, ...`` of an envelope's outer array of 3, packed.
