@@ -757,34 +757,37 @@ def decode_envelope(
         if guard is not None:  # a replay is refused before its rows are decoded
             guard.check(sig, stamp / 1000.0, time.time() if now is None else now)
     inner = decode(body)
+    if not isinstance(inner, tuple):
+        raise CodecError("malformed", "bad envelope body")
     if version == 1:
-        if not (isinstance(inner, tuple) and len(inner) == 3):
+        if len(inner) != 3:
             raise CodecError("malformed", "bad envelope body")
         sender, stamp, raw = inner
         to, seq = "", 0
     else:
-        if not (isinstance(inner, tuple) and len(inner) == 5):
+        if len(inner) != 5:
             raise CodecError("malformed", "bad envelope body")
         sender, to, seq, stamp, raw = inner
     if not (
         isinstance(sender, str)
         and isinstance(to, str)
-        and _is_int(stamp)
-        and _is_int(seq)
+        and isinstance(stamp, int)
+        and not isinstance(stamp, bool)
+        and isinstance(seq, int)
+        and not isinstance(seq, bool)
         and isinstance(raw, tuple)
     ):
         raise CodecError("malformed", "bad envelope body")
-    ts = stamp / 1000.0
     for b in raw:
-        if not (
-            isinstance(b, tuple)
-            and len(b) == 2
-            and isinstance(b[0], str)
-            and isinstance(b[1], tuple)
-            and all(isinstance(r, tuple) for r in b[1])
-        ):
+        if not (isinstance(b, tuple) and len(b) == 2):
             raise CodecError("malformed", "bad channel batch")
-    return Envelope(version, sender, ts, raw, to, seq)
+        chan, rows = b
+        if not (isinstance(chan, str) and isinstance(rows, tuple)):
+            raise CodecError("malformed", "bad channel batch")
+        for r in rows:  # (a loop, not all() over a generator: no frame per batch)
+            if not isinstance(r, tuple):
+                raise CodecError("malformed", "bad channel batch")
+    return Envelope(version, sender, stamp / 1000.0, raw, to, seq)
 
 
 def _is_int(v: Any) -> bool:
@@ -814,6 +817,20 @@ def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
     Nothing else is decoded before the signature is checked: a forged frame of millions of
     nested msgpack values costs a few byte comparisons, not a full decode.
     """
+    n = len(data)
+    # the common case read at once: version 2, a body of under 64 KiB, no signature
+    if n > 5 and data[0] == 0x93 and data[1] == FORMAT_VERSION and data[-1] == 0xC0:
+        head = data[2]
+        if head == 0xC4:
+            start = 4
+            end = start + data[3]
+        elif head == 0xC5:
+            start = 5
+            end = start + ((data[3] << 8) | data[4])
+        else:
+            end = -1
+        if end == n - 1:
+            return FORMAT_VERSION, data[start:end], None
     items = split_outer(data, 3)
     if items is None:
         raise CodecError("malformed", "not an envelope")
