@@ -248,7 +248,7 @@ class Transport(NodeBase):
         rows are sent, and the rule is never quarantined for it."""
         if addr == rt.addr:
             return None  # loopback: delivered in-process
-        if not _is_addr(addr):
+        if not (type(addr) is str and addr in _PARSED) and not _is_addr(addr):  # seen good
             return None  # refused in deliver (after commit: trial ticks count nothing)
         return encode_for_channel(
             row,
@@ -295,7 +295,7 @@ class Transport(NodeBase):
                 )
                 self._wake_soon()
                 return
-            if not _is_addr(addr):
+            if not (type(addr) is str and addr in _PARSED) and not _is_addr(addr):
                 try:
                     parse_addr(addr, f"channel {batch[0][0]!r}")
                 except ProgramError as exc:
