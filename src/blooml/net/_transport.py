@@ -718,7 +718,7 @@ class Transport(NodeBase):
                     err = IllTypedValueError(f"datagram from {sender}", why)
                     self._refuse(sender, {c: len(r) for c, r in batches}, err)
                     return False
-        if self._strikes and self._throttled(sender, batches):
+        if (self._strikes or self.throttle_after <= 0) and self._throttled(sender, batches):
             return True  # waits in the sender's slow lane (see _policy)
         return self._enqueue(sender, batches)
 
