@@ -646,6 +646,19 @@ def root_cuts(
     return out
 
 
+def interior_cuts(
+    edges: dict[tuple[int, int], int], cycles: int, rnd: random.Random
+) -> list[tuple[str, tuple[int, int, int]]]:
+    """The case beside the adversarial one: cut the edge into a node drawn at random (most
+    subtrees are small, a few large), and re-insert it at the next tick."""
+    out: list[tuple[str, tuple[int, int, int]]] = []
+    keys = sorted(edges)
+    for _ in range(cycles):
+        k = rnd.choice(keys)
+        out += [("cut at a random node", (*k, edges[k])), ("re-insert the cut", (*k, edges[k]))]
+    return out
+
+
 def pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
     return s[min(len(s) - 1, int(q * len(s)))]
@@ -720,8 +733,11 @@ def shapes24(args: argparse.Namespace, v: Verdicts) -> None:
             )
 
 
+_GONE = ("delete", "cut at the root", "cut at a random node")
+
+
 def apply_change(p: Any, kind: str, e: tuple[int, int, int]) -> None:
-    gone = kind in ("delete", "cut at the root")
+    gone = kind in _GONE
     if isinstance(p, Program):
         (p.edge.delete if gone else p.edge.insert)([e])  # type: ignore[attr-defined]
     elif gone:
@@ -742,15 +758,17 @@ def datalog_reach() -> Any:
 
 
 def run_graph_shape(
-    shape: str, n: int, m: int, cycles: int, ref_cycles: int, tree: bool = False
+    shape: str, n: int, m: int, cycles: int, ref_cycles: int, tree: str = ""
 ) -> tuple[dict[str, list[float]], dict[str, list[float]], bool]:
     """Per kind of change: the incremental engine's ms per tick, the reference's; whether
-    both held the same rows at every compared tick. ``tree``: the adversarial workload (a
-    random tree cut at the root) instead of random changes to a random graph."""
+    both held the same rows at every compared tick. ``tree``: "root", the adversarial
+    workload (a random tree cut at the root), or "interior" (cut at a random node), instead
+    of random changes to a random graph."""
     rnd = random.Random(24)
     if tree:
         edges = random_tree(n, rnd)
-        changes = root_cuts(edges, cycles // 2, rnd)
+        cuts = root_cuts if tree == "root" else interior_cuts
+        changes = cuts(edges, cycles // 2, rnd)
     else:
         edges = random_graph(n, m, rnd)
         changes = graph_changes(edges, n, cycles, rnd)
@@ -768,7 +786,7 @@ def run_graph_shape(
             t0 = time.process_time()
             apply_change(inc, kind, e)
             times.setdefault(kind, []).append((time.process_time() - t0) * 1000)
-            (facts.discard if kind in ("delete", "cut at the root") else facts.add)(e[:2])
+            (facts.discard if kind in _GONE else facts.add)(e[:2])
             if i < 4 * ref_cycles:
                 t0 = time.process_time()
                 want = dl.evaluate({"edge": facts, "root": {(0,)}})
@@ -818,13 +836,15 @@ WORST_MS = 1.0
 
 def run_recursion(args: Any, v: Verdicts) -> None:
     """The recursive shapes on random graphs (see the section's comment), and the
-    adversarial workload beside them: a random tree cut at the root."""
+    adversarial workload beside them: a random tree cut at the root, and the case beside
+    that one: the same tree cut at a random node."""
     cycles = 30 if args.quick else 60
     sizes = (GRAPH_SIZES[0], (5000, 10_000)) if args.quick else GRAPH_SIZES
     print(
         f"\n   recursion on random graphs: {cycles} cycles of (delete, re-insert, insert, delete)"
-        " per size; and a random tree of as many nodes, an edge out of its root cut and"
-        " re-inserted; CPU ms per tick; ref = re-deriving (fewer ticks at the large size);"
+        " per size; and a random tree of as many nodes, an edge out of its root (or into a"
+        " random node) cut and re-inserted; CPU ms per tick; ref = re-deriving (fewer ticks"
+        " at the large size);"
         " max/ref = the worst tick over the reference's median, max/rmax over its worst,"
         " worst/same = the largest ratio of a tick to the reference's on the same change"
         " (the tree's every tick is also re-derived)"
@@ -839,10 +859,11 @@ def run_recursion(args: Any, v: Verdicts) -> None:
             continue
         meds: dict[str, dict[int, float]] = {}
         for n, m in sizes:
-            for tree in (False, True):
+            for tree in ("", "root", "interior"):
                 ref_cycles = cycles if n <= 1000 or tree else 3
                 times, rtimes, same = run_graph_shape(shape, n, m, cycles, ref_cycles, tree)
-                what = "a cut tree" if tree else "a random graph"
+                what = f"a tree cut at {'the root' if tree == 'root' else 'a node'}"
+                what = what if tree else "a random graph"
                 v.check(f"{shape} on {what} of {n}: equal to the reference", same, "compared ticks")
                 ref_all = [x for xs in rtimes.values() for x in xs]
                 ref_med, ref_max = statistics.median(ref_all), max(ref_all)

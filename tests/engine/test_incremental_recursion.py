@@ -233,24 +233,56 @@ def test_a_delete_off_every_shortest_path_drops_nothing(monkeypatch: pytest.Monk
     assert sorted(p.reach) == [(i,) for i in range(61)]  # type: ignore[attr-defined]
 
 
+class Pairs(Program):
+    e = table(["a", "b"])
+    tc = scratch(["x", "y"])
+
+    @bloom
+    def rules(self) -> None:
+        self.tc <= self.e
+        self.tc <= self.tc.join(self.e, self.tc.y == self.e.a).map(lambda t, e: (t.x, e.b))
+
+
 def test_a_view_re_derived_in_full_keeps_its_indexes(monkeypatch: pytest.MonkeyPatch) -> None:
     """After a retraction that re-derives the view (past the backward phase's limit), the
-    view's indexes are rebuilt in that tick, not by the next tick's first probe."""
+    view's indexes on other columns are rebuilt in that tick; its index on its key is left
+    to the next probe (the fallback would pay it on top of the re-derivation), which builds
+    it from the rows the re-derivation stored."""
     monkeypatch.setattr(DRed, "limit_share", -100.0)
-    p = GraphReach()  # the benchmark's reachability
-    p.edge.insert([(i, i + 1, 1) for i in range(3000)])  # type: ignore[attr-defined]
+    p = Pairs()
+    p.e.insert([(i, i + 1) for i in range(100)])  # type: ignore[attr-defined]
+    p.tick()
+    p.e.insert([(500, 501)])  # type: ignore[attr-defined]
+    p.tick()  # an insert probes the view on y
+    tc = p._rt.rels["tc"]
+    tc.index(tc.key_cols, build=True)
+    before = set(tc.indexes)
+    assert before == {(1,), tc.key_cols}
+    p.e.delete([(60, 61)])  # type: ignore[attr-defined]
+    p.tick()
+    assert len(tc.store) == 61 * 60 // 2 + 40 * 39 // 2 + 1
+    assert set(tc.indexes) == {(1,)}
+    assert all(e[1] == len(tc._log) for e in tc.indexes.values())
+    p.e.insert([(60, 61)])  # type: ignore[attr-defined]
+    p.tick()
+    assert len(tc.store) == 101 * 100 // 2 + 1
+    idx = tc.index(tc.key_cols, build=True)
+    assert set(idx) == set(tc.store)
+    assert all(len(b) == 1 and b[0] is tc.store[k] for k, b in idx.items())
+
+
+def test_a_retraction_s_budget_is_priced_on_the_rows_the_view_keeps() -> None:
+    """The re-derivation a retraction falls back to costs what the view keeps: the budget
+    shrinks with the keys found gone (a cut of 70% of a view re-derives 30% of it)."""
+    p = GraphReach()
+    p.edge.insert([(i, i + 1, 1) for i in range(1000)])  # type: ignore[attr-defined]
     p.root.insert([(0,)])  # type: ignore[attr-defined]
     p.tick()
-    p.edge.insert([(5000, 5001, 1)])  # type: ignore[attr-defined]
-    p.tick()  # an insert probes the view's index on n
-    reach = p._rt.rels["reach"]
-    before = set(reach.indexes)
-    assert before
-    p.edge.delete([(2000, 2001, 1)])  # type: ignore[attr-defined]
-    p.tick()
-    assert len(reach.store) == 2001
-    assert set(reach.indexes) == before
-    assert all(e[1] == len(reach._log) for e in reach.indexes.values())
+    dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
+    dred.derived(0.1)  # 0.1 s for the 1,001 rows
+    whole, kept = dred.budget(), dred.budget(gone=700)
+    assert whole == pytest.approx(DRed.limit_share * 0.1 + DRed.limit_floor)
+    assert kept == pytest.approx(DRed.limit_share * 0.1 * 301 / 1001 + DRed.limit_floor)
 
 
 def test_mutually_recursive_heads_rank_rows_in_the_order_they_were_stored() -> None:

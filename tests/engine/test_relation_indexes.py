@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from blooml import Program, bloom, scratch, table
 from blooml.bloom import accum, count
 from blooml.engine.relation import Relation
 
 
 def _check(rel: Relation, cols: tuple[int, ...]) -> None:
-    idx = rel.index(cols)
+    idx = rel.index(cols, build=True)
     from_store: dict[Any, list[Any]] = {}
     for r in rel.store.values():
         k = r[cols[0]] if len(cols) == 1 else tuple(r[c] for c in cols)
@@ -83,3 +86,66 @@ def test_accum_and_count_of_values_that_do_not_compare() -> None:
         p.tick()
         # None is skipped, as Spark SQL's aggregates skip NULL
         assert sorted(map(tuple, p.out)) == [(1, frozenset({"a"}), 1), (2, frozenset(), 0)]
+
+
+class Keyed(Program):
+    kv = table(["k"], ["v"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["put", "del"]), st.integers(0, 6), st.integers(0, 2)),
+        max_size=30,
+    )
+)
+def test_an_index_on_the_key_follows_puts_replacements_and_deletes(ops: Any) -> None:
+    """The index on a relation's key is built with one-row tuple buckets (in C); the
+    replay of the change log turns a bucket into a list when it changes and keeps it equal
+    to the store, a rollback included."""
+    p = Keyed()
+    rel = p._rt.rels["kv"]
+    rel.add_many([(k, 0) for k in range(4)], 0.0)
+    assert type(rel.index((0,), build=True)[0]) is tuple
+    for op, k, v in ops:
+        if op == "put":
+            rel.put(k, rel.make_row((k, v), "test"))
+        else:
+            rel.drop(k)
+        _check(rel, (0,))
+    token = rel.begin()
+    rel.drop(1)
+    rel.put(9, rel.make_row((9, 9), "test"))
+    rel.rollback(token)
+    _check(rel, (0,))
+
+
+def test_the_store_answers_probes_on_the_key_until_they_pay_for_an_index() -> None:
+    """A few probes of a large collection on its key read its store (an insert into a
+    recursive view's input probes it once: building the index cost a pass over the view);
+    once the probes outnumber the rows, the index is built and kept up to date."""
+    p = Keyed()
+    rel = p._rt.rels["kv"]
+    rel.add_many([(k, k * 10) for k in range(100)], 0.0)
+    probe = rel.index((0,))
+    assert probe.get(7, ()) == ((7, 70),) and probe.get(700, ()) == ()
+    assert 5 in probe and 500 not in probe
+    assert rel.indexes == {}
+    for k in range(100):
+        rel.index((0,)).get(k)
+    idx = rel.index((0,))
+    assert type(idx) is dict and idx[3] == ((3, 30),)
+    rel.drop(3)
+    assert 3 not in rel.index((0,))
+    _check(rel, (0,))
+
+
+def test_a_one_column_set_is_probed_by_its_value() -> None:
+    class Nodes(Program):
+        n = table(["n"])
+
+    p = Nodes()
+    rel = p._rt.rels["n"]
+    rel.add_many([(1,), (2,)], 0.0)
+    probe = rel.index((0,))
+    assert probe.get(2, ()) == ((2,),) and probe.get(3) is None

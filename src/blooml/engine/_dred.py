@@ -9,8 +9,9 @@ recomputes a lattice-valued key only from its remaining contributions (the affec
 Ramalingam and Reps' dynamic shortest paths):
 
 * **Versions and ranks.** Every row a head stores is a *version* of its key with a rank: the
-  order in which the forward evaluation stored it (a lattice key improved twice has three
-  versions). A version was derived from versions stored before it, so each stored version
+  order in which the forward evaluation stored it, the rows of one rule evaluation sharing
+  one (a lattice key improved twice has three versions). A version was derived from
+  versions stored before it (before its evaluation), so each stored version
   has a derivation from strictly lower-ranked versions and the current inputs. That is the
   invariant the updates keep; the ranks are a well-founded order that breaks the cycles
   through which a row could otherwise "justify itself".
@@ -34,7 +35,8 @@ Ramalingam and Reps' dynamic shortest paths):
   new versions get ranks above every existing one (:meth:`DRed.settle`).
 
 Never worse than re-deriving: a retraction gets a budget of CPU time, ``limit_share`` of what
-the unit's last full derivation cost (scaled to the heads' rows now), plus ``limit_floor``. It
+the unit's last full derivation cost (per row, times the rows the heads would keep: those they
+hold less the keys found gone so far), plus ``limit_floor``. It
 falls back before checking when the first wave of candidates, priced at the mean cost of a
 check, is above it, and stops, having changed nothing, once its checks pass it; the caller
 then re-derives the heads in full, having spent at most that budget more than doing so.
@@ -48,6 +50,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Container
+from itertools import repeat
 from time import process_time
 from typing import Any
 
@@ -197,10 +200,15 @@ class DRed:
     #: retraction whose first wave of checks is estimated above it re-derives at once; one
     #: that passes it while checking stops, having changed nothing. A tick that falls back
     #: thus costs at most ``1 + limit_share`` times a re-derivation, plus ``limit_floor``.
-    limit_share = 0.125
+    #: A sixteenth: on random graphs of 50,000 nodes the dearest retraction that succeeded
+    #: cost 0.05x a re-derivation (``bench_incremental.py --section recursion``), so a larger
+    #: share only makes the retractions that fall back (a tree cut near its root) dearer.
+    limit_share = 0.0625
     #: Seconds of checking always allowed (a small view re-derives in less than the fixed
-    #: cost of one tick: the budget must not make every retraction of it a fallback).
-    limit_floor = 1e-4
+    #: cost of one tick: the budget must not make every retraction of it a fallback). At
+    #: 500 nodes a delete on a shortest path checks for 0.45 ms at the median, re-deriving
+    #: takes ~1 ms: with 0.1 ms (and a sixteenth) the median delete fell back.
+    limit_floor = 2e-4
     #: Versions kept per key; older ones are retired (their dependents are checked at the
     #: next retraction), so that a key improved over and over keeps bounded state.
     cap = 8
@@ -269,7 +277,7 @@ class DRed:
     def memory(self, name: str) -> tuple[int, int]:
         """(versions kept, estimated bytes) for head ``name`` (``Program.memory``)."""
         vers = self.versions[name]
-        n = sum(1 if type(v) is tuple else len(v) for v in vers.values())
+        n = sum(len(v) if type(v) is list else 1 for v in vers.values())
         lists = sum(1 for v in vers.values() if type(v) is list)
         return n, sys.getsizeof(vers) + n * 64 + lists * 88
 
@@ -279,18 +287,24 @@ class DRed:
         self.full_cost = seconds
         self.full_rows = sum(len(h.store) for h in self.heads)
 
-    def budget(self) -> float:
-        """CPU seconds a retraction may spend on checks (see ``limit_share``): the last full
-        derivation's cost scaled to the heads' rows now (per row, over at least 64 rows, so
-        that a derivation of an empty view does not price every row at its fixed cost)."""
-        rows = sum(len(h.store) for h in self.heads)
+    def budget(self, gone: int = 0) -> float:
+        """CPU seconds a retraction may spend on checks (see ``limit_share``) once it has
+        found ``gone`` keys that lose their row: the last full derivation's cost per row
+        (over at least 64 rows, so that a derivation of an empty view does not price every
+        row at its fixed cost) times the rows the heads would keep. A re-derivation after
+        the change costs what it keeps, not what the heads hold now: a cut of 70% of a view
+        re-derives 30% of it, and a budget priced on all of it would cost 0.4x that re-
+        derivation before falling back to it."""
+        rows = sum(len(h.store) for h in self.heads) - gone
         est = self.full_cost * max(rows, 1) / max(self.full_rows, 64)
         est = max(est, self.limit_floor)
         return self.limit_share * est + self.limit_floor
 
     def settle(self) -> None:
         """Give every row the heads stored since the last call a version, ranked above all
-        existing ones (a row is derived from rows stored before it)."""
+        existing ones. The unit calls this after every rule's evaluation and after every
+        other store into the heads, so that the rows a call finds in one head are one
+        evaluation's results, derived from rows stored before it: they share one rank."""
         rank = self.next_rank
         cap = self.cap
         for name, h in self.by_head.items():
@@ -301,33 +315,56 @@ class DRed:
             n = len(new)
             vers = self.versions[name]
             keyfn = h.keyfn
-            if p < n and not vers and keyfn is None:
-                # a set view derived afresh: each row stored once, in order (the bulk path)
-                seg = new[p:n]
-                ranked = zip(range(rank, rank + len(seg)), seg, strict=True)
-                vers.update(zip(seg, ranked, strict=True))
-                rank += len(seg)
-            elif p < n:
-                for i in range(p, n):
-                    row = new[i]
-                    k = row if keyfn is None else keyfn(row)
-                    v = vers.get(k)
-                    if v is None:
-                        vers[k] = (rank, row)
-                    elif type(v) is tuple:
-                        if v[1] is row:
-                            continue  # appended again to be processed later (``Frontier``)
+            if p == n:
+                continue
+            m = n - p
+            seg = new[p:n]
+            todo: Any = range(m)
+            if m >= 16:
+                # a batch, ranked by C loops while its rows are in the cache: in a Python
+                # loop, or in one pass over the view after it, ranking cost 20-30% of a
+                # re-derivation, which the fallback of a retraction pays on top of the
+                # re-derivation. When every key is new to the heads, each gets its one
+                # version in C; otherwise (a lattice value improved) one by one below. A
+                # set view's rows are new to it when stored, and its versions hold only
+                # stored rows: each gets a bare int rank (the key is its row), unchecked
+                if keyfn is None:
+                    before = len(vers)
+                    vers.update(zip(seg, repeat(rank)))
+                    if len(vers) - before != m:  # a row ranked already: not the invariant
+                        self.valid = False  # re-derive at the next retraction
+                    todo = ()
+                else:
+                    keys = list(map(keyfn, seg))
+                    if vers.keys().isdisjoint(keys):
+                        before = len(vers)
+                        vers.update(zip(keys, zip(repeat(rank), seg), strict=True))
+                        if len(vers) - before == m:
+                            todo = ()
+                        else:  # a key stored twice in the batch (improved, or queued again)
+                            for k in keys:
+                                vers.pop(k, None)
+            for i in todo:
+                row = seg[i]
+                k = row if keyfn is None else keyfn(row)
+                v: Any = vers.get(k)
+                if v is None:
+                    vers[k] = (rank, row)
+                    continue
+                if type(v) is int:  # a set view's version from a batch: the key is its row
+                    v = (v, k)
+                if type(v) is tuple:
+                    if v[1] is not row:  # else queued again to be processed (``Frontier``)
                         vers[k] = [v, (rank, row)]
-                    elif v[-1][1] is row:
-                        continue
-                    else:
-                        v.append((rank, row))
-                        if len(v) > cap:
-                            self.retired.append((name, v.pop(0)[1]))
-                    rank += 1
+                elif v[-1][1] is not row:
+                    v.append((rank, row))
+                    if len(v) > cap:
+                        self.retired.append((name, v.pop(0)[1]))
+            rank += 1
             self.pos[name] = (new, n)
         self.next_rank = rank
-        if len(self.retired) > 64 + sum(len(h.store) for h in self.heads):
+        retired = len(self.retired)
+        if retired > 64 and retired > 64 + sum(len(h.store) for h in self.heads):
             self.valid = False  # retire by re-deriving, at the next retraction
             self.retired = []
 
@@ -347,6 +384,7 @@ class DRed:
             return False
         start = process_time()
         deadline = start + budget
+        ngone, next_gone = 0, 16  # keys found gone; when to price the budget again
         self.settle()  # this tick's input rows of the heads, stored before the unit runs
         heads = self.by_head
         versions = self.versions
@@ -358,7 +396,7 @@ class DRed:
             v = union.get(key)
             if v is None:
                 rows = removed.get(rel.name) if rel.name not in heads else None
-                v = union[key] = _Union(rel, cols, rows) if rows else rel.index(cols).get
+                v = union[key] = _Union(rel, cols, rows) if rows else _current(rel, cols)
             return v
 
         bound = [0]  # the rank below which the check sees versions
@@ -370,6 +408,8 @@ class DRed:
             v = versions[name].get(k)
             if v is None:
                 return None
+            if type(v) is int:  # a set view's bulk version: the stored row
+                return heads[name].store.get(k) if v < bound[0] else None
             if type(v) is tuple:
                 return v[1] if v[0] < bound[0] else None
             for rank, row in reversed(v):
@@ -432,11 +472,16 @@ class DRed:
             work += 1
             if not work & 3 and process_time() > deadline:
                 return False
+            if ngone > next_gone:  # keys found gone shrink the re-derivation, and so the budget
+                deadline = start + self.budget(ngone)
+                next_gone = ngone + (ngone >> 3) + 16
             h = heads[name]
             cur = h.store.get(k)
             if cur is None:
                 continue
             v = versions[name].get(k)
+            if type(v) is int:
+                v = (v, cur)
             ok = False
             if type(v) is tuple:
                 if v[1] is cur:
@@ -461,6 +506,7 @@ class DRed:
                     versions[name][k] = keep if len(keep) > 1 else keep[0]
             if not ok:
                 g[k] = cur
+                ngone += 1
                 items.append((name, [cur]))
         rescued = self._rescue(gone, rules_of, tick_in, gets, work, deadline)
         if rescued is None:
@@ -562,7 +608,27 @@ class DRed:
 
 
 def _current(rel: Relation, cols: tuple[int, ...]) -> Any:
-    return rel.index(cols).get
+    return _by_key(rel) if cols == rel.key_cols else rel.index(cols).get
+
+
+def _by_key(rel: Relation) -> Any:
+    """Probes of ``rel`` on its key columns, read from its store: the index on them holds
+    one row per probe value and would be built for it (a pass over the whole view) by the
+    first retraction after a re-derivation. A one-column set view stores row ``(p,)``."""
+    get = rel.store.get
+    if rel.keyfn is None and rel.arity == 1:
+
+        def probe1(p: Any, default: Any = _E) -> Any:
+            row = get((p,))
+            return _E if row is None else (row,)
+
+        return probe1
+
+    def probe(p: Any, default: Any = _E) -> Any:
+        row = get(p)
+        return _E if row is None else (row,)
+
+    return probe
 
 
 def _views(heads: Container[str], pick: Any) -> Any:
@@ -582,9 +648,17 @@ def _views(heads: Container[str], pick: Any) -> Any:
 
 def _ranked(rel: Relation, cols: tuple[int, ...], pick: Any) -> Any:
     """Probes of head ``rel`` that see, of each stored key, the version ``pick`` chooses."""
+    name = rel.name
+    if cols == rel.key_cols:  # the probe is the key: no index (see ``_by_key``)
+        one = rel.keyfn is None and rel.arity == 1
+
+        def by_key(p: Any, default: Any = _E) -> Any:
+            x = pick(name, (p,) if one else p)
+            return _E if x is None else (x,)
+
+        return by_key
     get = rel.index(cols).get
     keyfn = rel.keyfn
-    name = rel.name
     col = _getter(cols)
 
     def probe(p: Any, default: Any = _E) -> Any:

@@ -233,9 +233,12 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
                 rows = rt.tick_in.get(rel.name)
                 if rows:
                     rel.add_many(rows, now, f"input to {rel.name}")
-    # several heads: rank their rows in the order they were stored across heads (each rule
-    # evaluation stores into one head), not head by head
-    after = u.dred.settle if u.dred is not None and len(u.dred.heads) > 1 else None
+    # rank the heads' rows after every rule's evaluation (each stores into one head, rows
+    # derived from rows stored before it), while they are in the cache; and first what was
+    # stored before the rounds (input rows, a retraction's re-derived rows)
+    after = u.dred.settle if u.dred is not None else None
+    if after is not None:
+        after()
     if u.prio and rt.prioritize:
         run_stratum_prioritized(rt, u.rules, u.prio, force, after)
     else:
@@ -245,10 +248,14 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
     if force and u.scratch and not rt._reset:
         # emptying and refilling the heads outgrew their indexes' change logs, which were
         # dropped: rebuild them in this tick, which costs the view's size anyway, rather than
-        # at the next one's first probe (an insert after such a tick cost 60x another)
+        # at the next one's first probe (an insert after such a tick cost 60x another).
+        # Not the index on the head's key (``reach.n == edge.src``): the store answers
+        # those probes until they pay for it (``Relation.index``), so that neither the
+        # re-derivation nor the insert after it pays a pass over the view for a few probes
         for rel, cols in indexed:
             for c in cols:
-                rel.index(c)
+                if c != rel.key_cols:
+                    rel.index(c)
     if force and u.dred is not None:
         u.dred.derived(process_time() - started)  # what the next retraction may spend
 

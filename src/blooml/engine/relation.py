@@ -32,7 +32,7 @@ from blooml.ir.program import CollectionInfo
 from blooml.lattices._base import Lattice
 from blooml.lattices.ordered import order_sign
 
-__all__ = ["MISSING", "ORDER", "CheckedRows", "FreshRows", "Relation"]
+__all__ = ["MISSING", "ORDER", "CheckedRows", "FreshRows", "KeyProbe", "Relation"]
 
 MISSING: Any = object()
 _EMPTY: dict[Any, Any] = {}
@@ -141,6 +141,31 @@ def _has_lattice(rows: Iterable[Any]) -> bool:
     return any(issubclass(t, Lattice) for t in set(map(type, chain.from_iterable(rows))))
 
 
+class KeyProbe:
+    """``Relation.index`` on the key columns, read from the store: ``get(probe, default)``
+    gives the one row stored under that key as a 1-tuple, and counts the probe towards
+    building the index (see ``Relation.index``). Made for one evaluation: the store it
+    reads is the relation's at that time."""
+
+    __slots__ = ("one", "rel", "store")
+
+    def __init__(self, rel: Relation) -> None:
+        self.rel = rel
+        self.store = rel.store
+        # a one-column set: its store key is the row, a 1-tuple; else the probe is the key
+        self.one = rel.keyfn is None and rel.arity == 1
+
+    def get(self, p: Any, default: Any = None) -> Any:
+        """The rows stored under key ``p`` (one), or ``default``."""
+        self.rel._kprobes += 1
+        row = self.store.get((p,) if self.one else p)
+        return default if row is None else (row,)
+
+    def __contains__(self, p: Any) -> bool:
+        self.rel._kprobes += 1
+        return ((p,) if self.one else p) in self.store
+
+
 class Relation:
     """The rows of one collection at run time (see the module docstring)."""
 
@@ -148,6 +173,7 @@ class Relation:
         "_dcache",
         "_empty_at_begin",
         "_key_cols",
+        "_kprobes",
         "_log",
         "_row_types",
         "_saved",
@@ -191,6 +217,9 @@ class Relation:
         self.full_key = not info.values
         self.keyfn = None if self.full_key else _getter(tuple(range(self.nkeys)))
         self._key_cols = tuple(range(self.nkeys)) if self.nkeys else None
+        # probes on the key columns read from the store since the index on them was last
+        # dropped (``index``: it is built once they pay for it)
+        self._kprobes = 0
         self.persistent = info.persistent
         self.ttl = info.ttl
         self.simple = self.full_key and self.ttl is None
@@ -276,6 +305,12 @@ class Relation:
             for r in out:
                 self.info.check_keys(r)
         return CheckedRows(out)
+
+    @property
+    def key_cols(self) -> tuple[int, ...] | None:
+        """The positions of the key columns (``None`` for a collection without keys): the
+        columns of the index that holds one row per probe value."""
+        return self._key_cols
 
     def key_of(self, row: Any) -> Any:
         """The key under which ``row`` is stored."""
@@ -662,6 +697,7 @@ class Relation:
         self.store = {}
         self.indexes = {}
         self._log = []
+        self._kprobes = 0
 
     def put(self, k: Any, row: Any) -> None:
         """Store ``row`` (of this relation's row type) under key ``k``, replacing what is
@@ -792,26 +828,35 @@ class Relation:
         if len(self._log) > 1024 and 2 * len(self._log) > len(self.store):
             self.indexes = {}
             self._log = []
+            self._kprobes = 0
 
-    def index(self, cols: tuple[int, ...]) -> dict[Any, list[Any]]:
-        """The hash index on columns ``cols`` (probe value -> list of rows).
+    def index(self, cols: tuple[int, ...], build: bool = False) -> Any:
+        """The hash index on columns ``cols`` (probe value -> the rows holding it, a list or
+        a tuple): ``get(probe, default)`` and ``probe in index``.
 
         Built on first use; afterwards it replays the relation's change log when probed, so
-        an index nobody probes costs nothing to maintain.
+        an index nobody probes costs nothing to maintain. On the key columns, which hold one
+        row per probe value, the store answers (:class:`KeyProbe`) until the probes read
+        through it outnumber the rows: building that index costs a pass over the rows, which
+        one insert probing a large view (or the re-derivation of a recursive one) would pay
+        for a handful of probes. ``build`` builds it at once.
         """
         entry = self.indexes.get(cols)
         log = self._log
         if entry is not None and entry[1] == len(log):  # up to date (every round's probe)
-            return entry[0]  # type: ignore[no-any-return]
+            return entry[0]
         get = _getter(cols)
         if entry is None:
-            idx: dict[Any, list[Any]]
-            if cols == self._key_cols:  # one row per probe value: no grouping (2x faster)
-                c = cols[0]
-                if len(cols) == 1:
-                    idx = {row[c]: [row] for row in self.store.values()}
-                else:
-                    idx = {get(row): [row] for row in self.store.values()}
+            idx: dict[Any, Any]
+            if cols == self._key_cols:
+                if not build and self._kprobes < len(self.store):
+                    return KeyProbe(self)
+                # one row per probe value: no grouping, and each bucket the 1-tuple that
+                # ``zip`` makes, so that the whole build runs in C (a third faster than a
+                # comprehension of lists; the replay below turns a tuple bucket into a list
+                # when it changes)
+                rows = self.store.values()
+                idx = dict(zip(map(get, rows), zip(rows), strict=True))
                 self.indexes[cols] = [idx, len(log)]
                 return idx
             groups: defaultdict[Any, list[Any]] = defaultdict(list)
@@ -835,6 +880,8 @@ class Relation:
                     p = get(old)
                     b = idx.get(p)
                     if b is not None:
+                        if type(b) is tuple:  # a key index's bucket as built
+                            b = idx[p] = list(b)
                         for j, r in enumerate(b):
                             if r is old:
                                 del b[j]
@@ -846,6 +893,8 @@ class Relation:
                 b = idx.get(p)
                 if b is None:
                     idx[p] = [item]
+                elif type(b) is tuple:
+                    idx[p] = [*b, item]
                 else:
                     b.append(item)
             entry[1] = n
