@@ -32,7 +32,11 @@ Exit status 1 when a target is missed or a reply was wrong or lost. On a shared 
 absolute numbers move from run to run; the ratios are taken in the same run.
 
     python benchmarks/bench_net_tcp.py [--quick] [--only latency|concurrency|stream]
-        [--keys N] [--requests N] [--clients C] [--tuples N] [--batch B]
+        [--keys N] [--requests N] [--clients C] [--tuples N] [--batch B] [--stages]
+
+``--stages`` also prints the node thread's CPU a request in each stage of the latency
+section (outside the step, accept, the tick, the reply, the step's own), each from the
+thread's own clock around the node's methods.
 """
 
 from __future__ import annotations
@@ -385,10 +389,61 @@ def start_kvs(keys: int) -> KVS:
     return kvs
 
 
-def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int) -> None:
+class Stages:
+    """``--stages``: the node thread's CPU in each stage of a request, from the thread's own
+    clock around the node's methods (each wrapper adds about a microsecond): ``accept``
+    (decode, checks, the row queued as an input unit), the tick without its reply (the
+    engine and the node's bookkeeping around it), the reply (envelope and write, the
+    ``send`` included), the step's own work, and what is outside the step (the event
+    loop, the read, the frame cut out)."""
+
+    NAMES = ("accept", "_commit_tick", "_send", "_step")
+
+    def __init__(self, kvs: KVS) -> None:
+        self.node = node(kvs)
+        self.cpu = dict.fromkeys(self.NAMES, 0.0)
+        self.depth = 0  # a _send inside _commit_tick is counted once, as the reply
+
+    def install(self) -> None:
+        """Wrap the node's methods (on the instance; ``remove`` takes them away)."""
+        clock = time.thread_time
+        for name in self.NAMES:
+            fn = getattr(self.node, name)
+
+            def timed(*a: Any, _fn: Any = fn, _name: str = name, **kw: Any) -> Any:
+                t0 = clock()
+                try:
+                    return _fn(*a, **kw)
+                finally:
+                    self.cpu[_name] += clock() - t0
+
+            setattr(self.node, name, timed)
+
+    def remove(self) -> None:
+        """Take the wrappers away."""
+        for name in self.NAMES:
+            self.node.__dict__.pop(name, None)
+
+    def show(self, total: float, requests: int) -> None:
+        """Print each stage's CPU a request (``total``: the thread's CPU in the rounds)."""
+        c = {k: v / requests * 1e6 for k, v in self.cpu.items()}
+        tick = c["_commit_tick"] - c["_send"]
+        own = c["_step"] - c["accept"] - c["_commit_tick"]
+        outside = total / requests * 1e6 - c["_step"]
+        print(
+            f"   node stages, thread CPU a request: outside the step {outside:.0f} us, accept "
+            f"{c['accept']:.0f}, tick with its bookkeeping {tick:.0f}, reply {c['_send']:.0f}, "
+            f"the step's own {own:.0f}"
+        )
+
+
+def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int, stages: bool = False) -> None:
     """Section 1: request round trips through the node against an asyncio echo."""
     print(f"-- latency: {n:,} requests per round, {rounds} rounds, one in flight")
     port, stop_echo, echo_thread = start_echo()
+    timed = Stages(kvs) if stages else None
+    if timed is not None:
+        timed.install()
     via_node: list[float] = []
     via_echo: list[float] = []
     wrong = 0
@@ -405,6 +460,8 @@ def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int) -> None:
             wrong += out["wrong"]
     finally:
         stop_echo()
+        if timed is not None:
+            timed.remove()
     for name, xs, cpu in (
         ("asyncio echo", via_echo, cpu_echo),
         ("blooml node", via_node, cpu_node),
@@ -414,6 +471,8 @@ def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int) -> None:
             f"{pct(xs, 0.9) * 1e6:6.0f} us   p99 {pct(xs, 0.99) * 1e6:6.0f} us   "
             f"(its thread's CPU {cpu / (n * rounds) * 1e6:.0f} us a request)"
         )
+    if timed is not None:
+        timed.show(cpu_node, n * rounds)
     ratios = {p: pct(via_node, p) / pct(via_echo, p) for p in (0.5, 0.9, 0.99)}
     print(
         f"   node/echo: median {ratios[0.5]:.2f}x   p90 {ratios[0.9]:.2f}x   "
@@ -545,6 +604,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tuples", type=int, default=300_000)
     ap.add_argument("--batch", type=int, default=2_000)
+    ap.add_argument(
+        "--stages",
+        action="store_true",
+        help="latency: time each stage of a request on the node's thread (adds ~1 us a stage)",
+    )
     ap.add_argument("--client", help=argparse.SUPPRESS)  # the child process
     args = ap.parse_args(argv)
     if args.client:
@@ -564,7 +628,7 @@ def main(argv: list[str] | None = None) -> int:
         kvs = start_kvs(keys)
         try:
             if args.only in (None, "latency"):
-                latency(v, kvs, n_lat, keys, rounds)
+                latency(v, kvs, n_lat, keys, rounds, args.stages)
             if args.only in (None, "concurrency"):
                 concurrency(v, kvs, n_conc, args.clients, keys, rounds)
         finally:

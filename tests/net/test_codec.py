@@ -23,7 +23,7 @@ from blooml.net import (
     register,
     registered,
 )
-from blooml.net.codec import ReplayGuard
+from blooml.net.codec import ReplayGuard, encode_envelope_after, envelope_head
 from blooml.testing import elements
 
 BUILTINS = [
@@ -187,6 +187,63 @@ def test_signed_envelopes() -> None:
     with pytest.raises(CodecError) as ei:
         decode_envelope(forged, key, guard)
     assert ei.value.reason in ("bad_signature", "malformed")
+
+
+@pytest.mark.parametrize("size", [0, 1, 200, 300, 70_000])
+@pytest.mark.parametrize("key", [None, b"secret"])
+def test_envelopes_of_every_body_size_decode(size: int, key: bytes | None) -> None:
+    """Bodies under 256 bytes, under 64 KiB and larger (each msgpack ``bin`` header), signed
+    or not: an unsigned one takes the reader's short way, the others the general one."""
+    rows = _rows(("x" * size, 1)) if size else []
+    data = encode_envelope("a:1", [("ch", rows)], key, dest="b:2", seq=7)
+    env = decode_envelope(data, key, dest="b:2")
+    assert (env.sender, env.dest, env.seq) == ("a:1", "b:2", 7)
+    assert env.batches == (("ch", (("x" * size, 1),) if size else ()),)
+    for cut in (data[:-1], data[:-2] + data[-1:], data + b"\xc0"):  # one byte off
+        with pytest.raises(CodecError) as ei:
+            decode_envelope(cut, key, dest="b:2")
+        assert ei.value.reason in ("malformed", "bad_signature", "unsigned")
+
+
+def test_an_envelope_head_packed_once_is_signed_with_the_body() -> None:
+    """A node packs sender and destination once per peer (``envelope_head``): the bytes
+    are ``encode_envelope``'s, and the signature still binds sender, destination and
+    sequence: the envelope replayed at another node is ``misdirected``, and one whose
+    head was changed in flight fails its signature."""
+    key = b"secret"
+    rows = [("ch", _rows((1, "v")))]
+    head = envelope_head("a:1", "b:2")
+    data = encode_envelope_after(head, rows, key, 5.0, 3)
+    assert data == encode_envelope("a:1", rows, key, 5.0, dest="b:2", seq=3)
+    assert encode_envelope_after(head, rows, key, 5.0, 4) != data  # the sequence is signed
+    env = decode_envelope(data, key, dest="b:2", now=5.0)
+    assert (env.sender, env.dest, env.seq) == ("a:1", "b:2", 3)
+    with pytest.raises(CodecError) as ei:
+        decode_envelope(data, key, dest="c:3", now=5.0)
+    assert ei.value.reason == "misdirected"
+    forged = data.replace(b"b:2", b"c:3")
+    with pytest.raises(CodecError) as ei:
+        decode_envelope(forged, key, dest="c:3", now=5.0)
+    assert ei.value.reason == "bad_signature"
+
+
+def test_an_envelope_body_that_is_not_rows_is_malformed() -> None:
+    """The body's checks, each field: a bool is not a sequence number, a batch is a pair of
+    a name and rows, every row an array."""
+    for inner in (
+        ["a:1", "", True, 0, []],
+        ["a:1", "", 0, 1.5, []],
+        ["a:1", "", 0, 0, [["ch"]]],
+        ["a:1", "", 0, 0, [[1, []]]],
+        ["a:1", "", 0, 0, [["ch", [5]]]],
+        ["a:1", "", 0, 0, [["ch", 5]]],
+        [1, "", 0, 0, []],
+        ["a:1", "", 0, 0],
+    ):
+        data = msgpack.packb([FORMAT_VERSION, msgpack.packb(inner), None])
+        with pytest.raises(CodecError) as ei:
+            decode_envelope(data)
+        assert ei.value.reason == "malformed", inner
 
 
 def test_never_pickle() -> None:

@@ -45,22 +45,28 @@ class Unit:
         result: the call's return value (the future's result once the input commits).
     """
 
-    __slots__ = ("fut", "pend", "result", "sender", "what")
+    __slots__ = ("_what", "fut", "pend", "result", "sender")
 
     def __init__(
         self,
-        what: str,
+        what: str | None,
         pend: Pending,
         fut: concurrent.futures.Future[Any] | None = None,
         result: Any = None,
         sender: str | None = None,
     ) -> None:
-        self.what = what
+        self._what = what  # None: "datagram from <sender>", spelled out when read
         self.pend = pend
         self.fut = fut
         self.result = result
         #: the address of the node that sent it (a datagram or frame), else ``None``
         self.sender = sender
+
+    @property
+    def what(self) -> str:
+        """What queued it (see the class docstring)."""
+        what = self._what
+        return f"datagram from {self.sender}" if what is None else what
 
     def divisible(self) -> bool:
         """Whether :func:`isolate` may set aside part of it: a unit nobody waits for (a
@@ -81,8 +87,8 @@ class Unit:
                     rest.add(k, n, cls(others))
             else:
                 rest.add(k, n, cls(items))
-        left = Unit(self.what, rest, None, None, self.sender) if rest else None
-        return Unit(self.what, piece, None, None, self.sender), left
+        left = Unit(self._what, rest, None, None, self.sender) if rest else None
+        return Unit(self._what, piece, None, None, self.sender), left
 
     def halves(self) -> list[Unit]:
         """The unit cut into two units of about half its rows each (same ``what`` and
@@ -94,7 +100,7 @@ class Unit:
             pend = Pending()
             for kind, name, x, cls in part:
                 pend.add(kind, name, CheckedRows([x]) if cls is CheckedRows else [x])
-            out.append(Unit(self.what, pend, None, None, self.sender))
+            out.append(Unit(self._what, pend, None, None, self.sender))
         return out
 
     def lists(self) -> Iterator[tuple[str, str, list[Any]]]:

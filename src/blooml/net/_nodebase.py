@@ -42,6 +42,8 @@ class NodeBase:
     guard: ReplayGuard | None
     aliases: set[str]
     _seq: int
+    _heads: dict[str, bytes]
+    _heads_of: str
     _wildcard_port: int | None
     inbox_limit: int
     max_datagram: int
@@ -61,6 +63,7 @@ class NodeBase:
     sock: socket.socket | None
     _units: list[Unit]
     _types: ColumnTypes | None
+    _arities: dict[str, int] | None
     _streak: dict[int | None, int]
     _inbox_size: int
     _reassembly: Reassembler | None

@@ -83,9 +83,11 @@ class Isolation(NodeBase):
         units, self._units = self._units, []
         exc = self._commit_tick(t0)
         if exc is None:
-            self._streak.clear()
+            if self._streak:
+                self._streak.clear()
             for u in units:
-                u.settle(None)
+                if u.fut is not None:  # a sync_do/async_do call waits for it
+                    u.settle(None)
             if self._strikes:
                 self._forgive(units)
             return True

@@ -35,8 +35,10 @@ from blooml.net.codec import (
     ENVELOPE_SLACK,
     decode_envelope,
     encode_envelope,
+    encode_envelope_after,
     encode_for_channel,
     encode_row,
+    envelope_head,
 )
 
 _FRAME = struct.Struct(">I")
@@ -246,7 +248,7 @@ class Transport(NodeBase):
         rows are sent, and the rule is never quarantined for it."""
         if addr == rt.addr:
             return None  # loopback: delivered in-process
-        if not _is_addr(addr):
+        if not (type(addr) is str and addr in _PARSED) and not _is_addr(addr):  # seen good
             return None  # refused in deliver (after commit: trial ticks count nothing)
         return encode_for_channel(
             row,
@@ -293,7 +295,7 @@ class Transport(NodeBase):
                 )
                 self._wake_soon()
                 return
-            if not _is_addr(addr):
+            if not (type(addr) is str and addr in _PARSED) and not _is_addr(addr):
                 try:
                     parse_addr(addr, f"channel {batch[0][0]!r}")
                 except ProgramError as exc:
@@ -317,6 +319,10 @@ class Transport(NodeBase):
             )
 
     def _deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
+        if len(batch) == 1:  # one row (a reply): one envelope, its size checked at its rule
+            chan, _row, wire = batch[0]
+            self._send(addr, {chan: [wire]})
+            return
         budget = (
             self.max_datagram - ENVELOPE_SLACK - len(str(rt.addr))
             if self.transport == "udp"
@@ -334,14 +340,32 @@ class Transport(NodeBase):
         if groups:
             self._send(addr, groups)
 
+    def _head(self, addr: str) -> bytes:
+        """The packed start (sender, destination) of every envelope to ``addr``, packed
+        once per destination (again when this node's address changes, as at binding)."""
+        sender = str(self.rt.addr)
+        heads = self._heads
+        if sender != self._heads_of or len(heads) >= 10_000:
+            heads.clear()  # bounded: many one-off destinations cost a repack, not memory
+            self._heads_of = sender
+        head = heads[addr] = envelope_head(sender, addr)
+        return head
+
     def _send(self, addr: str, groups: dict[str, list[bytes]]) -> None:
         now = time.time()
         self._seq += 1
-        data = encode_envelope(
-            str(self.rt.addr), groups.items(), self.key, now, dest=addr, seq=self._seq
-        )
-        self._stats["sent"] += 1
-        self._stats["sent_tuples"] += sum(map(len, groups.values()))
+        head = self._heads.get(addr)
+        if head is None or self._heads_of != self.rt.addr:
+            head = self._head(addr)
+        # signed (with a key) over the whole body: the head's sender and destination, the
+        # sequence number and the timestamp included
+        data = encode_envelope_after(head, groups.items(), self.key, now, self._seq)
+        stats = self._stats
+        stats["sent"] += 1
+        n = 0
+        for rows in groups.values():
+            n += len(rows)
+        stats["sent_tuples"] += n
         if self.transport == "udp":
             if REFUSED_CHANNEL not in groups:
                 self._sent_to(addr)
@@ -646,7 +670,6 @@ class Transport(NodeBase):
     def accept(self, data: bytes) -> bool:
         """Check one datagram and queue its tuples for the next tick; a bad one is dropped
         and counted (``stats()["dropped"]``). Returns whether it was accepted."""
-        rt = self.rt
         try:
             env = decode_envelope(data, self.key, self.guard, dest=self.addressed_to)
         except CodecError as exc:
@@ -655,38 +678,49 @@ class Transport(NodeBase):
         except Exception as exc:  # never let a datagram stop the node
             self._drop("malformed", f"{type(exc).__name__}: {exc}")
             return False
-        if env.batches and env.batches[0][0] == REFUSED_CHANNEL:
-            self._refused(env.sender, env.batches)  # a peer's refusal of rows we sent
-            return True
-        if env.batches and env.batches[0][0] == ACK_CHANNEL:
-            self._acked(env.sender, env.batches)
-            return True
-        for chan, rows in env.batches:
-            rel = rt.rels.get(chan)
-            if rel is None or rel.info.kind != "channel":
-                self._drop("unknown_channel", f"from {env.sender!r}: no channel {chan!r}")
-                return False
-            for r in rows:
-                if len(r) != rel.arity:
-                    self._drop(
-                        "arity",
-                        f"from {env.sender!r}: channel {chan!r} has {rel.arity} columns, "
-                        f"got {len(r)}",
-                    )
-                    return False
+        batches = env.batches
+        sender = env.sender
+        if batches:
+            first = batches[0][0]
+            if first == REFUSED_CHANNEL:
+                self._refused(sender, batches)  # a peer's refusal of rows we sent
+                return True
+            if first == ACK_CHANNEL:
+                self._acked(sender, batches)
+                return True
+        # every channel known and every row of its arity (the codec made each row a tuple)
+        arities = self._arities
+        if arities is None:
+            arities = self._arities = {
+                name: rel.arity for name, rel in self.rt.rels.items() if rel.info.kind == "channel"
+            }
         types = self._types
         if types is None:
-            types = self._types = ColumnTypes(rt)
-        for chan, rows in env.batches:
-            why = types.check(chan, rows)
-            if why is not None:
-                self._drop("ill_typed", f"from {env.sender!r}: {why}")
-                err = IllTypedValueError(f"datagram from {env.sender}", why)
-                self._refuse(env.sender, {c: len(r) for c, r in env.batches}, err)
+            types = self._types = ColumnTypes(self.rt)
+        typed = types.checks
+        for chan, rows in batches:
+            arity = arities.get(chan)
+            if arity is None:
+                self._drop("unknown_channel", f"from {sender!r}: no channel {chan!r}")
                 return False
-        if self._throttled(env.sender, env.batches):
+            for r in rows:
+                if len(r) != arity:
+                    self._drop(
+                        "arity",
+                        f"from {sender!r}: channel {chan!r} has {arity} columns, got {len(r)}",
+                    )
+                    return False
+        if typed:  # values the program's folds would refuse (see _coltypes)
+            for chan, rows in batches:
+                why = types.check(chan, rows)
+                if why is not None:
+                    self._drop("ill_typed", f"from {sender!r}: {why}")
+                    err = IllTypedValueError(f"datagram from {sender}", why)
+                    self._refuse(sender, {c: len(r) for c, r in batches}, err)
+                    return False
+        if (self._strikes or self.throttle_after <= 0) and self._throttled(sender, batches):
             return True  # waits in the sender's slow lane (see _policy)
-        return self._enqueue(env.sender, env.batches)
+        return self._enqueue(sender, batches)
 
     def _enqueue(self, sender: str, batches: Any) -> bool:
         """Queue a checked datagram's rows for the next tick, as one input unit."""
@@ -698,8 +732,9 @@ class Transport(NodeBase):
         except Exception as exc:
             self._drop("rejected", f"from {sender!r}: {type(exc).__name__}: {exc}")
             return False
-        self._stats["received"] += 1
-        self._stats["received_tuples"] += n
+        stats = self._stats
+        stats["received"] += 1
+        stats["received_tuples"] += n
         if self.transport == "udp":
             self._ack_later(sender)
         return True
@@ -712,16 +747,21 @@ class Transport(NodeBase):
         rt = self.rt
         pend = rt.pending
         inserts = pend.inserts
-        before = {chan: len(inserts.get(chan, ())) for chan, _ in batches}
+        if len(batches) == 1:  # one channel (a request): no dict of marks
+            chan = batches[0][0]
+            before = {chan: len(inserts.get(chan, ()))}
+        else:
+            before = {chan: len(inserts.get(chan, ())) for chan, _ in batches}
         n: int = rt.receive_batch(sender, batches)  # all or nothing: raises with nothing queued
         if rt.pending is not pend or not n:  # (a receive hook that ticked: the general way)
             return n
         mine = Pending()
+        mine_inserts = mine.inserts
         for chan, n0 in before.items():
             items = inserts[chan]
-            new = items[n0:]
-            mine.inserts[chan] = CheckedRows(new) if type(items) is CheckedRows else new
-        self._units.append(Unit(f"datagram from {sender}", mine, None, n, sender))
+            new = items[n0:] if n0 else items.copy()
+            mine_inserts[chan] = CheckedRows(new) if type(items) is CheckedRows else new
+        self._units.append(Unit(None, mine, None, n, sender))  # what: "datagram from <sender>"
         return n
 
 

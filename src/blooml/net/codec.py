@@ -459,16 +459,37 @@ def encode_envelope(
         seq: the sender's sequence number (a node numbers its datagrams 1, 2, ...), so
             that two datagrams with the same rows never share a signature.
     """
+    return encode_envelope_after(envelope_head(sender, dest), batches, key, ts, seq)
+
+
+def envelope_head(sender: str, dest: str) -> bytes:
+    """The first bytes of the body of every envelope ``sender`` sends to ``dest`` (the
+    body's array header and those two fields, packed): the same for every envelope to one
+    peer, so a node packs them once per destination and passes them to
+    :func:`encode_envelope_after`. They are part of the signed body: a signature covers
+    them as it covers the sequence number and timestamp that follow."""
+    return b"\x95" + _packb(sender) + _packb(dest)
+
+
+def encode_envelope_after(
+    head: bytes,
+    batches: Iterable[tuple[str, Sequence[bytes]]],
+    key: bytes | None = None,
+    ts: float | None = None,
+    seq: int = 0,
+) -> bytes:
+    """:func:`encode_envelope` with its sender and destination packed already
+    (:func:`envelope_head`): the same bytes, and the same signature over the whole body
+    (sender, destination, sequence, timestamp and rows) when ``key`` is given."""
     parts = []
     n = 0
     for chan, rows in batches:
         n += 1
-        parts.append(b"\x92" + _packb(chan) + _array_header(len(rows)) + b"".join(rows))
+        parts.append(b"\x92" + _chan_head(chan) + _array_header(len(rows)) + b"".join(rows))
     stamp = int((time.time() if ts is None else ts) * 1000)
-    # the four header fields packed as one array of 4 (a one-byte header, 0x94), renumbered
-    # as the first four items of the body's array of 5: one packer call instead of four
-    head = _packb((sender, dest, seq, stamp))
-    body = b"\x95" + head[1:] + _array_header(n) + b"".join(parts)
+    # sequence and timestamp: plain ints, one call of the plain packer for both (an array
+    # of 2 whose one-byte header, 0x92, is dropped: its items follow the destination)
+    body = head + _packers().plain.pack((seq, stamp))[1:] + _array_header(n) + b"".join(parts)
     sig = _sign(key, body) if key is not None else None
     return (
         _OUTER_HEAD
@@ -476,6 +497,19 @@ def encode_envelope(
         + body
         + (b"\xc0" if sig is None else _bin_header(len(sig)) + sig)
     )
+
+
+#: channel names packed, as envelopes begin each channel's rows (a program has a few)
+_CHAN_HEADS: dict[str, bytes] = {}
+
+
+def _chan_head(chan: str) -> bytes:
+    hit = _CHAN_HEADS.get(chan)
+    if hit is None:
+        hit = _packb(chan)
+        if type(chan) is str and len(_CHAN_HEADS) < 1024:
+            _CHAN_HEADS[chan] = hit
+    return hit
 
 
 #: ``[FORMAT_VERSION, ...`` of an envelope's outer array of 3, packed.
@@ -723,34 +757,37 @@ def decode_envelope(
         if guard is not None:  # a replay is refused before its rows are decoded
             guard.check(sig, stamp / 1000.0, time.time() if now is None else now)
     inner = decode(body)
+    if not isinstance(inner, tuple):
+        raise CodecError("malformed", "bad envelope body")
     if version == 1:
-        if not (isinstance(inner, tuple) and len(inner) == 3):
+        if len(inner) != 3:
             raise CodecError("malformed", "bad envelope body")
         sender, stamp, raw = inner
         to, seq = "", 0
     else:
-        if not (isinstance(inner, tuple) and len(inner) == 5):
+        if len(inner) != 5:
             raise CodecError("malformed", "bad envelope body")
         sender, to, seq, stamp, raw = inner
     if not (
         isinstance(sender, str)
         and isinstance(to, str)
-        and _is_int(stamp)
-        and _is_int(seq)
+        and isinstance(stamp, int)
+        and not isinstance(stamp, bool)
+        and isinstance(seq, int)
+        and not isinstance(seq, bool)
         and isinstance(raw, tuple)
     ):
         raise CodecError("malformed", "bad envelope body")
-    ts = stamp / 1000.0
     for b in raw:
-        if not (
-            isinstance(b, tuple)
-            and len(b) == 2
-            and isinstance(b[0], str)
-            and isinstance(b[1], tuple)
-            and all(isinstance(r, tuple) for r in b[1])
-        ):
+        if not (isinstance(b, tuple) and len(b) == 2):
             raise CodecError("malformed", "bad channel batch")
-    return Envelope(version, sender, ts, raw, to, seq)
+        chan, rows = b
+        if not (isinstance(chan, str) and isinstance(rows, tuple)):
+            raise CodecError("malformed", "bad channel batch")
+        for r in rows:  # (a loop, not all() over a generator: no frame per batch)
+            if not isinstance(r, tuple):
+                raise CodecError("malformed", "bad channel batch")
+    return Envelope(version, sender, stamp / 1000.0, raw, to, seq)
 
 
 def _is_int(v: Any) -> bool:
@@ -780,6 +817,20 @@ def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
     Nothing else is decoded before the signature is checked: a forged frame of millions of
     nested msgpack values costs a few byte comparisons, not a full decode.
     """
+    n = len(data)
+    # the common case read at once: version 2, a body of under 64 KiB, no signature
+    if n > 5 and data[0] == 0x93 and data[1] == FORMAT_VERSION and data[-1] == 0xC0:
+        head = data[2]
+        if head == 0xC4:
+            start = 4
+            end = start + data[3]
+        elif head == 0xC5:
+            start = 5
+            end = start + ((data[3] << 8) | data[4])
+        else:
+            end = -1
+        if end == n - 1:
+            return FORMAT_VERSION, data[start:end], None
     items = split_outer(data, 3)
     if items is None:
         raise CodecError("malformed", "not an envelope")

@@ -183,6 +183,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self.quarantined: dict[int, RuleQuarantinedError] = {}
         self._units: list[Unit] = []
         self._types: ColumnTypes | None = None
+        self._arities: dict[str, int] | None = None  # per channel, at the first datagram
         self._streak: dict[int | None, int] = {}
         self.program = program
         rt = self.rt = program._rt
@@ -286,6 +287,9 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         #: addressed to any other is refused (``misdirected``).
         self.aliases: set[str] = set()
         self._seq = 0
+        # envelope heads (sender and destination, packed) per destination, for _heads_of
+        self._heads: dict[str, bytes] = {}
+        self._heads_of = ""
         self._wildcard_port: int | None = None
         if transport is not None:
             if transport not in ("udp", "tcp"):
