@@ -14,6 +14,14 @@ random the way users make them (never the change that is cheap):
   the next, empty tick that applies it (measured as the two ticks together, jobs per tick);
 * ``empty``: a tick with no input.
 
+``--shape notin`` measures ``Blocked`` instead: the links not into a blocked node, as a scratch
+and as a table (a ``notin`` whose right side changes), open links per source and in all
+(``group``s of the scratch); tick 0 loads the graph and blocks 10 random nodes, then:
+``block`` (a random node not blocked is blocked: the right side gains a row, the node's links
+leave the scratch), ``unblock`` (a random blocked node is unblocked by ``<-``: the fact is
+taken, the next tick applies it and the links are derived again), ``edge`` and ``empty`` as
+above. ``--shape both`` (the default) runs one, then the other.
+
 Spark's own status store (the driver's ``AppStatusStore``, the data the Spark UI shows) counts
 what a tick costs: its jobs, the jobs among them with no description, and the input records its
 stages read (``inputRecords``, which counts rows read back from checkpointed blocks and Parquet
@@ -78,6 +86,34 @@ class SSSPReach(Program):
         self.reached <= self.reach.group([], count())
         self.link <- self.drop
     # fmt: on
+
+
+class Blocked(Program):
+    """Links not into a blocked node (a ``notin`` whose right side changes): as a scratch
+    (this tick's) and a table (every link ever open); open links per source node and in all
+    (``group``s of the scratch, which follow its retractions); ``<-`` unblocks a node."""
+
+    link = table(["src", "dst", "c"])
+    block = table(["node"])
+    unblock = scratch(["node"])
+    open = scratch(["src", "dst", "c"])
+    ever = table(["src", "dst", "c"])
+    per = scratch(["src"], ["n"])
+    total = scratch([], ["n"])
+
+    # fmt: off
+    @bloom
+    def rules(self):
+        self.open <= self.link.notin(self.block, self.link.dst == self.block.node)
+        self.ever <= self.link.notin(self.block, self.link.dst == self.block.node)
+        self.per <= self.open.group(["src"], count())
+        self.total <= self.open.group([], count())
+        self.block <- self.unblock
+    # fmt: on
+
+
+#: the kinds of tick of each shape (``--shape``)
+SHAPES = {"sssp": KINDS, "notin": ("block", "unblock", "edge", "empty")}
 
 
 class Meter:
@@ -161,19 +197,30 @@ def graph(rnd: random.Random, edges: int) -> tuple[list[tuple[int, int, int]], i
     return [(a, b, c) for (a, b), c in links.items()], nodes
 
 
-def measure(spark: Any, edges: int, rnd: random.Random, ticks: int) -> dict[str, Any]:
-    """Tick 0 loads a graph; then ``ticks`` ticks of each kind, interleaved in a random order.
-    Returns kind -> [(jobs, most jobs in one tick, undescribed jobs, records, seconds)]."""
+def measure(
+    spark: Any, edges: int, rnd: random.Random, ticks: int, shape: str = "sssp"
+) -> dict[str, Any]:
+    """Tick 0 loads a graph; then ``ticks`` ticks of each kind of ``shape``, interleaved in a
+    random order. Returns kind -> [(jobs, most jobs in one tick, undescribed jobs, records,
+    seconds)]."""
     links, nodes = graph(rnd, edges)
     links_df = spark.createDataFrame(links, "src bigint, dst bigint, c bigint").localCheckpoint()
-    engine = SparkEngine(spark, path="dataframe", program=SSSPReach)
-    engine.tick({"link": links_df, "source": [(links[0][0],)]})
+    kinds = SHAPES[shape]
+    blocked: set[int] = set()
+    if shape == "sssp":
+        engine = SparkEngine(spark, path="dataframe", program=SSSPReach)
+        engine.tick({"link": links_df, "source": [(links[0][0],)]})
+        reached = {r[0] for r in engine.tick({}).rows("reach")}
+    else:
+        engine = SparkEngine(spark, path="dataframe", program=Blocked)
+        blocked = set(rnd.sample(range(nodes), 10))
+        engine.tick({"link": links_df, "block": [(n,) for n in sorted(blocked)]})
+        reached = set()
     stored = list(links)
-    reached = {r[0] for r in engine.tick({}).rows("reach")}
-    plan = [k for k in KINDS for _ in range(ticks)]
+    plan = [k for k in kinds for _ in range(ticks)]
     rnd.shuffle(plan)
     meter = Meter(spark)
-    out: dict[str, list[tuple[int, int, int, int, float]]] = {k: [] for k in KINDS}
+    out: dict[str, list[tuple[int, int, int, int, float]]] = {k: [] for k in kinds}
     worst: dict[str, tuple[int, list[tuple[str, int]]]] = {}
     for kind in plan:
         steps: list[dict[str, Any]]
@@ -190,6 +237,14 @@ def measure(spark: Any, edges: int, rnd: random.Random, ticks: int) -> dict[str,
         elif kind == "delete":
             gone = stored.pop(rnd.randrange(len(stored)))
             steps = [{"drop": [gone]}, {}]
+        elif kind == "block":  # the notin's right side gains a row
+            node = rnd.choice([n for n in range(nodes) if n not in blocked])
+            blocked.add(node)
+            steps = [{"block": [(node,)]}]
+        elif kind == "unblock":  # it loses one: the fact is taken, then applied
+            node = rnd.choice(sorted(blocked))
+            blocked.discard(node)
+            steps = [{"unblock": [(node,)]}, {}]
         else:
             steps = [{}]
         meter.take(record=False)  # what ran between the measured ticks (the checks below)
@@ -241,7 +296,7 @@ def report(
     print(f"\n== {label} ==", flush=True)
     for r in results:
         print(f"\n{r['edges']:,} edges (median / worst of {len(r['ticks']['edge'])} per kind)")
-        for kind in KINDS:
+        for kind in r["ticks"]:
             rows = r["ticks"][kind]
             jm, jw = median_worst(rows, 1)
             rm, rw = median_worst(rows, 3)
@@ -273,7 +328,7 @@ def report(
             print(f"  jobs with no description: {sorted(set(r['undescribed']))}")
     small, large = results
     print(f"\nrecords read, {large['edges']:,} vs {small['edges']:,} edges (median, worst):")
-    for kind in KINDS[:-1]:
+    for kind in [k for k in small["ticks"] if k != "empty"]:
         ms, ws = median_worst(small["ticks"][kind], 3)
         ml, wl = median_worst(large["ticks"][kind], 3)
         rm, rw = ml / max(ms, 1), wl / max(ws, 1)
@@ -286,33 +341,58 @@ def report(
 
 
 def layout(spark: Any, edges: int, rnd: random.Random) -> None:
-    """Lookups by the second column of a state file: the engine's layout (sorted by the first
-    column, a Bloom filter per column and row group) against the same rows sorted and written
-    as plain Parquet; records read from the status store, file sizes."""
+    """Lookups by a column other than the first of a state file: the engine's layout (sorted
+    by the first column, a Bloom filter per column and row group) looked up by one ``IN`` list
+    (as the engine looks up) and by ``IN`` lists of at most 10 values OR-ed (each pushed to
+    Parquet as equalities: ``spark.sql.parquet.pushdown.inFilterThreshold``), against the same
+    rows sorted and written as plain Parquet; records read from the status store, file
+    sizes. Two columns: ``dst`` of a random graph (each value in ~5 rows spread over the
+    file) and a column whose values are all distinct (each in one row group)."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
     from blooml.spark._dfstate import keep_state
 
     links, _ = graph(rnd, edges)
-    df = spark.createDataFrame(links, "c0 bigint, c1 bigint, c2 bigint")
+    perm = list(range(len(links)))
+    rnd.shuffle(perm)
+    rows = [(a, b, c, perm[i]) for i, (a, b, c) in enumerate(links)]
+    df = spark.createDataFrame(rows, "c0 bigint, c1 bigint, c2 bigint, c3 bigint")
     root = tempfile.mkdtemp(prefix="blooml-bench-layout-")
     spark.sparkContext.setCheckpointDir(root)
     plain_path = f"{root}/plain"
     df.sort("c0").write.option("parquet.block.size", 32 << 10).parquet(plain_path)
     files: list[str] = []
-    kept = keep_state(df, files, sort=True, rows=len(links))
+    kept = keep_state(df, files, sort=True, rows=len(rows))
     plain = spark.read.parquet(plain_path)
     meter = Meter(spark)
-    print(f"\n== lookups by the second column, {len(links):,} rows ==")
-    for n in (1, 5, 10):
-        vals = [r[1] for r in rnd.sample(links, n)]
-        got = []
-        for frame in (plain, kept):
-            meter.take(record=False)
-            rows = frame.where(frame.c1.isin(vals)).count()
-            got.append((rows, meter.take(record=False)[2]))
-        print(
-            f"  {n:2d} values: plain Parquet {got[0][1]:>9,} records, engine's layout "
-            f"{got[1][1]:>9,} records ({got[1][0]} rows)"
-        )
+    print(f"\n== lookups by a column other than the first, {len(rows):,} rows ==")
+    print("  records read: plain Parquet / engine's layout, one IN list / IN lists of <= 10")
+    for col, what in (("c1", "dst (values spread)"), ("c3", "a column of distinct values")):
+        print(f"  by {what}:")
+        for n in (1, 5, 10, 20, 100, 1000):
+            vals = sorted({r[1 if col == "c1" else 3] for r in rnd.sample(rows, n)})
+            got = []
+            for frame, where in (
+                (plain, F.col(col).isin(vals)),
+                (kept, F.col(col).isin(vals)),
+                (
+                    kept,
+                    reduce(
+                        lambda a, b: a | b,
+                        [F.col(col).isin(vals[i : i + 10]) for i in range(0, len(vals), 10)],
+                    ),
+                ),
+            ):
+                meter.take(record=False)
+                found = frame.where(where).count()
+                got.append((found, meter.take(record=False)[2]))
+            assert len({g[0] for g in got}) == 1, got
+            print(
+                f"    {n:5d} values: {got[0][1]:>9,} / {got[1][1]:>9,} / {got[2][1]:>9,} records"
+                f" ({got[0][0]:,} rows)"
+            )
     size = {
         p: sum(f.stat().st_size for f in Path(p.removeprefix("file:")).rglob("*.parquet"))
         for p in (plain_path, files[0])
@@ -342,6 +422,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only measure lookups by the second column of a state file (Bloom filters)",
     )
+    ap.add_argument(
+        "--shape",
+        choices=("sssp", "notin", "both"),
+        default="both",
+        help="the program measured: sssp (SSSPReach), notin (Blocked), or both in turn",
+    )
     args = ap.parse_args(argv)
     rnd = random.Random(args.seed)
     spark = session()
@@ -350,18 +436,23 @@ def main(argv: list[str] | None = None) -> int:
         layout(spark, args.large, rnd)
         spark.stop()
         return 0
-    measure(spark, 200, rnd, 2)  # warm up: JVM, code generation, Python workers
+    shapes = ("sssp", "notin") if args.shape == "both" else (args.shape,)
+    failures = []
+    for shape in shapes:
+        measure(spark, 200, rnd, 2, shape)  # warm up: JVM, code generation, Python workers
     sizes = (args.small, args.large)
     # with a checkpoint directory (the configuration the targets are for) first, then without
     tmp = tempfile.TemporaryDirectory(prefix="blooml-bench-tick-")
-    spark.sparkContext.setCheckpointDir(tmp.name)
-    kept = [measure(spark, n, rnd, args.ticks) for n in sizes]
-    failures = report(f"with a checkpoint directory ({tmp.name})", kept, True, args.jobs)
     sc = spark.sparkContext
-    getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))  # unset
-    if not args.no_plain:
-        plain = [measure(spark, n, rnd, args.ticks) for n in sizes]
-        failures += report("without a checkpoint directory", plain, False, args.jobs)
+    for shape in shapes:
+        name = SSSPReach.__name__ if shape == "sssp" else Blocked.__name__
+        spark.sparkContext.setCheckpointDir(tmp.name)
+        kept = [measure(spark, n, rnd, args.ticks, shape) for n in sizes]
+        failures += report(f"{name}, with a checkpoint directory", kept, True, args.jobs)
+        getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))  # unset
+        if not args.no_plain:
+            plain = [measure(spark, n, rnd, args.ticks, shape) for n in sizes]
+            failures += report(f"{name}, without a checkpoint directory", plain, False, args.jobs)
     spark.stop()
     tmp.cleanup()
     if failures:

@@ -163,8 +163,9 @@ def test_state_lives_in_the_checkpoint_dir_with_truthful_size_estimates(
         (t * 10 + i, t * 10 + j) for t in range(4) for i in range(5) for j in range(i + 1, 6)
     )
     kept = [p for p in checkpoint_dir.rglob("blooml-state-*") if p.is_dir()]
-    # edge, path and fan changed every tick: their last two versions are kept
-    assert 3 <= len(kept) <= 6
+    # path and fan changed every tick: their last two versions are kept; edge's rows (input
+    # lists) are on the driver until a compaction writes them
+    assert 2 <= len(kept) <= 4
 
 
 def test_group_bys_update_the_groups_a_tick_touches_and_equal_the_local_engine(

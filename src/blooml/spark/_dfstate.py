@@ -417,10 +417,12 @@ class _State:
         self.tick_local[name] = None if known is None else [*known, *rows]
 
     def incr_group(self, rule: Rule) -> tuple[Any, int]:
-        """Update the scratch ``rule.head``, a ``group`` over a table whose tick delta is
-        small rows on the driver (only inserts), for the groups those rows touch: per touched
-        key the stored aggregate combined with the delta's (``count()``, ``sum``: added;
-        ``min``, ``max``: the least/greatest), the other groups kept as stored. One job reads
+        """Update the scratch ``rule.head``, a ``group`` over a collection whose changes this
+        tick are rows on the driver (gained, and lost for ``count()`` and ``sum``), for the
+        groups those rows touch: per touched key the stored aggregate combined with the
+        changes' (``count()``, ``sum``: added, lost rows subtracted; ``min``, ``max``: the
+        least/greatest), a group whose ``count()`` falls to 0 removed, the other groups kept
+        as stored. One job reads
         the stored rows of the touched keys (a filter by their values); the new state is the
         stored one less those keys plus their new rows (a local frame). Returns (the rows
         that changed or None, how many)."""
@@ -430,20 +432,26 @@ class _State:
         old = self.state[name]
         cols = self.cols(name)
         nk = len(node.keys)
+        src = node.input.name
+        lost = self.removed.get(src, []) if src in self.shrunk else []
         inc: dict[tuple[Any, ...], list[Any]] = {}
-        for row in self.tick_local[node.input.name] or ():
-            k = tuple(row[i] for i in node.keys)
-            vals = [1 if a.col is None else row[a.col] for a in node.aggs]
-            got = inc.get(k)
-            inc[k] = (
-                vals
-                if got is None
-                else [_combine(a.fn, g, v) for a, g, v in zip(node.aggs, got, vals, strict=True)]
-            )
+        for sign, group in ((1, self.tick_local.get(src) or ()), (-1, lost)):
+            for row in group:
+                k = tuple(row[i] for i in node.keys)
+                vals = [sign if a.col is None else sign * row[a.col] for a in node.aggs]
+                got = inc.get(k)
+                inc[k] = (
+                    vals
+                    if got is None
+                    else [
+                        _combine(a.fn, g, v) for a, g, v in zip(node.aggs, got, vals, strict=True)
+                    ]
+                )
         keys = _local_rows(self.spark, list(inc), old.select(*cols[:nk]).schema)
         inc = dict(zip(keys, inc.values(), strict=True))
         stored = {tuple(r[:nk]): tuple(r[nk:]) for r in self.stored_rows(name, cols[:nk], keys)}
         new_rows, changed = [], []
+        counter = next((j for j, a in enumerate(node.aggs) if a.col is None), None)
         for k, v in inc.items():
             was = stored.get(k)
             now = (
@@ -454,6 +462,8 @@ class _State:
                     for j, (a, w) in enumerate(zip(node.aggs, was, strict=True))
                 )
             )
+            if lost and counter is not None and not now[counter]:
+                continue  # no rows left: the group has no row
             new_rows.append((*k, *now))
             if now != was:
                 changed.append((*k, *now))
@@ -465,8 +475,15 @@ class _State:
             list(stored),
             new_rows,
         )
-        if len(changed) > len(new_rows) - len(stored):
-            self.lose(name)  # a stored group's row was replaced
+        now_by_key = {tuple(r[:nk]): tuple(r[nk:]) for r in new_rows}
+        replaced = [(*k, *v) for k, v in stored.items() if now_by_key.get(k) != v]
+        if replaced:  # stored groups' rows replaced or removed: known, for what reads them
+            first = name not in self.shrunk
+            self.shrunk.add(name)
+            if first:
+                self.removed[name] = replaced
+            else:
+                self.removed.pop(name, None)
         if not changed:
             return None, 0
         changed = _local_rows(self.spark, changed, old.schema)
@@ -918,6 +935,21 @@ def _reads_of(ir: Any, name: str) -> list[tuple[str, tuple[str, ...], tuple[int,
                 out.append(
                     (node.right.name, tuple(f"c{b}" for _, b in pairs), tuple(a for a, _ in pairs))
                 )
+            if (
+                isinstance(node, NotIn)
+                and node.fn is None
+                and isinstance(node.right, Scan)
+                and node.right.name == name
+                and isinstance(node.left, Scan)
+            ):
+                # the right side's rows change which left rows the notin keeps: the left rows
+                # under their values, and the right side's own (blooml.spark._dfnotin)
+                pairs = [(p.lcol, p.rcol) for p in node.preds] or [
+                    (i, i) for i in range(len(node.left.cols))
+                ]
+                at = tuple(b for _, b in pairs)
+                out.append((node.left.name, tuple(f"c{a}" for a, _ in pairs), at))
+                out.append((name, tuple(f"c{b}" for b in at), at))
         head = ir.collections.get(rule.head)
         body = rule.body
         if head is None:
@@ -940,6 +972,6 @@ def _reads_of(ir: Any, name: str) -> list[tuple[str, tuple[str, ...], tuple[int,
                     got.append(body.input.cols.index(e.name))
             if len(got) == nk and len(items) == len(head.columns):
                 proj = tuple(got)
-        if proj is not None and nk:
+        if proj is not None and (nk or isinstance(body, Group)):  # a global group: its row
             out.append((rule.head, tuple(f"c{i}" for i in range(nk)), proj))
     return list(dict.fromkeys(out))

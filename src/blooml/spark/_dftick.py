@@ -13,7 +13,7 @@ from typing import Any
 from blooml.errors import NotSupportedOnSpark, ProgramError
 from blooml.ir import Group, Lat, LatConst, LatMethod, LatVar, Node, Rule, Scan, sources
 from blooml.lattices._base import Lattice
-from blooml.spark import _dfpython, _jobs
+from blooml.spark import _dfnotin, _dfpython, _jobs
 from blooml.spark._dfeval import _aggregate, _Run
 from blooml.spark._dfplan import _INCREMENTAL, DataFramePlan
 from blooml.spark._dfstate import (
@@ -276,6 +276,15 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
                 if first or {n for n, _ in sources(rule.body)} & changed_lats:
                     lat_news.setdefault(rule.head, []).append(_eval_lat(run, rule, rule.body))
                 continue
+            if first and first_rules[rule.index] == "notin":
+                _jobs.label(round=rounds, what=f"update {rule.head} (rule {rule.index})")
+                parts, n = _dfnotin.update(run, rule)
+                if n:  # a scratch head changed in place
+                    incr[rule.head] = n
+                if parts:  # a table head: the rows that became derivable
+                    derived.setdefault(rule.head, []).extend(parts)
+                    from_delta.add(rule.head)
+                continue
             if first and first_rules[rule.index] in ("incr", "regroup"):
                 _jobs.label(round=rounds, what=f"update {rule.head} (rule {rule.index})")
                 regroup = first_rules[rule.index] == "regroup"
@@ -338,9 +347,11 @@ def _stratum(run: _Run, rules: list[Rule], max_rounds: int) -> int:
 
 def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
     """How each rule of a stratum runs in its first round: ``"full"`` (over the whole state),
-    ``"delta"`` (over the rows this tick changed, joined with the state) or ``"skip"`` (no
-    input changed). A scratch derived by a rule that must run is recomputed from nothing, so
-    every rule deriving it runs in full."""
+    ``"delta"`` (over the rows this tick changed, joined with the state), ``"incr"``/
+    ``"regroup"`` (a ``group`` by the groups touched), ``"notin"`` (a ``notin`` by the keys
+    touched, :mod:`blooml.spark._dfnotin`) or ``"skip"`` (no input changed). A scratch
+    derived by a rule that must run is recomputed from nothing, so every rule deriving it runs
+    in full; so is a scratch that reads one recomputed in its stratum."""
     ir = run.ir
     if run.fresh:
         return {r.index: "full" for r in rules}
@@ -355,12 +366,22 @@ def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
             how[rule.index] = "incr"
         elif _regroupable(run, rule, rules):
             how[rule.index] = "regroup"
+        elif _dfnotin.follows_changes(run, rule, rules):
+            how[rule.index] = "notin"
         elif any(nm and (n in changed or n in run.shrunk) for n, nm in srcs) or any(
             n in run.tick_lats for n, _ in srcs
         ):
             how[rule.index] = "full"
         elif any(n in changed for n, _ in srcs):
             how[rule.index] = "delta"
+        elif (
+            rule.head in ir.collections
+            and not ir.collections[rule.head].persistent
+            and any(n in run.shrunk for n, _ in srcs)
+        ):
+            # a scratch holds what its rules derive from the state now: rows it derived from
+            # rows its inputs lost must go (a table keeps what it derived in earlier ticks)
+            how[rule.index] = "full"
         else:
             how[rule.index] = "skip"
     redo = {
@@ -369,11 +390,25 @@ def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
         if r.head in ir.collections
         and not ir.collections[r.head].persistent
         and (
-            how[r.index] not in ("skip", "incr", "regroup")
+            how[r.index] not in ("skip", "incr", "regroup", "notin")
             or r.head in run.fed
             or r.head in run.reset
         )
     }
+    # a scratch of this stratum that reads one recomputed from nothing is recomputed too: the
+    # rows it derived from rows that are gone must go (its first round cannot know them)
+    while True:
+        more = {
+            r.head
+            for r in rules
+            if r.head in ir.collections
+            and not ir.collections[r.head].persistent
+            and r.head not in redo
+            and any(n in redo for n, _ in sources(r.body))
+        }
+        if not more:
+            break
+        redo |= more
     for name in redo - run.fed:  # recomputed from nothing (a fed scratch holds this tick's rows)
         if run.state.pop(name, None) is not None:
             run.lose(name)
@@ -387,20 +422,24 @@ def _first_round(run: _Run, rules: list[Rule]) -> dict[int, str]:
 def _incremental(run: _Run, rule: Rule, rules: list[Rule]) -> bool:
     """Whether ``rule`` keeps its head up to date incrementally this tick (:meth:`_Run.
     incr_group`): a ``group`` by ``count()``, ``sum``, ``min`` or ``max`` straight over a
-    table that only gained rows this tick, few and on the driver (no NULL among the aggregated
-    values); its head a keyed scratch keyed by the group's keys, that this rule alone derives
-    and no other rule of the stratum reads, holding the rows of the previous tick."""
+    collection whose every change this tick is known on the driver: rows gained (few, local),
+    and rows lost (known removals) only with ``count()`` among the aggregates and no ``min``
+    or ``max`` (no NULL among the aggregated values); its head a keyed scratch keyed by the
+    group's keys, that this rule alone derives and no other rule of the stratum reads, holding
+    the rows of the previous tick."""
     node = rule.body
     if not isinstance(node, Group) or not isinstance(node.input, Scan):
         return False
     src, head = node.input.name, rule.head
-    rows = run.tick_local.get(src)
+    gained = run.tick_local.get(src, [])
+    lost = run.removed.get(src, []) if src in run.shrunk else []
     info = run.ir.collections.get(head)
     if (
-        not rows
+        gained is None
+        or (src in run.shrunk and src not in run.removed)
+        or not (gained or lost)
         or info is None
         or info.persistent
-        or src in run.shrunk
         or head not in run.state
         or head in run.fed
         or head in run.reset
@@ -409,9 +448,14 @@ def _incremental(run: _Run, rule: Rule, rules: list[Rule]) -> bool:
         or run.plan.python_nodes.get(id(node))
     ):
         return False
+    rows = [*gained, *lost]
+    if lost and not any(a.fn == "count" for a in node.aggs):
+        return False  # rows lost: a group is gone when its count() is 0
     for a in node.aggs:
         if a.fn not in _INCREMENTAL or (a.fn == "count") != (a.col is None):
             return False
+        if lost and a.fn not in ("count", "sum"):
+            return False  # a min or max that lost a row: regrouped (_regroup)
         if a.col is not None and any(r[a.col] is None for r in rows):
             return False
         # a float sum is exact over all of a group's values: a stored sum plus the new

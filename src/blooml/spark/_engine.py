@@ -33,6 +33,7 @@ from blooml.spark._dfengine import (
     keep_state,
     run_plan,
 )
+from blooml.spark._dflookup import _local_plan
 from blooml.spark._dfstate import OVERLAY_ROWS
 from blooml.spark._errors import worker_errors
 from blooml.spark._formats import Pickled, column_format, spec_of
@@ -350,6 +351,9 @@ class SparkEngine:
         kept = self._files.setdefault(program, {}) if keep else {}
         for name, df in state.items():
             if before.get(name) is df or name in overlays:  # its files are current
+                out[name] = df
+                continue
+            if _local_plan(df):  # a few rows on the driver (an input list): nothing to write
                 out[name] = df
                 continue
             files: list[str] = []
