@@ -695,6 +695,12 @@ def _is_connect(spark: Any) -> bool:
 #: state gets larger groups, at most :data:`STATE_ROW_GROUPS` of them (file footers stay small)
 STATE_ROW_GROUP = 32 << 10
 STATE_ROW_GROUPS = 4096
+#: the most rows in a Parquet page of a state file: Spark's Parquet reader skips the pages of
+#: a row group whose range (the column index parquet-mr writes) cannot hold a pushed filter's
+#: values, and counts only the rows of the pages it reads, so a lookup of k scattered keys of
+#: the sorted first column reads ~k pages of this many rows, not k row groups of thousands
+#: (parquet-mr's default, 20,000 rows or 1 MB a page, made a page a whole row group)
+STATE_PAGE_ROWS = 200
 
 
 def keep_state(
@@ -709,7 +715,8 @@ def keep_state(
     more). ``sort``: the rows are sorted by their first column (when it is atomic) and
     written in row groups of :data:`STATE_ROW_GROUP` bytes (more for a state of many
     ``rows``: see :data:`STATE_ROW_GROUPS`), so that a filter by a few of its values reads
-    only the row groups whose range holds them; every column gets a Bloom filter per row
+    only the row groups whose range holds them, and in them only the pages (of at most
+    :data:`STATE_PAGE_ROWS` rows) whose range holds them; every column gets a Bloom filter per row
     group, so that a filter by a few values of another column skips the groups that lack
     them. Without a checkpoint
     directory (or for a column Parquet cannot hold, such as ``void``): a
@@ -734,6 +741,7 @@ def keep_state(
     bloom = max(1024, block // (4 * max(1, len(df.columns))))
     (
         writer.write.option("parquet.block.size", block)
+        .option("parquet.page.row.count.limit", STATE_PAGE_ROWS)
         .option("parquet.bloom.filter.enabled", "true")
         .option("parquet.bloom.filter.max.bytes", bloom)
         .parquet(path)
