@@ -734,6 +734,10 @@ def keep_state(
     if sort and df.columns and _atomic(df.select(df.columns[0]).schema):
         writer = df.sort(df.columns[0])
     block = max(STATE_ROW_GROUP, (rows or 0) * 8 * len(df.columns) // STATE_ROW_GROUPS)
+    # the rows of a group as 8 bytes a value: pages of STATE_PAGE_ROWS are encoded (and
+    # counted in the group's size) as they fill, so without a row limit a group would hold
+    # 2x the rows, and a lookup that a Bloom filter (not a sorted range) prunes read 2x more
+    group_rows = max(100, block // (8 * max(1, len(df.columns))))
     # a Bloom filter per column and row group, so that a lookup of a few values (at most
     # spark.sql.parquet.pushdown.inFilterThreshold, 10) on any column skips the row groups
     # that cannot hold them, not only on the sorted first column; sized for the rows of a
@@ -742,6 +746,7 @@ def keep_state(
     (
         writer.write.option("parquet.block.size", block)
         .option("parquet.page.row.count.limit", STATE_PAGE_ROWS)
+        .option("parquet.block.row.count.limit", group_rows)
         .option("parquet.bloom.filter.enabled", "true")
         .option("parquet.bloom.filter.max.bytes", bloom)
         .parquet(path)
