@@ -239,3 +239,35 @@ def test_a_small_tick_that_conflicts_with_a_stored_key_says_which_rows(spark: An
     with pytest.raises(KeyConstraintError) as got:
         engine.tick({"edge": [(0, 2)]})
     assert got.value.key == 0 and {tuple(got.value.old), tuple(got.value.new)} == {(0, 1), (0, 2)}
+
+
+def test_a_lookup_of_scattered_keys_in_a_state_file_reads_their_pages_only(
+    spark: Any, checkpoint_dir: Any
+) -> None:
+    from pyspark.sql import functions as F
+
+    from blooml.spark._dfstate import STATE_PAGE_ROWS, STATE_ROW_GROUP, keep_state
+
+    n = 8_000  # a few row groups of ~2,000 rows (STATE_ROW_GROUP), in a shuffled order
+    df = spark.range(n).selectExpr(f"(id * 7919) % {n} AS k", "id AS v")
+    files: list[str] = []
+    kept = keep_state(df, files, sort=True, rows=n)
+    rnd = random.Random(26)
+    keys = [rnd.randrange(i * n // 4, (i + 1) * n // 4) for i in range(4)]
+    meter = Meter(spark)
+    got = sorted(kept.where(F.col("k").isin(keys)).collect())
+    _, _, records = meter.take()
+    assert [r.k for r in got] == sorted(keys)
+    assert all((r.k - r.v * 7919) % n == 0 for r in got)
+    # one page of each key's row group (the column index's ranges), not the row groups
+    assert records <= len(keys) * STATE_PAGE_ROWS, (records, keys)
+    # and the row groups hold the rows they held before pages were small (~8 bytes a value of
+    # STATE_ROW_GROUP), not 2x: a lookup a Bloom filter prunes reads whole groups
+    pq = pytest.importorskip("pyarrow.parquet")
+    groups = [
+        meta.row_group(i).num_rows
+        for f in Path(files[0].removeprefix("file:")).rglob("*.parquet")
+        for meta in [pq.ParquetFile(f).metadata]
+        for i in range(meta.num_row_groups)
+    ]
+    assert sum(groups) == n and max(groups) <= STATE_ROW_GROUP // 16, groups

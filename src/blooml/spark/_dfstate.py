@@ -695,6 +695,12 @@ def _is_connect(spark: Any) -> bool:
 #: state gets larger groups, at most :data:`STATE_ROW_GROUPS` of them (file footers stay small)
 STATE_ROW_GROUP = 32 << 10
 STATE_ROW_GROUPS = 4096
+#: the most rows in a Parquet page of a state file: Spark's Parquet reader skips the pages of
+#: a row group whose range (the column index parquet-mr writes) cannot hold a pushed filter's
+#: values, and counts only the rows of the pages it reads, so a lookup of k scattered keys of
+#: the sorted first column reads ~k pages of this many rows, not k row groups of thousands
+#: (parquet-mr's default, 20,000 rows or 1 MB a page, made a page a whole row group)
+STATE_PAGE_ROWS = 200
 
 
 def keep_state(
@@ -709,7 +715,8 @@ def keep_state(
     more). ``sort``: the rows are sorted by their first column (when it is atomic) and
     written in row groups of :data:`STATE_ROW_GROUP` bytes (more for a state of many
     ``rows``: see :data:`STATE_ROW_GROUPS`), so that a filter by a few of its values reads
-    only the row groups whose range holds them; every column gets a Bloom filter per row
+    only the row groups whose range holds them, and in them only the pages (of at most
+    :data:`STATE_PAGE_ROWS` rows) whose range holds them; every column gets a Bloom filter per row
     group, so that a filter by a few values of another column skips the groups that lack
     them. Without a checkpoint
     directory (or for a column Parquet cannot hold, such as ``void``): a
@@ -727,6 +734,10 @@ def keep_state(
     if sort and df.columns and _atomic(df.select(df.columns[0]).schema):
         writer = df.sort(df.columns[0])
     block = max(STATE_ROW_GROUP, (rows or 0) * 8 * len(df.columns) // STATE_ROW_GROUPS)
+    # the rows of a group as 8 bytes a value: pages of STATE_PAGE_ROWS are encoded (and
+    # counted in the group's size) as they fill, so without a row limit a group would hold
+    # 2x the rows, and a lookup that a Bloom filter (not a sorted range) prunes read 2x more
+    group_rows = max(100, block // (8 * max(1, len(df.columns))))
     # a Bloom filter per column and row group, so that a lookup of a few values (at most
     # spark.sql.parquet.pushdown.inFilterThreshold, 10) on any column skips the row groups
     # that cannot hold them, not only on the sorted first column; sized for the rows of a
@@ -734,6 +745,8 @@ def keep_state(
     bloom = max(1024, block // (4 * max(1, len(df.columns))))
     (
         writer.write.option("parquet.block.size", block)
+        .option("parquet.page.row.count.limit", STATE_PAGE_ROWS)
+        .option("parquet.block.row.count.limit", group_rows)
         .option("parquet.bloom.filter.enabled", "true")
         .option("parquet.bloom.filter.max.bytes", bloom)
         .parquet(path)
