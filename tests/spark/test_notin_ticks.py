@@ -210,17 +210,10 @@ def _blocked_tick_cost(spark: Any, links: int, nodes: int, share: int) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize(("links", "share"), [(4000, 3), (40000, 20)], ids=["4k", "40k"])
 def test_a_tick_that_blocks_and_unblocks_a_node_reads_its_links_only(
-    spark: Any, checkpoint_dir: Any, monkeypatch: Any
+    spark: Any, checkpoint_dir: Any, monkeypatch: Any, links: int, share: int
 ) -> None:
     monkeypatch.setattr("blooml.spark._dfstate.STATE_ROW_GROUP", 1024)
     # a lookup by 8 keys reads ~8 row groups of ~100 rows in each collection it looks in
-    _blocked_tick_cost(spark, links=4000, nodes=800, share=3)
-
-
-@pytest.mark.slow
-def test_a_tick_that_blocks_and_unblocks_a_node_reads_its_links_only_long(
-    spark: Any, checkpoint_dir: Any, monkeypatch: Any
-) -> None:
-    monkeypatch.setattr("blooml.spark._dfstate.STATE_ROW_GROUP", 1024)
-    _blocked_tick_cost(spark, links=40000, nodes=8000, share=20)
+    _blocked_tick_cost(spark, links=links, nodes=links // 5, share=share)

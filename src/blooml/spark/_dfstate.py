@@ -939,27 +939,21 @@ def _reads_of(ir: Any, name: str) -> list[tuple[str, tuple[str, ...], tuple[int,
                 isinstance(node, NotIn)
                 and node.fn is None
                 and isinstance(node.left, Scan)
-                and node.left.name == name
                 and isinstance(node.right, Scan)
+                and name in (node.left.name, node.right.name)
             ):
                 pairs = [(p.lcol, p.rcol) for p in node.preds] or [
                     (i, i) for i in range(len(node.left.cols))
                 ]
+            else:
+                pairs = []
+            if pairs and node.left.name == name:
                 out.append(
                     (node.right.name, tuple(f"c{b}" for _, b in pairs), tuple(a for a, _ in pairs))
                 )
-            if (
-                isinstance(node, NotIn)
-                and node.fn is None
-                and isinstance(node.right, Scan)
-                and node.right.name == name
-                and isinstance(node.left, Scan)
-            ):
+            if pairs and node.right.name == name:
                 # the right side's rows change which left rows the notin keeps: the left rows
                 # under their values, and the right side's own (blooml.spark._dfnotin)
-                pairs = [(p.lcol, p.rcol) for p in node.preds] or [
-                    (i, i) for i in range(len(node.left.cols))
-                ]
                 at = tuple(b for _, b in pairs)
                 out.append((node.left.name, tuple(f"c{a}" for a, _ in pairs), at))
                 out.append((name, tuple(f"c{b}" for b in at), at))
