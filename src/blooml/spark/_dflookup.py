@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Lookups"]
+from blooml.ir import Scan
+
+__all__ = ["Lookups", "reads_of"]
 
 
 class Lookups:
@@ -193,3 +195,95 @@ def _matches(cols: list[str], rows: list[tuple[Any, ...]], schema: Any) -> Any:
                 cond = cond & F.col(name).eqNullSafe(F.lit(v).cast(types[name]))
             out = out | cond
     return head & out
+
+
+def _walk(node: Any) -> Any:
+    """``node`` and every node under it."""
+    yield node
+    for attr in ("input", "left", "right"):
+        child = getattr(node, attr, None)
+        if child is not None and not isinstance(child, (int, str)):
+            yield from _walk(child)
+    for child in getattr(node, "inputs", ()) or ():
+        yield from _walk(child)
+
+
+def reads_of(ir: Any, name: str) -> list[tuple[str, tuple[str, ...], tuple[int, ...]]]:
+    """What the rules reading collection ``name`` look up by the values of its rows, as
+    (collection, its columns looked up, the positions in ``name``'s rows of the values): the
+    other input of an inner equi-join or a ``notin`` with a scan of ``name``, and the head
+    that a scan, a projection of columns or a ``group`` of ``name`` merges into (by its key
+    columns, or every column of a set-semantics head)."""
+    from blooml.ir import Group, Join, Map, NotIn
+    from blooml.ir import exprs as X
+
+    out: list[tuple[str, tuple[str, ...], tuple[int, ...]]] = []
+    for rule in ir.rules:
+        for node in _walk(rule.body):
+            if isinstance(node, Join) and node.how == "inner":
+                for a, inp in enumerate(node.inputs):
+                    if not (isinstance(inp, Scan) and inp.name == name):
+                        continue
+                    for b, other in enumerate(node.inputs):
+                        if b == a or not isinstance(other, Scan):
+                            continue
+                        pairs = [
+                            (p.lcol, p.rcol) if p.left == a else (p.rcol, p.lcol)
+                            for p in node.preds
+                            if {p.left, p.right} == {a, b}
+                        ]
+                        if pairs:
+                            out.append(
+                                (
+                                    other.name,
+                                    tuple(f"c{bc}" for _, bc in pairs),
+                                    tuple(ac for ac, _ in pairs),
+                                )
+                            )
+            if (
+                isinstance(node, NotIn)
+                and node.fn is None
+                and isinstance(node.left, Scan)
+                and isinstance(node.right, Scan)
+                and name in (node.left.name, node.right.name)
+            ):
+                pairs = [(p.lcol, p.rcol) for p in node.preds] or [
+                    (i, i) for i in range(len(node.left.cols))
+                ]
+            else:
+                pairs = []
+            if pairs and node.left.name == name:
+                out.append(
+                    (node.right.name, tuple(f"c{b}" for _, b in pairs), tuple(a for a, _ in pairs))
+                )
+            if pairs and node.right.name == name:
+                # the right side's rows change which left rows the notin keeps: the left rows
+                # under their values, and the right side's own (blooml.spark._dfnotin)
+                at = tuple(b for _, b in pairs)
+                out.append((node.left.name, tuple(f"c{a}" for a, _ in pairs), at))
+                out.append((name, tuple(f"c{b}" for b in at), at))
+        head = ir.collections.get(rule.head)
+        body = rule.body
+        if head is None:
+            continue
+        nk = len(head.keys) if head.values else len(head.columns)
+        proj: tuple[int, ...] | None = None
+        if isinstance(body, Scan) and body.name == name:
+            proj = tuple(range(nk))
+        elif isinstance(body, Group) and isinstance(body.input, Scan) and body.input.name == name:
+            proj, nk = tuple(body.keys), len(body.keys)
+        elif isinstance(body, Map) and isinstance(body.input, Scan) and body.input.name == name:
+            try:
+                expr = body.expr
+            except Exception:  # pragma: no cover - a function that does not decompile
+                expr = None
+            items = expr.items if isinstance(expr, X.TupleExpr) else (expr,)
+            got = []
+            for e in items[:nk]:
+                if isinstance(e, X.Attr) and isinstance(e.obj, X.Arg) and e.name in body.input.cols:
+                    got.append(body.input.cols.index(e.name))
+            if len(got) == nk and len(items) == len(head.columns):
+                proj = tuple(got)
+        if proj is not None and (nk or isinstance(body, Group)):  # a global group: its row
+            out.append((rule.head, tuple(f"c{i}" for i in range(nk)), proj))
+    return list(dict.fromkeys(out))
