@@ -368,6 +368,13 @@ class DRed:
             self.valid = False  # retire by re-deriving, at the next retraction
             self.retired = []
 
+    def requeued(self) -> None:
+        """The prioritized evaluation appended rows the heads stored before (and ``settle``
+        ranked) to ``tick_new`` again, as the next round's delta: not new versions. Called
+        right after a ``settle``, so everything before them is ranked already."""
+        for name, h in self.by_head.items():
+            self.pos[name] = (h.tick_new, len(h.tick_new))
+
     # -- a retraction --------------------------------------------------------------------------
 
     def run(self, rt: Any, removed: dict[str, list[Any]]) -> bool:
