@@ -25,7 +25,7 @@ from blooml import Program, bloom, lmax, lmin, scratch, table
 from blooml.engine._dred import DRed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from bench_incremental import GraphReach
+from bench_incremental import GraphPaths, GraphReach
 
 
 class Rec(Program):
@@ -347,3 +347,72 @@ def test_a_view_grown_from_empty_is_not_priced_at_its_first_derivation(
     p.tick()
     assert resets == [1]
     assert len(p.reach) == 20_000  # type: ignore[attr-defined]
+
+
+class _Clock:
+    """``process_time`` for ``blooml.engine._dred``: ``step`` seconds a read, so that what a
+    retraction's checks cost against its budget does not depend on the machine."""
+
+    def __init__(self, step: float) -> None:
+        self.t = 0.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def _paths_with_a_detour() -> tuple[Program, DRed]:
+    """Shortest distances from 0: a chain 1 -> ... -> 100 reached by 0 -> 1 (weight 1) or,
+    9 longer, by 0 -> 200 -> 1; and 1,000 nodes on a chain of their own (left alone)."""
+    p = GraphPaths()
+    chain = [(i, i + 1, 1) for i in range(1, 100)]
+    other = [(0, 300, 1)] + [(i, i + 1, 1) for i in range(300, 1299)]
+    p.edge.insert([(0, 1, 1), (0, 200, 5), (200, 1, 5), *chain, *other])  # type: ignore[attr-defined]
+    p.root.insert([(0,)])  # type: ignore[attr-defined]
+    p.tick()
+    dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
+    return p, dred
+
+
+def test_a_delete_on_a_shortest_path_within_its_budget_is_maintained(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Deleting 0 -> 1 raises the distance of the 100 chain keys by 9: each is checked and
+    recomputed (the affected set). Priced at 0.1 s of checks against a re-derivation of 1 s,
+    a keyed view's budget (``limit_share * keyed_factor``, a quarter) keeps it; a sixteenth
+    re-derived the whole view, and at 5,000 nodes such deletes put the 90th percentile above
+    the reference's median."""
+    import blooml.engine._dred as dred_mod
+
+    p, dred = _paths_with_a_detour()
+    resets: list[int] = []
+    real = DRed.reset
+    monkeypatch.setattr(DRed, "reset", lambda self: resets.append(1) or real(self))
+    clock = _Clock(0.002)  # ~50 reads of the clock: ~0.1 s
+    monkeypatch.setattr(dred_mod, "process_time", clock)
+    dred.derived(1.0)
+    p.edge.delete([(0, 1, 1)])  # type: ignore[attr-defined]
+    p.tick()
+    assert resets == []  # not re-derived
+    assert (dred.kept, dred.fallbacks) == (1, 0)
+    assert 0.06 < clock.t < 0.2  # between a sixteenth and a quarter of the re-derivation
+    d = {r[0]: r[1].reveal() for r in p.d}  # type: ignore[attr-defined]
+    assert d[1] == 10 and d[100] == 109 and d[1299] == 1000
+
+
+def test_a_delete_past_its_budget_falls_back_and_is_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same delete priced at ten times the checks: past the budget, the view is re-derived
+    (one fallback counted), with the same distances."""
+    import blooml.engine._dred as dred_mod
+
+    p, dred = _paths_with_a_detour()
+    monkeypatch.setattr(dred_mod, "process_time", _Clock(0.02))
+    dred.derived(1.0)
+    p.edge.delete([(0, 1, 1)])  # type: ignore[attr-defined]
+    p.tick()
+    assert (dred.kept, dred.fallbacks) == (0, 1)
+    d = {r[0]: r[1].reveal() for r in p.d}  # type: ignore[attr-defined]
+    assert d[1] == 10 and d[100] == 109 and d[1299] == 1000

@@ -182,10 +182,13 @@ class DRed:
 
     __slots__ = (
         "by_head",
+        "fallbacks",
         "full_cost",
         "full_rows",
         "heads",
         "journal",
+        "kept",
+        "keyed",
         "next_rank",
         "per_check",
         "pos",
@@ -204,6 +207,16 @@ class DRed:
     #: cost 0.05x a re-derivation (``bench_incremental.py --section recursion``), so a larger
     #: share only makes the retractions that fall back (a tree cut near its root) dearer.
     limit_share = 0.0625
+    #: The budget of a unit with a keyed head (a lattice column merged per key: ``lmin``
+    #: distances) is ``limit_share`` times this. A delete on a shortest path recomputes the
+    #: keys whose distance grows: its checks are the work (Ramalingam and Reps' affected
+    #: set), not a search that may come to nothing, and they cost more per key than a set
+    #: row's (versions, merges). At 5,000 nodes the dearest such deletes checked for 25-37%
+    #: of a re-derivation and succeeded; with a sixteenth 3 of 29 fell back, which put the
+    #: 90th percentile above the reference's median (``bench_incremental.py --section
+    #: recursion``). A set view keeps a sixteenth: its deletes on random graphs succeed
+    #: within it, and a cut of its whole view would pay a larger share on top of re-deriving.
+    keyed_factor = 4.0
     #: Seconds of checking always allowed (a small view re-derives in less than the fixed
     #: cost of one tick: the budget must not make every retraction of it a fallback). At
     #: 500 nodes a delete on a shortest path checks for 0.45 ms at the median, re-deriving
@@ -217,6 +230,7 @@ class DRed:
         self.rules = rules
         self.heads = heads
         self.by_head = {h.name: h for h in heads}
+        self.keyed = any(h.keyfn is not None for h in heads)
         # head -> key -> its one version (rank, row), or its versions [(rank, row), ...]
         # ascending, the last being the stored row
         self.versions: dict[str, dict[Any, Any]] = {h.name: {} for h in heads}
@@ -234,6 +248,9 @@ class DRed:
         self.full_cost = 0.0
         self.full_rows = 0
         self.per_check: float | None = None
+        # retractions maintained, and those that fell back to re-deriving the heads
+        self.kept = 0
+        self.fallbacks = 0
 
     @classmethod
     def build(cls, crs: list[Any], rt: Any, heads: list[Relation]) -> DRed | None:
@@ -288,7 +305,8 @@ class DRed:
         self.full_rows = sum(len(h.store) for h in self.heads)
 
     def budget(self, gone: int = 0) -> float:
-        """CPU seconds a retraction may spend on checks (see ``limit_share``) once it has
+        """CPU seconds a retraction may spend on checks (see ``limit_share``, and
+        ``keyed_factor`` for a unit with a keyed head) once it has
         found ``gone`` keys that lose their row: the last full derivation's cost per row
         (over at least 64 rows, so that a derivation of an empty view does not price every
         row at its fixed cost) times the rows the heads would keep. A re-derivation after
@@ -298,7 +316,8 @@ class DRed:
         rows = sum(len(h.store) for h in self.heads) - gone
         est = self.full_cost * max(rows, 1) / max(self.full_rows, 64)
         est = max(est, self.limit_floor)
-        return self.limit_share * est + self.limit_floor
+        share = self.limit_share * (self.keyed_factor if self.keyed else 1.0)
+        return share * est + self.limit_floor
 
     def settle(self) -> None:
         """Give every row the heads stored since the last call a version, ranked above all
@@ -383,7 +402,15 @@ class DRed:
         one step, what the rest still derives (the semi-naive rounds that follow propagate
         it). Returns ``False``, having changed no row, when the versions are not valid or the
         change costs more than the budget (see ``limit_share``): the caller re-derives the
-        heads in full."""
+        heads in full. Counted in ``kept`` and ``fallbacks``."""
+        ok = self._retract(rt, removed)
+        if ok:
+            self.kept += 1
+        else:
+            self.fallbacks += 1
+        return ok
+
+    def _retract(self, rt: Any, removed: dict[str, list[Any]]) -> bool:
         if not self.valid:
             return False
         budget = self.budget()
