@@ -362,57 +362,75 @@ class _Clock:
         return self.t
 
 
-def _paths_with_a_detour() -> tuple[Program, DRed]:
-    """Shortest distances from 0: a chain 1 -> ... -> 100 reached by 0 -> 1 (weight 1) or,
-    9 longer, by 0 -> 200 -> 1; and 1,000 nodes on a chain of their own (left alone)."""
+def _paths(detours: bool) -> tuple[Program, DRed]:
+    """Shortest distances from 0: a chain 1 -> ... -> 100 reached by 0 -> 1 (weight 1), and,
+    with ``detours``, a hub 200 (0 -> 200, weight 5) with an edge to every chain node, 9
+    longer than the chain; and 1,000 nodes on a chain of their own (left alone)."""
     p = GraphPaths()
-    chain = [(i, i + 1, 1) for i in range(1, 100)]
+    chain = [(0, 1, 1)] + [(i, i + 1, 1) for i in range(1, 100)]
+    hub = [(0, 200, 5)] + [(200, i, i + 4) for i in range(1, 101)] if detours else []
     other = [(0, 300, 1)] + [(i, i + 1, 1) for i in range(300, 1299)]
-    p.edge.insert([(0, 1, 1), (0, 200, 5), (200, 1, 5), *chain, *other])  # type: ignore[attr-defined]
+    p.edge.insert([*chain, *hub, *other])  # type: ignore[attr-defined]
     p.root.insert([(0,)])  # type: ignore[attr-defined]
     p.tick()
     dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
     return p, dred
 
 
-def test_a_delete_on_a_shortest_path_within_its_budget_is_maintained(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Deleting 0 -> 1 raises the distance of the 100 chain keys by 9: each is checked and
-    recomputed (the affected set). Priced at 0.1 s of checks against a re-derivation of 1 s,
-    a keyed view's budget (``limit_share * keyed_factor``, a quarter) keeps it; a sixteenth
-    re-derived the whole view, and at 5,000 nodes such deletes put the 90th percentile above
-    the reference's median."""
+def _cut(p: Program, dred: DRed, step: float, monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    """Delete 0 -> 1, each read of the checks' clock ``step`` seconds, a re-derivation 1 s."""
     import blooml.engine._dred as dred_mod
 
-    p, dred = _paths_with_a_detour()
-    resets: list[int] = []
-    real = DRed.reset
-    monkeypatch.setattr(DRed, "reset", lambda self: resets.append(1) or real(self))
-    clock = _Clock(0.002)  # ~50 reads of the clock: ~0.1 s
+    clock = _Clock(step)
     monkeypatch.setattr(dred_mod, "process_time", clock)
     dred.derived(1.0)
     p.edge.delete([(0, 1, 1)])  # type: ignore[attr-defined]
     p.tick()
+    return clock
+
+
+def test_a_delete_whose_checks_find_derivations_gets_the_larger_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Deleting 0 -> 1 raises the distance of the 100 chain keys by 9: each is checked and
+    recomputed from its edge out of the hub (the affected set). The checks find those
+    contributions, so the budget grows towards ``limit_share_found``: 0.1 s of checks
+    against a re-derivation of 1 s is maintained, where a sixteenth re-derived the whole
+    view (at 5,000 nodes such deletes put the 90th percentile above the reference's
+    median)."""
+    p, dred = _paths(detours=True)
+    resets: list[int] = []
+    real = DRed.reset
+    monkeypatch.setattr(DRed, "reset", lambda self: resets.append(1) or real(self))
+    clock = _cut(p, dred, 0.002, monkeypatch)
     assert resets == []  # not re-derived
     assert (dred.kept, dred.fallbacks) == (1, 0)
-    assert 0.06 < clock.t < 0.2  # between a sixteenth and a quarter of the re-derivation
+    assert DRed.limit_share < clock.t < DRed.limit_share_found / 2
     d = {r[0]: r[1].reveal() for r in p.d}  # type: ignore[attr-defined]
     assert d[1] == 10 and d[100] == 109 and d[1299] == 1000
 
 
-def test_a_delete_past_its_budget_falls_back_and_is_counted(
+def test_a_delete_whose_checks_find_nothing_keeps_the_small_budget(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The same delete priced at ten times the checks: past the budget, the view is re-derived
-    (one fallback counted), with the same distances."""
-    import blooml.engine._dred as dred_mod
+    """Without the hub the chain leaves the view: no check finds a contribution (a tree cut,
+    which a re-derivation handles as cheaply), and the same 0.1 s of checks is past a
+    sixteenth: the view is re-derived, one fallback counted, with the same rows."""
+    p, dred = _paths(detours=False)
+    clock = _cut(p, dred, 0.002, monkeypatch)
+    assert (dred.kept, dred.fallbacks) == (0, 1)
+    assert clock.t < DRed.limit_share_found / 2
+    d = {r[0]: r[1].reveal() for r in p.d}  # type: ignore[attr-defined]
+    assert 1 not in d and 100 not in d and d[1299] == 1000
 
-    p, dred = _paths_with_a_detour()
-    monkeypatch.setattr(dred_mod, "process_time", _Clock(0.02))
-    dred.derived(1.0)
-    p.edge.delete([(0, 1, 1)])  # type: ignore[attr-defined]
-    p.tick()
+
+def test_a_delete_past_even_the_larger_budget_falls_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The delete with the hub, its checks priced ten times dearer: past the budget the view
+    is re-derived, with the same distances."""
+    p, dred = _paths(detours=True)
+    _cut(p, dred, 0.02, monkeypatch)
     assert (dred.kept, dred.fallbacks) == (0, 1)
     d = {r[0]: r[1].reveal() for r in p.d}  # type: ignore[attr-defined]
     assert d[1] == 10 and d[100] == 109 and d[1299] == 1000

@@ -188,7 +188,6 @@ class DRed:
         "heads",
         "journal",
         "kept",
-        "keyed",
         "next_rank",
         "per_check",
         "pos",
@@ -207,16 +206,17 @@ class DRed:
     #: cost 0.05x a re-derivation (``bench_incremental.py --section recursion``), so a larger
     #: share only makes the retractions that fall back (a tree cut near its root) dearer.
     limit_share = 0.0625
-    #: The budget of a unit with a keyed head (a lattice column merged per key: ``lmin``
-    #: distances) is ``limit_share`` times this. A delete on a shortest path recomputes the
-    #: keys whose distance grows: its checks are the work (Ramalingam and Reps' affected
-    #: set), not a search that may come to nothing, and they cost more per key than a set
-    #: row's (versions, merges). At 5,000 nodes the dearest such deletes checked for 25-37%
-    #: of a re-derivation and succeeded; with a sixteenth 3 of 29 fell back, which put the
-    #: 90th percentile above the reference's median (``bench_incremental.py --section
-    #: recursion``). A set view keeps a sixteenth: its deletes on random graphs succeed
-    #: within it, and a cut of its whole view would pay a larger share on top of re-deriving.
-    keyed_factor = 4.0
+    #: The share the budget grows to as the checks find derivations: it is ``limit_share``
+    #: plus ``(limit_share_found - limit_share)`` times the fraction of the checks so far that
+    #: found one (a key kept, or a lattice key recomputed from its remaining contributions:
+    #: Ramalingam and Reps' affected set, which the re-derivation would do again). A check
+    #: that finds nothing is DRed's over-deletion (a subtree leaving the view, which a
+    #: re-derivation handles as cheaply): measured at 5,000 nodes, 0.6-0.8 of the checks of
+    #: a random delete find a derivation, none of a tree cut's. With a sixteenth for all,
+    #: 3 of 29 deletes on a shortest path (their checks cost 25-37% of a re-derivation)
+    #: fell back, and the 90th percentile was above the reference's median; with a quarter
+    #: for all, a tree cut paid a quarter on top of re-deriving (1.66x the reference).
+    limit_share_found = 0.375
     #: Seconds of checking always allowed (a small view re-derives in less than the fixed
     #: cost of one tick: the budget must not make every retraction of it a fallback). At
     #: 500 nodes a delete on a shortest path checks for 0.45 ms at the median, re-deriving
@@ -230,7 +230,6 @@ class DRed:
         self.rules = rules
         self.heads = heads
         self.by_head = {h.name: h for h in heads}
-        self.keyed = any(h.keyfn is not None for h in heads)
         # head -> key -> its one version (rank, row), or its versions [(rank, row), ...]
         # ascending, the last being the stored row
         self.versions: dict[str, dict[Any, Any]] = {h.name: {} for h in heads}
@@ -304,9 +303,9 @@ class DRed:
         self.full_cost = seconds
         self.full_rows = sum(len(h.store) for h in self.heads)
 
-    def budget(self, gone: int = 0) -> float:
-        """CPU seconds a retraction may spend on checks (see ``limit_share``, and
-        ``keyed_factor`` for a unit with a keyed head) once it has
+    def budget(self, gone: int = 0, found: float = 0.0) -> float:
+        """CPU seconds a retraction may spend on checks (see ``limit_share``; ``found`` is the
+        fraction of the checks that found a derivation, see ``limit_share_found``) once it has
         found ``gone`` keys that lose their row: the last full derivation's cost per row
         (over at least 64 rows, so that a derivation of an empty view does not price every
         row at its fixed cost) times the rows the heads would keep. A re-derivation after
@@ -316,7 +315,8 @@ class DRed:
         rows = sum(len(h.store) for h in self.heads) - gone
         est = self.full_cost * max(rows, 1) / max(self.full_rows, 64)
         est = max(est, self.limit_floor)
-        share = self.limit_share * (self.keyed_factor if self.keyed else 1.0)
+        share = self.limit_share
+        share += (self.limit_share_found - share) * min(max(found, 0.0), 1.0)
         return share * est + self.limit_floor
 
     def settle(self) -> None:
@@ -418,7 +418,8 @@ class DRed:
             return False
         start = process_time()
         deadline = start + budget
-        ngone, next_gone = 0, 16  # keys found gone; when to price the budget again
+        ngone = 0  # keys found gone
+        nfound = 0  # checks that found a derivation (``limit_share_found``)
         self.settle()  # this tick's input rows of the heads, stored before the unit runs
         heads = self.by_head
         versions = self.versions
@@ -504,11 +505,11 @@ class DRed:
             if k in g:
                 continue
             work += 1
-            if not work & 3 and process_time() > deadline:
-                return False
-            if ngone > next_gone:  # keys found gone shrink the re-derivation, and so the budget
-                deadline = start + self.budget(ngone)
-                next_gone = ngone + (ngone >> 3) + 16
+            if not work & 3:
+                if not work & 15:  # keys found gone shrink the re-derivation, and the budget
+                    deadline = start + self.budget(ngone, nfound / work)
+                if process_time() > deadline:
+                    return False
             h = heads[name]
             cur = h.store.get(k)
             if cur is None:
@@ -520,21 +521,27 @@ class DRed:
             if type(v) is tuple:
                 if v[1] is cur:
                     bound[0] = v[0]
-                    ok = _derives(
+                    got = _derives(
                         h, k, cur, rules_of[name], tick_in.get(name), pick, check_view, heads, gets
                     )
+                    ok = got == _SAME
+                    nfound += got > _NONE
             elif v is not None and v[-1][1] is cur:
                 # every version may justify rows ranked above it: check each, keep those
                 # still derived (a lattice value only grows: each is checked on its own)
                 keep = []
+                some = False
                 for rank, row in v:
                     bound[0] = rank
-                    if _derives(
+                    got = _derives(
                         h, k, row, rules_of[name], tick_in.get(name), pick, check_view, heads, gets
-                    ):
+                    )
+                    some = some or got > _NONE
+                    if got == _SAME:
                         keep.append((rank, row))
                     else:
                         items.append((name, [row]))
+                nfound += some
                 ok = bool(keep) and keep[-1][1] is cur
                 if ok:
                     versions[name][k] = keep if len(keep) > 1 else keep[0]
@@ -542,6 +549,8 @@ class DRed:
                 g[k] = cur
                 ngone += 1
                 items.append((name, [cur]))
+        if work:
+            deadline = start + self.budget(ngone, nfound / work)
         rescued = self._rescue(gone, rules_of, tick_in, gets, work, deadline)
         if rescued is None:
             return False
@@ -619,7 +628,8 @@ class DRed:
                     gone[n].update(keys)
                 return None
             h = heads[name]
-            if not _derives(h, k, cur, rules_of[name], tick_in.get(name), alive, view, heads, gets):
+            got = _derives(h, k, cur, rules_of[name], tick_in.get(name), alive, view, heads, gets)
+            if got != _SAME:
                 continue
             del g[k]
             self.versions[name][k] = (rank, cur)
@@ -739,6 +749,11 @@ def _drivers(
     return out
 
 
+#: What :func:`_derives` found: no contribution to the key, contributions that no longer give
+#: its row (a lattice value that grows), or its row.
+_NONE, _BELOW, _SAME = 0, 1, 2
+
+
 def _derives(
     h: Relation,
     k: Any,
@@ -749,29 +764,30 @@ def _derives(
     view: Any,
     heads: Any,
     gets: Any,
-) -> bool:
+) -> int:
     """Whether head ``h``'s row ``cur`` (key ``k``) is still derived from the inputs and
-    the head versions ``pick`` lets them see: the same row, or for lattice columns a merged
-    value at least ``cur``'s (an older version is justified by contributions that since
-    grew)."""
+    the head versions ``pick`` lets them see (``_SAME``): the same row, or for lattice
+    columns a merged value at least ``cur``'s (an older version is justified by
+    contributions that since grew); ``_BELOW`` when contributions remain but merge below it,
+    ``_NONE`` when none does."""
     key_of = h.key_of
     outs: list[Any] = [r for r in inputs if key_of(r) == k] if inputs else []
     setlike = h.keyfn is None
     if setlike and cur in outs:
-        return True
+        return _SAME
     for r in rules:
         drivers = _drivers(r, (k,), h, pick, heads, gets)
         if drivers:
             outs.extend(o for o in r.drive(r.inv[0], drivers, view) if key_of(o) == k)
         if setlike and cur in outs:
-            return True
+            return _SAME
     if setlike or not outs:
-        return False
+        return _NONE
     merged = outs[0]
     try:
         for o in outs[1:]:
             merged = h._merge(k, merged, o)
         above = h._merge(k, merged, cur)
     except KeyConstraintError:
-        return False
-    return above is merged or bool(above == merged)
+        return _BELOW
+    return _SAME if above is merged or bool(above == merged) else _BELOW
