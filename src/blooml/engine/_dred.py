@@ -34,12 +34,16 @@ Ramalingam and Reps' dynamic shortest paths):
   semi-naive rounds (best value first for ``lmin``/``lmax``: ``blooml.engine._priority``); the
   new versions get ranks above every existing one (:meth:`DRed.settle`).
 
-Never worse than re-deriving: a retraction gets a budget of CPU time, ``limit_share`` of what
-the unit's last full derivation cost (per row, times the rows the heads would keep: those they
-hold less the keys found gone so far), plus ``limit_floor``. It
-falls back before checking when the first wave of candidates, priced at the mean cost of a
-check, is above it, and stops, having changed nothing, once its checks pass it; the caller
-then re-derives the heads in full, having spent at most that budget more than doing so.
+Never worse than re-deriving: a retraction gets a budget of CPU time, a share of what the
+unit's last full derivation cost (per row, times the rows the heads would keep: those they
+hold less the keys found gone so far), plus ``limit_floor``. The share is ``limit_share``
+while the checks find nothing (a subtree leaving the view: over-deletion, which re-deriving
+does as cheaply) and grows towards ``limit_share_found`` with the fraction of checks that find
+a derivation (keys kept, or recomputed from what remains: the work itself). It falls back
+before checking when the first wave of candidates, priced at the mean cost of a check, is
+above it, and stops, having changed nothing, once its checks pass it; the caller then
+re-derives the heads in full, having spent at most that budget more than doing so
+(``kept`` and ``fallbacks`` count the two outcomes).
 
 A unit it cannot handle (a rule function run as Python, a head key computed rather than
 read, a lattice variable or ``tick_count`` read, a non-monotone input that changed) is
