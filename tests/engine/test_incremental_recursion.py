@@ -434,3 +434,32 @@ def test_a_delete_past_even_the_larger_budget_falls_back(
     assert (dred.kept, dred.fallbacks) == (0, 1)
     d = {r[0]: r[1].reveal() for r in p.d}  # type: ignore[attr-defined]
     assert d[1] == 10 and d[100] == 109 and d[1299] == 1000
+
+
+def test_a_keyed_view_s_batch_gets_bare_ranks_and_keeps_the_replaced_row() -> None:
+    """Twenty distances derived in one evaluation are ranked with a bare rank each (no
+    (rank, row) pair to allocate, nor to free when a fallback forgets them); when one
+    improves, the row its rank stood for is read from the undo log, so the key keeps both
+    versions, and deleting the shortcut goes back to the first one, as the reference does."""
+    p, ref = GraphPaths(), GraphPaths(incremental=False)
+    for q in (p, ref):
+        q.edge.insert([(0, i, 10) for i in range(1, 21)])  # type: ignore[attr-defined]
+        q.root.insert([(0,)])  # type: ignore[attr-defined]
+        q.tick()
+    dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
+    vers = dred.versions["d"]
+    first = p._rt.rels["d"].store[5]
+    assert type(vers[5]) is int
+    for q in (p, ref):
+        q.edge.insert([(0, 30, 1), (30, 5, 1)])  # type: ignore[attr-defined]
+        q.tick()
+    now = p._rt.rels["d"].store[5]
+    assert now[1].reveal() == 2
+    assert [row for _, row in vers[5]] == [first, now]
+    assert vers[5][0][1] is first and vers[5][1][1] is now
+    for q in (p, ref):
+        q.edge.delete([(30, 5, 1)])  # type: ignore[attr-defined]
+        q.tick()
+    assert contents(p) == contents(ref)
+    assert dict(p.d)[5].reveal() == 10  # type: ignore[attr-defined]
+    assert (dred.kept, dred.fallbacks) == (1, 0)
