@@ -299,6 +299,7 @@ def _concurrency(
         sel.register(s, selectors.EVENT_READ)
     sent = {id(c): 1 for c in cs}
     left = clients * (n - 1)
+    sched0 = schedstat()
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     for c in cs:
@@ -320,11 +321,19 @@ def _concurrency(
                     (c.e if echo_port is not None else c.w).sendall(c.frames[i])
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
+    sched1 = schedstat()
+    waited = sched1[1] - sched0[1] if sched0 is not None and sched1 is not None else None
     if echo_port is not None:
         wrong = sum(g != c.frames[i + 1][4:] for c in cs for i, g in enumerate(c.got))
     else:
         wrong = sum(c.wrong() for c in cs)
-    return {"wrong": wrong, "done": clients * (n - 1), "seconds": seconds, "client_cpu": cpu}
+    return {
+        "wrong": wrong,
+        "done": clients * (n - 1),
+        "seconds": seconds,
+        "client_cpu": cpu,
+        "client_waited": waited,
+    }
 
 
 def client_main(spec: dict[str, Any]) -> None:
@@ -375,6 +384,51 @@ def thread_cpu(thread: threading.Thread | None) -> float:
         return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
     except (AttributeError, AssertionError, OSError):
         return time.process_time()
+
+
+def schedstat(tid: int | None = None) -> tuple[float, float] | None:
+    """``(seconds on a CPU, seconds runnable but waiting for one)`` of thread ``tid`` of this
+    process (the calling thread by default), from Linux's ``/proc/.../schedstat``; ``None``
+    where there is no such file. What is neither, of a stretch of wall time, the thread spent
+    blocked (idle: in ``epoll``/``recv``, waiting for input)."""
+    path = f"/proc/self/task/{tid}/schedstat" if tid is not None else "/proc/thread-self/schedstat"
+    try:
+        with open(path) as f:
+            run, wait = f.read().split()[:2]
+        return int(run) / 1e9, int(wait) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+class LoopRounds:
+    """Counts the rounds of a node's event loop (its selector's ``select`` calls) and the
+    ready events they returned (one read of a connection each), by wrapping the loop's
+    selector on the instance (asyncio's selector loops; a no-op on others)."""
+
+    def __init__(self, p: Program) -> None:
+        self.rounds = 0
+        self.events = 0
+        self.selector = getattr(node(p)._loop, "_selector", None)
+        if self.selector is None:
+            return
+        select = self.selector.select
+
+        def counted(timeout: float | None = None) -> Any:
+            ready = select(timeout)
+            self.rounds += 1
+            self.events += len(ready)
+            return ready
+
+        self.selector.select = counted  # an attribute set is atomic: safe from this thread
+
+    def remove(self) -> None:
+        """Take the wrapper away."""
+        if self.selector is not None:
+            self.selector.__dict__.pop("select", None)
+
+    def read(self) -> tuple[int, int]:
+        """``(rounds, events)`` so far."""
+        return self.rounds, self.events
 
 
 def node_cpu(p: Program) -> float:
@@ -485,20 +539,34 @@ def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int, stages: bool 
     v.check("latency p99", ratios[0.99] <= LATENCY_P99, f"{ratios[0.99]:.2f}x <= {LATENCY_P99}x")
 
 
-def concurrency(v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: int) -> None:
+def concurrency(
+    v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: int, stages: bool = False
+) -> None:
     """Section 2: ``clients`` clients at once against one request in flight, through the
     node and, for scale, through the asyncio echo with the same clients: what a server
-    that does nothing but read and write gets from concurrency on this machine."""
+    that does nothing but read and write gets from concurrency on this machine. Printed
+    with it, what bounds it: each side's time on a CPU, waiting for one and idle (per
+    request and as shares of the wall time), the node loop's rounds, reads, requests and
+    sends per tick and (``stages``) the node thread's CPU per stage."""
     print(
         f"-- concurrency: {clients} clients x {n:,} requests vs 1 client x {n * clients // 4:,} "
         f"requests, {rounds} rounds; the node, then the asyncio echo"
     )
     port, stop_echo, echo_thread = start_echo()
     sides = ("node", "echo")
-    rates: dict[tuple[str, int], list[float]] = {(s, c): [] for s in sides for c in (1, clients)}
-    cpu: dict[tuple[str, int], list[float]] = {k: [] for k in rates}
-    client: dict[tuple[str, int], list[float]] = {k: [] for k in rates}
-    per_tick: dict[int, list[float]] = {1: [], clients: []}
+    keys_ = [(s, c) for s in sides for c in (1, clients)]
+    rates: dict[tuple[str, int], list[float]] = {k: [] for k in keys_}
+    cpu: dict[tuple[str, int], list[float]] = {k: [] for k in keys_}
+    client: dict[tuple[str, int], list[float]] = {k: [] for k in keys_}
+    # shares of the wall time: (server thread on a CPU, it waiting for one, the client on a
+    # CPU, the client waiting for one)
+    shares: dict[tuple[str, int], list[tuple[float, float, float, float]]] = {k: [] for k in keys_}
+    # per tick: (loop rounds, reads, requests, sends)
+    per_tick: dict[int, list[tuple[float, float, float, float]]] = {1: [], clients: []}
+    loop = LoopRounds(kvs)
+    timed = Stages(kvs) if stages else None
+    staged = 0.0
+    staged_n = 0
     wrong = 0
     try:
         for r in range(rounds):
@@ -507,47 +575,98 @@ def concurrency(v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: 
                     spec = {"kind": "concurrency", "node": kvs.addr, "clients": c, "n": each}
                     if side == "echo":
                         spec["echo"] = port
-                    ticks0 = kvs.stats()["ticks"]
-                    cpu0 = node_cpu(kvs) if side == "node" else thread_cpu(echo_thread)
-                    out = run_client({**spec, "keys": keys, "seed": 1000 * r + c})
-                    used = (node_cpu(kvs) if side == "node" else thread_cpu(echo_thread)) - cpu0
-                    cpu[side, c].append(used / max(1, out["done"]))
-                    client[side, c].append(out["client_cpu"] / max(1, out["done"]))
+                    thread = node(kvs)._thread if side == "node" else echo_thread
+                    tid = thread.native_id if thread is not None else None
+                    s0 = kvs.stats()
+                    l0 = loop.read()
+                    sch0 = schedstat(tid)
+                    cpu0 = thread_cpu(thread)
+                    if timed is not None and side == "node" and c == clients:
+                        timed.install()
+                    try:
+                        out = run_client({**spec, "keys": keys, "seed": 1000 * r + c})
+                    finally:
+                        if timed is not None:
+                            timed.remove()
+                    used = thread_cpu(thread) - cpu0
+                    sch1 = schedstat(tid)
+                    done = max(1, out["done"])
+                    secs = out["seconds"]
+                    cpu[side, c].append(used / done)
+                    client[side, c].append(out["client_cpu"] / done)
+                    if sch0 is not None and sch1 is not None and out["client_waited"] is not None:
+                        shares[side, c].append(
+                            (
+                                (sch1[0] - sch0[0]) / secs,
+                                (sch1[1] - sch0[1]) / secs,
+                                out["client_cpu"] / secs,
+                                out["client_waited"] / secs,
+                            )
+                        )
                     if side == "node":
-                        ticks = max(1, kvs.stats()["ticks"] - ticks0)
-                        per_tick[c].append(out["done"] / ticks)
-                    rates[side, c].append(out["done"] / out["seconds"])
+                        s1 = kvs.stats()
+                        l1 = loop.read()
+                        ticks = max(1, s1["ticks"] - s0["ticks"])
+                        per_tick[c].append(
+                            (
+                                (l1[0] - l0[0]) / ticks,
+                                (l1[1] - l0[1]) / ticks,
+                                out["done"] / ticks,
+                                (s1["sent"] - s0["sent"]) / ticks,
+                            )
+                        )
+                        if timed is not None and c == clients:
+                            staged += used
+                            staged_n += done
+                    rates[side, c].append(out["done"] / secs)
                     wrong += out["wrong"]
     finally:
         stop_echo()
+        loop.remove()
     ratio: dict[str, float] = {}
+    med = statistics.median
     for side in sides:
         name = "blooml node" if side == "node" else "asyncio echo"
         for c in (1, clients):
-            extra = (
-                f"; {statistics.median(per_tick[c]):.1f} requests/tick" if side == "node" else ""
-            )
             print(
                 f"   {name}, {c:>2} client{'s' if c > 1 else ' '}: "
-                f"{statistics.median(rates[side, c]):8,.0f} req/s (rounds: "
+                f"{med(rates[side, c]):8,.0f} req/s (rounds: "
                 f"{', '.join(f'{x:,.0f}' for x in rates[side, c])}); its thread's CPU "
-                f"{statistics.median(cpu[side, c]) * 1e6:.0f} us/request, the client's "
-                f"{statistics.median(client[side, c]) * 1e6:.0f}{extra}"
+                f"{med(cpu[side, c]) * 1e6:.0f} us/request, the client's "
+                f"{med(client[side, c]) * 1e6:.0f}"
             )
-        ratio[side] = statistics.median(
-            a / b for a, b in zip(rates[side, clients], rates[side, 1], strict=True)
-        )
-    one = statistics.median(rates["node", 1])
-    busy = statistics.median(cpu["node", clients])
-    got = statistics.median(rates["node", clients]) * busy
+            if shares[side, c]:
+                run, wait, crun, cwait = (med(x[i] for x in shares[side, c]) for i in range(4))
+                print(
+                    f"      of the wall time: its thread on a CPU {run:.0%}, waiting for one "
+                    f"{wait:.0%}, idle {max(0.0, 1 - run - wait):.0%}; the client on a CPU "
+                    f"{crun:.0%}, waiting {cwait:.0%}, idle {max(0.0, 1 - crun - cwait):.0%}"
+                )
+            if side == "node" and per_tick[c]:
+                rounds_, reads, reqs, sends = (med(x[i] for x in per_tick[c]) for i in range(4))
+                print(
+                    f"      a tick: {reqs:.1f} requests, {sends:.1f} sends, {rounds_:.1f} rounds "
+                    f"of the event loop, {reads:.1f} reads"
+                )
+        ratio[side] = med(a / b for a, b in zip(rates[side, clients], rates[side, 1], strict=True))
+    if timed is not None and staged_n:
+        print(f"   node stages at {clients} clients:")
+        timed.show(staged, staged_n)
+    one = med(rates["node", 1])
+    busy = med(cpu["node", clients])
+    echo_busy = med(cpu["echo", clients])
+    sh = shares["node", clients]
+    had = med(x[0] for x in sh) if sh else med(rates["node", clients]) * busy
     print(
         f"   ratio {clients} clients / 1 in flight: node {ratio['node']:.2f}x, asyncio echo "
         f"{ratio['echo']:.2f}x (medians of the rounds' ratios)\n"
         f"   bound: one in flight waits a round trip ({1e6 / one:.0f} us) per request; "
         f"{clients} clients are bound by the node thread's CPU ({busy * 1e6:.0f} us a "
         f"request: at most {1 / busy:,.0f} req/s, {1 / busy / one:.1f}x, on a core of its "
-        f"own; it had {got:.0%} of one, the machine's load average "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        f"own; it had {had:.0%} of one, the machine's load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores). {CONCURRENCY:.0f}x needs "
+        f"at most {1e6 / one / CONCURRENCY:.0f} us a request on a core of its own (the echo's "
+        f"thread: {echo_busy * 1e6:.0f})"
     )
     v.check("concurrency replies", wrong == 0, f"{wrong} wrong or lost")
     v.check(
@@ -607,7 +726,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--stages",
         action="store_true",
-        help="latency: time each stage of a request on the node's thread (adds ~1 us a stage)",
+        help="latency and concurrency: time each stage of a request on the node's thread "
+        "(adds ~1 us a stage)",
     )
     ap.add_argument("--client", help=argparse.SUPPRESS)  # the child process
     args = ap.parse_args(argv)
@@ -630,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.only in (None, "latency"):
                 latency(v, kvs, n_lat, keys, rounds, args.stages)
             if args.only in (None, "concurrency"):
-                concurrency(v, kvs, n_conc, args.clients, keys, rounds)
+                concurrency(v, kvs, n_conc, args.clients, keys, rounds, args.stages)
         finally:
             kvs.stop()
     if args.only in (None, "stream"):
