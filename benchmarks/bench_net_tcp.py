@@ -63,7 +63,13 @@ from _bloom_util import Verdicts, header
 
 from blooml import Program, bloom, channel, interface, lmap, lmax, table
 from blooml.net import node
-from blooml.net.codec import decode_envelope, encode_envelope, encode_row
+from blooml.net.codec import (
+    decode_envelope,
+    encode_envelope,
+    encode_envelope_after,
+    encode_row,
+    envelope_head,
+)
 
 TARGET = 50_000
 LATENCY_MEDIAN = 2.0
@@ -163,6 +169,110 @@ def start_echo() -> tuple[int, Any, threading.Thread]:
     return box["port"], stop, thread
 
 
+class _BareConn(asyncio.BufferedProtocol):
+    """One incoming connection of the protocol server: the transport reads into a buffer of
+    its own and frames are cut out of it, as a node's connections (``_Frames``) do."""
+
+    def __init__(self, server: _Bare) -> None:
+        self.server = server
+        self.buf = bytearray(1 << 16)
+        self.view = memoryview(self.buf)
+        self.end = 0
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.view[self.end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        end = self.end + nbytes
+        start = 0
+        while end - start >= 4:
+            (n,) = _FRAME.unpack_from(self.view, start)
+            if end - start - 4 < n:
+                break
+            self.server.handle(bytes(self.view[start + 4 : start + 4 + n]))
+            start += 4 + n
+        rest = end - start
+        if start and rest:
+            self.buf[:rest] = self.view[start:end]
+        self.end = rest
+
+
+class _Bare:
+    """The ``KVS`` service without an engine: each request frame decoded and checked by the
+    node's codec (``decode_envelope``), a ``put`` folded into a dict, a ``get`` looked up,
+    and the reply encoded as a node encodes it (``encode_row``, the envelope's head packed
+    once per destination, ``encode_envelope_after``) and written to a connection of its own
+    to the request's ``src`` (opened at the first request, blocking, before any clock
+    starts; then a plain ``send``). What a node's transport and codec cost, with no tick."""
+
+    def __init__(self) -> None:
+        self.addr = ""
+        self.store: dict[Any, int] = {}
+        self.out: dict[str, socket.socket] = {}
+        self.heads: dict[str, bytes] = {}
+        self.seq = 0
+
+    def handle(self, frame: bytes) -> None:
+        env = decode_envelope(frame)
+        for chan, rows in env.batches:
+            for row in rows:
+                if chan == "put":
+                    _dst, src, rid, k, v = row
+                    self.store[k] = max(self.store.get(k, 0), v)
+                else:
+                    _dst, src, rid, k = row
+                    v = self.store.get(k, 0)
+                self.reply(src, encode_row((src, rid, v)))
+
+    def reply(self, src: str, wire: bytes) -> None:
+        sock = self.out.get(src)
+        if sock is None:
+            host, port = src.rsplit(":", 1)
+            sock = self.out[src] = socket.create_connection((host, int(port)))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.heads[src] = envelope_head(self.addr, src)
+        self.seq += 1
+        data = encode_envelope_after(
+            self.heads[src], (("reply", [wire]),), None, time.time(), self.seq
+        )
+        sock.sendall(_FRAME.pack(len(data)) + data)
+
+
+def start_bare() -> tuple[str, Any, threading.Thread]:
+    """The protocol server (``_Bare``) on 127.0.0.1, on its own thread and loop as a node
+    runs; returns its address, a function that stops it, and its thread."""
+    ready = threading.Event()
+    server = _Bare()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        srv = await loop.create_server(lambda: _BareConn(server), "127.0.0.1", 0)
+        server.addr = f"127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+        box["stop"] = asyncio.Event()
+        ready.set()
+        await box["stop"].wait()
+        srv.close()
+        for sock in server.out.values():
+            sock.close()
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        box["loop"] = loop
+        loop.run_until_complete(main())
+        loop.close()
+
+    thread = threading.Thread(target=run, daemon=True, name="bare")
+    thread.start()
+    ready.wait(10)
+
+    def stop() -> None:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(5)
+
+    return server.addr, stop, thread
+
+
 # -- the client (a child process: it never shares this process's GIL) -----------------------
 #
 # Plain sockets, no event loop: every request is encoded before the clock starts, and every
@@ -253,26 +363,40 @@ class _Client:
         return bad + self.n - len(self.got)
 
 
-def _latency(node: str, echo_port: int, n: int, keys: int, seed: int) -> dict[str, Any]:
+def _latency(
+    node: str, echo_port: int, n: int, keys: int, seed: int, bare: str | None = None
+) -> dict[str, Any]:
     c = _Client(node, random.Random(seed), n, keys)
     c.open(echo_port)
     c.first()
+    b = None
+    if bare is not None:  # the same requests (same seed), addressed to the protocol server
+        b = _Client(bare, random.Random(seed), n, keys)
+        b.open(None)
+        b.first()
     warm = min(100, n // 10)
-    out: dict[str, Any] = {"node": [], "echo": [], "wrong": 0}
+    out: dict[str, Any] = {"node": [], "echo": [], "bare": [], "wrong": 0}
     echoes: list[bytes] = [b""]
     clock = time.perf_counter
+    order = ["node", "echo"] if b is None else ["node", "echo", "bare"]
     for i in range(1, n):
-        # alternate which goes first, so that neither always follows the other
-        for side in ("node", "echo") if i % 2 else ("echo", "node"):
+        # rotate which goes first, so that none always follows another
+        k = i % len(order)
+        for side in order[k:] + order[:k]:
             t0 = clock()
             if side == "node":
                 c.request(i)
+            elif side == "bare":
+                assert b is not None
+                b.request(i)
             else:
                 echoes.append(c.echo(i))
             t = clock() - t0
             if i >= warm:
                 out[side].append(t)
     out["wrong"] = c.wrong() + sum(e != c.frames[i][4:] for i, e in enumerate(echoes) if i)
+    if b is not None:
+        out["wrong"] += b.wrong()
     return out
 
 
@@ -341,7 +465,9 @@ def client_main(spec: dict[str, Any]) -> None:
     never comes fails the whole run after ``CLIENT_TIMEOUT`` s, not each request)."""
     socket.setdefaulttimeout(CLIENT_TIMEOUT)
     if spec["kind"] == "latency":
-        out = _latency(spec["node"], spec["echo"], spec["n"], spec["keys"], spec["seed"])
+        out = _latency(
+            spec["node"], spec["echo"], spec["n"], spec["keys"], spec["seed"], spec.get("bare")
+        )
     else:
         out = _concurrency(
             spec["node"], spec.get("echo"), spec["clients"], spec["n"], spec["keys"], spec["seed"]
@@ -492,47 +618,61 @@ class Stages:
 
 
 def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int, stages: bool = False) -> None:
-    """Section 1: request round trips through the node against an asyncio echo."""
+    """Section 1: request round trips through the node against an asyncio echo, and through
+    the protocol server (``_Bare``: the node's codec and reads, no engine) for where the
+    difference lies."""
     print(f"-- latency: {n:,} requests per round, {rounds} rounds, one in flight")
     port, stop_echo, echo_thread = start_echo()
+    bare, stop_bare, bare_thread = start_bare()
     timed = Stages(kvs) if stages else None
     if timed is not None:
         timed.install()
-    via_node: list[float] = []
-    via_echo: list[float] = []
+    sides = ("echo", "bare", "node")
+    via: dict[str, list[float]] = {s: [] for s in sides}
     wrong = 0
-    cpu_node = cpu_echo = 0.0
+    threads = {"node": node(kvs)._thread, "echo": echo_thread, "bare": bare_thread}
+    tids = {s: t.native_id if t is not None else None for s, t in threads.items()}
+    cpu = dict.fromkeys(sides, 0.0)
+    waited = dict.fromkeys(sides, 0.0)  # seconds runnable but waiting for a CPU
     try:
         for r in range(rounds):
             spec = {"kind": "latency", "node": kvs.addr, "echo": port, "n": n, "keys": keys}
-            n0, e0 = node_cpu(kvs), thread_cpu(echo_thread)
-            out = run_client({**spec, "seed": r})
-            cpu_node += node_cpu(kvs) - n0
-            cpu_echo += thread_cpu(echo_thread) - e0
-            via_node += out["node"]
-            via_echo += out["echo"]
+            cpu0 = {s: thread_cpu(t) for s, t in threads.items()}
+            sched0 = {s: schedstat(t) for s, t in tids.items()}
+            out = run_client({**spec, "bare": bare, "seed": r})
+            for s in sides:
+                cpu[s] += thread_cpu(threads[s]) - cpu0[s]
+                a, b = sched0[s], schedstat(tids[s])
+                if a is not None and b is not None:
+                    waited[s] += b[1] - a[1]
+                via[s] += out[s]
             wrong += out["wrong"]
     finally:
         stop_echo()
+        stop_bare()
         if timed is not None:
             timed.remove()
-    for name, xs, cpu in (
-        ("asyncio echo", via_echo, cpu_echo),
-        ("blooml node", via_node, cpu_node),
-    ):
+    names = {"echo": "asyncio echo", "bare": "protocol, no engine", "node": "blooml node"}
+    done = n * rounds
+    for s in sides:
+        xs = via[s]
         print(
-            f"   {name:>12}: median {pct(xs, 0.5) * 1e6:6.0f} us   p90 "
-            f"{pct(xs, 0.9) * 1e6:6.0f} us   p99 {pct(xs, 0.99) * 1e6:6.0f} us   "
-            f"(its thread's CPU {cpu / (n * rounds) * 1e6:.0f} us a request)"
+            f"   {names[s]:>19}: median {pct(xs, 0.5) * 1e6:5.0f} us   p90 "
+            f"{pct(xs, 0.9) * 1e6:5.0f} us   p99 {pct(xs, 0.99) * 1e6:5.0f} us   (its "
+            f"thread's CPU {cpu[s] / done * 1e6:.0f} us a request, runnable but waiting for "
+            f"a CPU {waited[s] / done * 1e6:.0f})"
         )
     if timed is not None:
-        timed.show(cpu_node, n * rounds)
-    ratios = {p: pct(via_node, p) / pct(via_echo, p) for p in (0.5, 0.9, 0.99)}
+        timed.show(cpu["node"], done)
+    ratios = {p: pct(via["node"], p) / pct(via["echo"], p) for p in (0.5, 0.9, 0.99)}
     print(
         f"   node/echo: median {ratios[0.5]:.2f}x   p90 {ratios[0.9]:.2f}x   "
-        f"p99 {ratios[0.99]:.2f}x   CPU {cpu_node / max(cpu_echo, 1e-9):.2f}x"
+        f"p99 {ratios[0.99]:.2f}x   CPU {cpu['node'] / max(cpu['echo'], 1e-9):.2f}x\n"
+        f"   protocol server/echo: median {pct(via['bare'], 0.5) / pct(via['echo'], 0.5):.2f}x"
+        f"   CPU {cpu['bare'] / max(cpu['echo'], 1e-9):.2f}x (the node's codec and reads "
+        f"without the engine: what the transport costs)"
     )
-    v.check("latency replies", wrong == 0, f"{wrong} wrong or lost of {2 * n * rounds:,}")
+    v.check("latency replies", wrong == 0, f"{wrong} wrong or lost of {3 * done:,}")
     v.check(
         "latency median", ratios[0.5] <= LATENCY_MEDIAN, f"{ratios[0.5]:.2f}x <= {LATENCY_MEDIAN}x"
     )
@@ -550,10 +690,12 @@ def concurrency(
     sends per tick and (``stages``) the node thread's CPU per stage."""
     print(
         f"-- concurrency: {clients} clients x {n:,} requests vs 1 client x {n * clients // 4:,} "
-        f"requests, {rounds} rounds; the node, then the asyncio echo"
+        f"requests, {rounds} rounds; the node, the protocol server without an engine, the "
+        "asyncio echo"
     )
     port, stop_echo, echo_thread = start_echo()
-    sides = ("node", "echo")
+    bare, stop_bare, bare_thread = start_bare()
+    sides = ("node", "bare", "echo")
     keys_ = [(s, c) for s in sides for c in (1, clients)]
     rates: dict[tuple[str, int], list[float]] = {k: [] for k in keys_}
     cpu: dict[tuple[str, int], list[float]] = {k: [] for k in keys_}
@@ -572,10 +714,11 @@ def concurrency(
         for r in range(rounds):
             for c, each in ((1, n * clients // 4), (clients, n)):
                 for side in sides:
-                    spec = {"kind": "concurrency", "node": kvs.addr, "clients": c, "n": each}
+                    target = bare if side == "bare" else kvs.addr
+                    spec = {"kind": "concurrency", "node": target, "clients": c, "n": each}
                     if side == "echo":
                         spec["echo"] = port
-                    thread = node(kvs)._thread if side == "node" else echo_thread
+                    thread = {"node": node(kvs)._thread, "bare": bare_thread}.get(side, echo_thread)
                     tid = thread.native_id if thread is not None else None
                     s0 = kvs.stats()
                     l0 = loop.read()
@@ -622,11 +765,12 @@ def concurrency(
                     wrong += out["wrong"]
     finally:
         stop_echo()
+        stop_bare()
         loop.remove()
     ratio: dict[str, float] = {}
     med = statistics.median
     for side in sides:
-        name = "blooml node" if side == "node" else "asyncio echo"
+        name = {"node": "blooml node", "bare": "protocol, no engine"}.get(side, "asyncio echo")
         for c in (1, clients):
             print(
                 f"   {name}, {c:>2} client{'s' if c > 1 else ' '}: "
@@ -655,18 +799,20 @@ def concurrency(
     one = med(rates["node", 1])
     busy = med(cpu["node", clients])
     echo_busy = med(cpu["echo", clients])
+    bare_busy = med(cpu["bare", clients])
     sh = shares["node", clients]
     had = med(x[0] for x in sh) if sh else med(rates["node", clients]) * busy
     print(
-        f"   ratio {clients} clients / 1 in flight: node {ratio['node']:.2f}x, asyncio echo "
-        f"{ratio['echo']:.2f}x (medians of the rounds' ratios)\n"
+        f"   ratio {clients} clients / 1 in flight: node {ratio['node']:.2f}x, protocol server "
+        f"{ratio['bare']:.2f}x, asyncio echo {ratio['echo']:.2f}x (medians of the rounds' "
+        "ratios)\n"
         f"   bound: one in flight waits a round trip ({1e6 / one:.0f} us) per request; "
         f"{clients} clients are bound by the node thread's CPU ({busy * 1e6:.0f} us a "
         f"request: at most {1 / busy:,.0f} req/s, {1 / busy / one:.1f}x, on a core of its "
         f"own; it had {had:.0%} of one, the machine's load average "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores). {CONCURRENCY:.0f}x needs "
-        f"at most {1e6 / one / CONCURRENCY:.0f} us a request on a core of its own (the echo's "
-        f"thread: {echo_busy * 1e6:.0f})"
+        f"at most {1e6 / one / CONCURRENCY:.0f} us a request on a core of its own (the "
+        f"protocol server's thread: {bare_busy * 1e6:.0f}, the echo's: {echo_busy * 1e6:.0f})"
     )
     v.check("concurrency replies", wrong == 0, f"{wrong} wrong or lost")
     v.check(
