@@ -10,18 +10,29 @@ against one in flight, and sustained tuples/s between two nodes (issues 12 and 2
    machine's load falls on both alike, and times each round trip: from writing the request
    to reading the node's reply (which arrives on the node's own connection to the client's
    address) or the echo. Replies are kept as they arrive and checked after the clock stops,
-   so the client's cost is a write and a read on both sides. Printed: median, p90 and p99 of
-   each, the node/echo ratios and each server thread's CPU per request. Targets: the node
-   within 2x of the echo at the median, 3x at p99.
+   so the client's cost is a write and a read on both sides. A third server takes the same
+   requests in the same rotation: the *protocol server* (``_Bare``), the ``KVS`` service
+   without an engine: the node's codec decodes and checks each request and encodes its
+   reply, frames are read as a node reads them (a buffered protocol), and replies go on a
+   connection of its own to the client's address, as a node's do: what the transport and
+   codec cost, so that the node's excess over it is the tick and the node's bookkeeping.
+   Printed: median, p90 and p99 of each, the node/echo ratios, the protocol server/echo
+   ratio, and each server thread's CPU per request and its time runnable but waiting for a
+   CPU (``/proc/.../schedstat``: on a shared machine, the part of a round trip that is the
+   machine's). Targets: the node within 2x of the echo at the median, 3x at p99.
 2. **Concurrency** (issue 25). The same ``KVS`` node served by 16 clients at once (each with
    one request in flight, its own connection and reply address; one ``epoll`` loop in the
    child drives them all), against one client with one request in flight, in alternating
-   rounds; then the asyncio echo with the same clients, for scale (what concurrency buys a
-   server that only reads and writes, on this machine). Requests that arrive together are
-   applied by one tick. Printed: requests/s of each, their ratios, each server thread's and
-   the client's CPU per request, requests per tick, and the bound the node thread's CPU per
-   request sets (with the share of a core it had). Target: 16 clients get >= 10x the
-   one-in-flight throughput.
+   rounds; then the protocol server and the asyncio echo with the same clients, for scale
+   (what concurrency buys a server without an engine, and one that only reads and writes,
+   on this machine). Requests that arrive together are applied by one tick. Printed:
+   requests/s of each, their ratios, each server thread's and the client's CPU per request,
+   the shares of the wall time each spent on a CPU, runnable but waiting for one, and idle
+   (is the client saturated? is the server idle?), per tick the node's requests, sends,
+   event-loop rounds and reads, with ``--stages`` the node thread's CPU per stage, and the
+   bound the node thread's CPU per request sets (with the share of a core it had and the
+   CPU a request 10x would need). Target: 16 clients get >= 10x the one-in-flight
+   throughput.
 3. **Stream** (issue 12, §8). A ``Source`` node sends batches of 3-column tuples
    ``(dst, k, lmax(k))`` (``--batch`` per tick, one TCP frame each) to a ``Sink`` node that folds
    them into a table. Throughput is the number of tuples the sink applied divided by the time
@@ -34,9 +45,9 @@ absolute numbers move from run to run; the ratios are taken in the same run.
     python benchmarks/bench_net_tcp.py [--quick] [--only latency|concurrency|stream]
         [--keys N] [--requests N] [--clients C] [--tuples N] [--batch B] [--stages]
 
-``--stages`` also prints the node thread's CPU a request in each stage of the latency
-section (outside the step, accept, the tick, the reply, the step's own), each from the
-thread's own clock around the node's methods.
+``--stages`` also prints the node thread's CPU a request in each stage (outside the step,
+accept, the tick, the reply, the step's own) of the latency section and of the 16-client
+rounds, each from the thread's own clock around the node's methods.
 """
 
 from __future__ import annotations
