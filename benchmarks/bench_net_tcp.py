@@ -435,6 +435,7 @@ def _concurrency(
     sent = {id(c): 1 for c in cs}
     left = clients * (n - 1)
     sched0 = schedstat()
+    print("go", flush=True)  # the parent reads its threads' clocks from here (run_client)
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     for c in cs:
@@ -457,6 +458,7 @@ def _concurrency(
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
     sched1 = schedstat()
+    print("end", flush=True)  # ... to here
     waited = sched1[1] - sched0[1] if sched0 is not None and sched1 is not None else None
     if echo_port is not None:
         wrong = sum(g != c.frames[i + 1][4:] for c in cs for i, g in enumerate(c.got))
@@ -486,21 +488,40 @@ def client_main(spec: dict[str, Any]) -> None:
     print(json.dumps(out))
 
 
-def run_client(spec: dict[str, Any], timeout: float = 300.0) -> dict[str, Any]:
-    """Run the client in a child process; its JSON result."""
+def run_client(spec: dict[str, Any], timeout: float = 300.0, on_mark: Any = None) -> dict[str, Any]:
+    """Run the client in a child process; its JSON result (its last line of output). The
+    lines before it mark the start (``go``) and end (``end``) of its timed loop: each is
+    passed to ``on_mark`` as it arrives, so that the parent reads its servers' clocks
+    over the same stretch of time as the client's (late by a pipe read, well under 1%)."""
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[1] / "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
+    with subprocess.Popen(
         [sys.executable, __file__, "--client", json.dumps(spec)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         env=env,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"the client failed:\n{proc.stderr}")
-    result: dict[str, Any] = json.loads(proc.stdout)
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        timer = threading.Timer(timeout, proc.kill)  # a client that hangs fails the run
+        timer.start()
+        try:
+            lines = []
+            for line in proc.stdout:
+                line = line.strip()
+                if line in ("go", "end"):
+                    if on_mark is not None:
+                        on_mark(line)
+                elif line:
+                    lines.append(line)
+            err = proc.stderr.read()
+            code = proc.wait()
+        finally:
+            timer.cancel()
+    if code != 0 or not lines:
+        raise RuntimeError(f"the client failed (exit status {code}):\n{err}")
+    result: dict[str, Any] = json.loads(lines[-1])
     return result
 
 
@@ -733,17 +754,25 @@ def concurrency(
                     tid = thread.native_id if thread is not None else None
                     s0 = kvs.stats()
                     l0 = loop.read()
-                    sch0 = schedstat(tid)
                     cpu0 = thread_cpu(thread)
+                    marks: dict[str, tuple[float, float] | None] = {}
+
+                    def mark(
+                        name: str,
+                        tid: int | None = tid,
+                        marks: dict[str, tuple[float, float] | None] = marks,
+                    ) -> None:
+                        marks[name] = schedstat(tid)
+
                     if timed is not None and side == "node" and c == clients:
                         timed.install()
                     try:
-                        out = run_client({**spec, "keys": keys, "seed": 1000 * r + c})
+                        out = run_client({**spec, "keys": keys, "seed": 1000 * r + c}, on_mark=mark)
                     finally:
                         if timed is not None:
                             timed.remove()
                     used = thread_cpu(thread) - cpu0
-                    sch1 = schedstat(tid)
+                    sch0, sch1 = marks.get("go"), marks.get("end")
                     done = max(1, out["done"])
                     secs = out["seconds"]
                     cpu[side, c].append(used / done)
@@ -813,6 +842,7 @@ def concurrency(
     bare_busy = med(cpu["bare", clients])
     sh = shares["node", clients]
     had = med(x[0] for x in sh) if sh else med(rates["node", clients]) * busy
+    waits = f", and waited for one {med(x[1] for x in sh):.0%} of the time" if sh else ""
     print(
         f"   ratio {clients} clients / 1 in flight: node {ratio['node']:.2f}x, protocol server "
         f"{ratio['bare']:.2f}x, asyncio echo {ratio['echo']:.2f}x (medians of the rounds' "
@@ -820,7 +850,7 @@ def concurrency(
         f"   bound: one in flight waits a round trip ({1e6 / one:.0f} us) per request; "
         f"{clients} clients are bound by the node thread's CPU ({busy * 1e6:.0f} us a "
         f"request: at most {1 / busy:,.0f} req/s, {1 / busy / one:.1f}x, on a core of its "
-        f"own; it had {had:.0%} of one, the machine's load average "
+        f"own; it had {had:.0%} of one{waits}, the machine's load average "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores). {CONCURRENCY:.0f}x needs "
         f"at most {1e6 / one / CONCURRENCY:.0f} us a request on a core of its own (the "
         f"protocol server's thread: {bare_busy * 1e6:.0f}, the echo's: {echo_busy * 1e6:.0f})"
