@@ -93,7 +93,9 @@ class Overlay:
         df = self.base
         for cols, vals in self.removed.items():
             if vals:
-                hit = _matches(list(cols), list(vals), self.base.schema)
+                hit = _matches(
+                    list(cols), list(vals), self.base.schema, None
+                )  # negated: no pruning
                 df = df.where(~F.coalesce(hit, F.lit(False)))
         if self.added:
             df = df.unionByName(_local_frame(spark, self.added, self.base.schema))
