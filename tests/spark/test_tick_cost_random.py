@@ -246,6 +246,7 @@ def test_a_lookup_of_scattered_keys_in_a_state_file_reads_their_pages_only(
 ) -> None:
     from pyspark.sql import functions as F
 
+    from blooml.spark._dflookup import Lookups
     from blooml.spark._dfstate import STATE_PAGE_ROWS, STATE_ROW_GROUP, keep_state
 
     n = 8_000  # a few row groups of ~2,000 rows (STATE_ROW_GROUP), in a shuffled order
@@ -271,27 +272,15 @@ def test_a_lookup_of_scattered_keys_in_a_state_file_reads_their_pages_only(
         for i in range(meta.num_row_groups)
     ]
     assert sum(groups) == n and max(groups) <= STATE_ROW_GROUP // 16, groups
-
-
-def test_a_lookup_of_more_than_ten_scattered_keys_reads_their_pages_only(
-    spark: Any, checkpoint_dir: Any
-) -> None:
-    from blooml.spark._dflookup import Lookups
-    from blooml.spark._dfstate import STATE_PAGE_ROWS, keep_state
-
-    # Spark pushes an IN list of more than 10 values (spark.sql.parquet.pushdown.
-    # inFilterThreshold) to Parquet as one IN predicate, whose page skipping uses only its
-    # smallest and largest value: 24 keys spread over the file read every page of the row
-    # groups they fall in (the whole file: 8,000 records here) until the engine's lookups
-    # split long lists into lists of 10 (each pushed as equalities: a page per key)
-    n = 8_000
-    df = spark.range(n).selectExpr(f"(id * 7919) % {n} AS c0", "id AS c1")
-    kept = keep_state(df, [], sort=True, rows=n)
-    rnd = random.Random(24)
-    keys = [(k,) for k in rnd.sample(range(n), 24)]
-    meter = Meter(spark)
+    # more than 10 keys: Spark pushes an IN list of more than 10 values (spark.sql.parquet.
+    # pushdown.inFilterThreshold) to Parquet as one IN predicate, whose page skipping uses
+    # only its smallest and largest values: 24 keys spread over the file read every page of
+    # the row groups they fall in (7,710 of 8,000 records) until the engine's lookups split
+    # long lists into lists of 10 OR-ed (each pushed as equalities: a page per key)
+    keys = [(k,) for k in random.Random(24).sample(range(n), 24)]
+    meter.take()
     lookups = Lookups()
-    got = lookups.rows(kept, ["c0"], keys)
+    got = lookups.rows(kept, ["k"], keys)
     _, _, records = meter.take()
     assert sorted(r[0] for r in got) == sorted(k for (k,) in keys)
     assert all((k - v * 7919) % n == 0 for k, v in got)
@@ -300,7 +289,7 @@ def test_a_lookup_of_more_than_ten_scattered_keys_reads_their_pages_only(
     # differs from the stored one is not found
     pairs = [(k, v) for k, v in got[:12]] + [(got[12][0], got[12][1] + 1)]
     meter.take()
-    found = Lookups().rows(kept, ["c0", "c1"], pairs)
+    found = Lookups().rows(kept, ["k", "v"], pairs)
     _, _, records = meter.take()
     assert sorted(found) == sorted(pairs[:12]) and records <= 13 * STATE_PAGE_ROWS, records
 
