@@ -43,6 +43,11 @@ class Lookups:
             self.found[(id(frame), cols)] = entry
         return entry[1]
 
+    def seen(self, frame: Any, cols: Iterable[str]) -> dict[tuple[Any, ...], list]:
+        """The values of ``cols`` looked up in ``frame`` this tick, with the rows found (none
+        included): what :meth:`rows` answers without a job."""
+        return self._known(frame, tuple(cols))
+
     def ahead(self, frame: Any, cols: Iterable[str], keys: Iterable[tuple[Any, ...]]) -> None:
         """Queue a lookup of ``frame``'s rows whose ``cols`` equal one of ``keys``, to run
         with the next lookup that needs a job."""
