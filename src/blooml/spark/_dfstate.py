@@ -93,9 +93,8 @@ class Overlay:
         df = self.base
         for cols, vals in self.removed.items():
             if vals:
-                hit = _matches(
-                    list(cols), list(vals), self.base.schema, None
-                )  # negated: no pruning
+                # one IN list: a negated filter prunes nothing (see _in_list)
+                hit = _matches(list(cols), list(vals), self.base.schema, None)
                 df = df.where(~F.coalesce(hit, F.lit(False)))
         if self.added:
             df = df.unionByName(_local_frame(spark, self.added, self.base.schema))
