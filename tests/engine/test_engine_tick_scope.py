@@ -17,19 +17,14 @@ from hypothesis import strategies as st
 
 from blooml import Program, bloom, channel, durable, lmap, lmax, scratch, table
 from blooml.bloom import count
-from blooml.engine import _rules, _tick
 from blooml.engine._rules import CompiledRule
-from blooml.engine._units import Unit
+from blooml.engine.runtime import Runtime
 
 
 @contextmanager
 def everything() -> Iterator[None]:
     """Ticks that begin every collection and run every unit and end-of-tick rule."""
-    with (
-        mock.patch.object(_tick, "begins_all", return_value=True),
-        mock.patch.object(Unit, "idle", return_value=False),
-        mock.patch.object(_rules, "idle", return_value=False),
-    ):
+    with mock.patch.object(Runtime, "_scoped", False):
         yield
 
 

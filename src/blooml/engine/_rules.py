@@ -275,7 +275,7 @@ def run_temporal(rt: Runtime) -> None:
     (and untraced), a rule that is ``idle`` is skipped (it would queue or send nothing), and
     a rule opens only the windows it reads."""
     flags = rt._flags
-    if not rt.incremental or rt._rec is not None:
+    if not (rt.incremental and rt._scoped) or rt._rec is not None:
         open_all(rt, True)
         for cr in rt.temporal:
             flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
@@ -288,7 +288,17 @@ def run_temporal(rt: Runtime) -> None:
         if cr.feed is not None:
             flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
             run_feed(rt, cr, cr.feed)
-        elif not idle(cr):
+            continue
+        scan = cr.only_scan
+        if scan is not None and not scan.store and not scan.tick_new:
+            # a map over a collection with no row (a channel nothing arrived on): ``fire``
+            # would only set its marks (a request's reply rule of another channel)
+            head = cr.head_rel
+            if cr.fresh or (head is not None and cr.seen_removals != head.removals):
+                flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
+                fire(rt, cr, True)
+            continue
+        if not idle(cr):
             flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
             open_inputs(cr)
             fire(rt, cr, True)

@@ -78,14 +78,14 @@ def run_tick(rt: Runtime) -> None:
     if rt.tracer is not None or debug:
         rec = rt._rec = TickRecorder(rt, rt.tracer.limit if rt.tracer else 0)
         rec.inputs(consumed)
-    if not begins_all(rt, rec):
+    if rt.incremental and rt._scoped and rec is None and not reset:
         touched = rt._touched = {}
         for rel in rt._ttl_rels:  # expired below
             touched[rel] = rel.begin()
         for feed in rt.feeds:  # ``unfeed``/``refill`` change their heads
             if feed.head not in touched:
                 touched[feed.head] = feed.head.begin()
-    else:  # the reference, a rebuilding or observed tick: every collection
+    else:  # the reference, a tick rebuilding the state, an observed tick: all of them
         touched = rt._touched = {r: r.begin() for r in rt.rels.values()}
         for z in rt._stateful:  # (a tick commits or rolls back its journals: a defect's)
             z.journal = []
@@ -96,7 +96,11 @@ def run_tick(rt: Runtime) -> None:
     try:
         if rt.column_types == "spark":
             check_input_families(rt, consumed)
-        apply_inputs(rt, consumed, now)
+        try:
+            apply_pending(rt, consumed, now)
+        except BaseException as exc:
+            note(exc, "while applying the facts queued for this tick (<+, <-, <+-, inserts)")
+            raise
         if rec is None:
             if rt.incremental:
                 for units in rt.units:
@@ -160,13 +164,6 @@ def run_tick(rt: Runtime) -> None:
         send_outbox(rt, outbox, ids)
     if rt.lat_watch:
         rt._notify_lats()
-
-
-def begins_all(rt: Runtime, rec: TickRecorder | None) -> bool:
-    """Whether a tick begins every collection at its start: in reference mode (every
-    scratch is emptied), on a tick that rebuilds the incremental state (``_reset``), and on
-    an observed tick (traced or logged at DEBUG). Otherwise it begins what it changes."""
-    return not rt.incremental or rec is not None or rt._reset
 
 
 def rollback_incremental(
@@ -252,14 +249,6 @@ def report_failure(rt: Runtime, rec: TickRecorder | None, exc: BaseException, ti
     if rec is not None and rt.tracer is not None:
         rec.error(exc, rule)
         rt.tracer.events(rt, rec.finish(rt, False, []))
-
-
-def apply_inputs(rt: Runtime, pend: Pending, now: float) -> None:
-    try:
-        apply_pending(rt, pend, now)
-    except BaseException as exc:
-        note(exc, "while applying the facts queued for this tick (<+, <-, <+-, inserts)")
-        raise
 
 
 def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:

@@ -225,7 +225,7 @@ def run_units(rt: Runtime, units: list[Unit]) -> None:
     """Incremental mode: one stratum, unit by unit in dependency order. Untraced, a unit
     that is ``idle`` is skipped; a unit that runs begins its heads (``Runtime.touch``) and
     keeps its rules' flags for a rollback (``Runtime._flags``)."""
-    skip = rt._rec is None
+    skip = rt._scoped and rt._rec is None
     touched = rt._touched
     flags = rt._flags
     for u in units:

@@ -97,6 +97,11 @@ class Runtime:
     inline: bool = True
     incremental: bool = True
     column_types: str = "dynamic"
+    #: incremental mode: a tick begins the collections it changes as it comes to them, and
+    #: skips the units and end-of-tick rules whose inputs did not change
+    #: (``blooml.engine._tick``); ``False``: it begins them all and runs them all (tests
+    #: compare the two)
+    _scoped: bool = True
 
     def __init__(
         self,
