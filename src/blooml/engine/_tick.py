@@ -139,7 +139,6 @@ def run_tick(rt: Runtime) -> None:
         proxy._rt = prev_rt
         rt.firing = None
         rt._rec = None
-        rt._flags = []
     rt._reset = False
     if rt.watched:  # a collection the tick did not begin gained nothing: tick_new is []
         rt.tick_rows = {n: rt.rels[n].tick_new for n in rt.watched}
