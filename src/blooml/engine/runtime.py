@@ -408,6 +408,8 @@ class Runtime:
             return True
         # a <+, <- or <+- rule over a scratch queues its rows every tick (those that change its
         # table: see blooml.engine._feed)
+        if not self.feeds:
+            return False  # (asked at every step of a node: no generator for nothing)
         return any(f.armed and f.counts for f in self.feeds)
 
     def next_due(self) -> float | None:
