@@ -401,7 +401,14 @@ def fold(rt: Runtime, cr: CompiledRule, out: Any) -> Any:
         if r is None:
             continue
         if isinstance(r, tuple):
-            if None in r:  # NULL is ⊥: a row with a None adds nothing (as Spark's lfold)
+            # NULL is ⊥: a row with a None adds nothing (as Spark's lfold); tested by
+            # identity (``None in r`` calls each lattice cell's ``__eq__``)
+            null = False
+            for x in r:
+                if x is None:
+                    null = True
+                    break
+            if null:
                 continue
             item = r[0] if len(r) == 1 else tuple(r)
         else:

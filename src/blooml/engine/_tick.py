@@ -255,49 +255,54 @@ def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
     changes (``Runtime._touched``; those with soft state or a feed were begun already)."""
     touched = rt._touched
     rels = rt.rels
-    if rt.incremental:
+    incremental = rt.incremental
+    if incremental:
         turnover(rt)
     else:
         for rel in rels.values():
             if not rel.persistent:
                 rel.clear()
-    for rel in rt._ttl_rels:
-        rel.expire(now)
+    if rt._ttl_rels:
+        for rel in rt._ttl_rels:
+            rel.expire(now)
     # incrementally, the input rows of a collection that does not persist are this tick's
     # (``tick_in``), stored by ``store_inputs``
-    maintained = rt._transient_set if rt.incremental else ()
+    maintained = rt._transient_set if incremental else ()
     tick_in = rt.tick_in
-    for name, rows in pend.replaces.items():
-        if name in maintained:
-            _gather(tick_in, name, rows)
-            continue
-        rel = rels[name]
-        if rel not in touched:
-            touched[rel] = rel.begin()
-        for row in rows:
-            rel.remove_key(row)
-        for row in rows:
-            try:
-                rel.add(row, now)
-            except Exception as exc:
-                blame(exc, {name: [row]})
-                raise
-    if rt.feeds:
-        unfeed(rt.feeds)
-    for name, rows in pend.deletes.items():
-        if name in maintained:
-            have = tick_in.get(name)
-            if have:
-                gone = set(rows)
-                tick_in[name] = [r for r in have if r not in gone]
-            continue
-        rel = rels[name]
-        if rel not in touched:
-            touched[rel] = rel.begin()
-        for row in rows:
-            rel.remove(row)
-    if rt.feeds:
-        refill(rt.feeds, now)
+    if pend.replaces:
+        for name, rows in pend.replaces.items():
+            if name in maintained:
+                _gather(tick_in, name, rows)
+                continue
+            rel = rels[name]
+            if rel not in touched:
+                touched[rel] = rel.begin()
+            for row in rows:
+                rel.remove_key(row)
+            for row in rows:
+                try:
+                    rel.add(row, now)
+                except Exception as exc:
+                    blame(exc, {name: [row]})
+                    raise
+    feeds = rt.feeds
+    if feeds:
+        unfeed(feeds)
+    if pend.deletes:
+        for name, rows in pend.deletes.items():
+            if name in maintained:
+                have = tick_in.get(name)
+                if have:
+                    gone = set(rows)
+                    tick_in[name] = [r for r in have if r not in gone]
+                continue
+            rel = rels[name]
+            if rel not in touched:
+                touched[rel] = rel.begin()
+            for row in rows:
+                rel.remove(row)
+    if feeds:
+        refill(feeds, now)
     for name, rows in pend.inserts.items():
         if name in maintained:
             _gather(tick_in, name, rows)
@@ -310,18 +315,21 @@ def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
         except Exception as exc:
             blame(exc, {name: culprits(exc, rows) or list(rows)})
             raise
-    for name, values in pend.lats.items():
-        var = rt.lats[name]
-        for v in values:
-            try:
-                var.merge_in(v, f"input to {name}")
-            except Exception as exc:
-                blame(exc, {name: [v]})
-                raise
+    if pend.lats:
+        for name, values in pend.lats.items():
+            var = rt.lats[name]
+            for v in values:
+                try:
+                    var.merge_in(v, f"input to {name}")
+                except Exception as exc:
+                    blame(exc, {name: [v]})
+                    raise
     if rt.periodic:
         fire_periodic(rt, now)
-    if rt.incremental:
+    if tick_in:
         store_inputs(rt, now)
+    elif incremental:
+        rt.last_in = tick_in
 
 
 def fire_periodic(rt: Runtime, now: float) -> None:
@@ -352,7 +360,8 @@ def turnover(rt: Runtime) -> None:
     that does not persist leave (a reset tick empties them all and forgets their counts);
     this tick's are gathered in ``tick_in`` (only collections that receive rows) and stored
     by ``store_inputs``."""
-    rt.rec_dirty = set()
+    if rt.rec_dirty:
+        rt.rec_dirty = set()
     last_in = rt.prev_in = rt.last_in
     rt.tick_in = {}
     if rt._reset:
@@ -392,7 +401,7 @@ def store_inputs(rt: Runtime, now: float) -> None:
     tick_in = rt.tick_in
     for name, rows in tick_in.items():
         if not rows:
-            continue
+            continue  # (its rows deleted in the same tick)
         rel = rt.rels[name]
         if rel not in touched:
             touched[rel] = rel.begin()
