@@ -331,10 +331,24 @@ def _run_mixed(steps: list[list[tuple[str, str, int]]]) -> list[Any]:
     return out
 
 
-@settings(max_examples=25, deadline=None)
-@given(st.lists(_STEP, min_size=1, max_size=8))
-def test_a_scoped_tick_is_a_full_tick_in_many_shapes(steps: list[list[Any]]) -> None:
+def _same_mixed(steps: list[list[Any]]) -> None:
     scoped = _run_mixed(steps)
     with everything():
         full = _run_mixed(steps)
     assert scoped == full
+
+
+_STEPS = st.lists(_STEP, min_size=1, max_size=8)
+
+
+@settings(max_examples=20, deadline=None)
+@given(_STEPS)
+def test_a_scoped_tick_is_a_full_tick_in_many_shapes(steps: list[list[Any]]) -> None:
+    _same_mixed(steps)
+
+
+@pytest.mark.slow
+@settings(max_examples=400, deadline=None)
+@given(_STEPS)
+def test_a_scoped_tick_is_a_full_tick_in_many_shapes_at_length(steps: list[list[Any]]) -> None:
+    _same_mixed(steps)

@@ -290,18 +290,23 @@ def run_temporal(rt: Runtime) -> None:
             run_feed(rt, cr, cr.feed)
             continue
         scan = cr.only_scan
-        if scan is not None and not scan.store and not scan.tick_new:
-            # a map over a collection with no row (a channel nothing arrived on): ``fire``
-            # would only set its marks (a request's reply rule of another channel)
-            head = cr.head_rel
-            if cr.fresh or (head is not None and cr.seen_removals != head.removals):
-                flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
-                fire(rt, cr, True)
+        if scan is not None and not scan.tick_new:
+            if not scan.store:
+                # a map over a collection with no row (a channel nothing arrived on):
+                # ``fire`` would only set its marks (a request's reply rule of another channel)
+                head = cr.head_rel
+                if cr.fresh or (head is not None and cr.seen_removals != head.removals):
+                    flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
+                    fire(rt, cr, True)
+                continue
+            if idle(cr):
+                continue
+        elif scan is None and idle(cr):
             continue
-        if not idle(cr):
-            flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
-            open_inputs(cr)
-            fire(rt, cr, True)
+        # (a map over a collection that gained rows this tick is never idle)
+        flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
+        open_inputs(cr)
+        fire(rt, cr, True)
 
 
 _FEED_KINDS: dict[type, str] = {Feed: "inserts", DeleteFeed: "deletes", UpsertFeed: "replaces"}

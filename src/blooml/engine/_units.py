@@ -125,21 +125,22 @@ class Unit:
         table head that lost rows) and nothing it reads changed."""
         if self.always:
             return False
+        if self.monotone:
+            for rel in self.in_rels:
+                if rel.tick_new:
+                    return False
+            for var in self.in_lats:
+                if var.incs:
+                    return False
+        elif changed(self.in_rels, self.in_lats):
+            return False
         for cr in self.rules:
             if cr.fresh or (cr.zfresh and cr.zbody is not None):
                 return False
             head = cr.head_rel
             if head is not None and head.persistent and head.removals != cr.seen_removals:
                 return False
-        if self.monotone:
-            for rel in self.in_rels:
-                if rel.tick_new:
-                    return False
-            for var in self.in_lats:  # noqa: SIM110 - a loop: no generator on the hot path
-                if var.incs:
-                    return False
-            return True
-        return not changed(self.in_rels, self.in_lats)
+        return True
 
 
 def plan_units(rt: Runtime) -> None:
