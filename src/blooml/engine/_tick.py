@@ -5,6 +5,13 @@ rows of collections that do not persist come and go by ``turnover`` and ``store_
 runs the strata (``blooml.engine._units`` incrementally, ``blooml.engine._rules`` for the
 reference), then the end-of-tick rules; it commits, or undoes every change if anything raised
 (``rollback_incremental`` for the incremental state), and reports the tick.
+
+A tick costs what it reaches: it begins (``Relation.begin``) a collection only as it first
+changes it, keeping the tokens in ``Runtime._touched``, and commits or rolls back only those;
+units (``Unit.idle``) and end-of-tick rules (``_rules.idle``) none of whose inputs changed are
+not run. A collection it did not begin is as the last tick committed it: no undo log, no new
+rows, empty windows. The reference mode, a tick that rebuilds the incremental state and an
+observed tick begin every collection and run every rule.
 """
 
 from __future__ import annotations
