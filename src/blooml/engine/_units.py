@@ -111,7 +111,6 @@ class Unit:
             or (cr.head_rel is not None and cr.head_rel.ttl is not None)
             for cr in rules
         )
-
         #: only semi-naive evaluators of monotone bodies: rows gone from an input change
         #: nothing they derive (their heads keep what they derived); only new rows count
         self.monotone = all(
@@ -224,8 +223,8 @@ def plan_feeds(rt: Runtime) -> None:
 
 def run_units(rt: Runtime, units: list[Unit]) -> None:
     """Incremental mode: one stratum, unit by unit in dependency order. Untraced, a unit
-    that is ``idle`` is skipped; a unit that runs begins its heads (``Runtime.touch``) and
-    keeps its rules' flags for a rollback (``Runtime._flags``)."""
+    that is ``idle`` is skipped; a unit that runs begins its heads (``Runtime._touched``)
+    and keeps its rules' flags for a rollback (``Runtime._flags``)."""
     skip = rt._scoped and rt._rec is None
     touched = rt._touched
     flags = rt._flags
