@@ -251,9 +251,13 @@ def run_stratum_prioritized(
     heads: list[Relation],
     force: bool = False,
     after: Callable[[], None] | None = None,
+    requeued: Callable[[], None] | None = None,
 ) -> None:
     """``_run_stratum`` with the deltas of ``heads`` processed best value first; the
-    fixpoint ends only when no window is open and no deferred row is left."""
+    fixpoint ends only when no window is open and no deferred row is left. ``after`` is
+    called after every rule's evaluation, ``requeued`` after the frontiers appended the
+    next round's rows (rows stored before, appended again to ``tick_new``: a recursive
+    view ranking what its heads store skips them)."""
     open_all(rt, True)
     fronts = [Frontier(rel) for rel in heads]
     first = True
@@ -266,6 +270,8 @@ def run_stratum_prioritized(
         live = open_all(rt, False)
         for f in fronts:
             live = f.narrow() or live
+        if requeued is not None:
+            requeued()
         if not live:
             break
 

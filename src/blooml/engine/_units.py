@@ -317,7 +317,8 @@ def run_recursive(rt: Runtime, u: Unit) -> None:
     if after is not None:
         after()
     if u.prio and rt.prioritize:
-        run_stratum_prioritized(rt, u.rules, u.prio, force, after)
+        skip = u.dred.requeued if u.dred is not None else None
+        run_stratum_prioritized(rt, u.rules, u.prio, force, after, skip)
     else:
         run_stratum(rt, u.rules, force, after)
     if u.dred is not None:
