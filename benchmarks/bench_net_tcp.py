@@ -10,18 +10,29 @@ against one in flight, and sustained tuples/s between two nodes (issues 12 and 2
    machine's load falls on both alike, and times each round trip: from writing the request
    to reading the node's reply (which arrives on the node's own connection to the client's
    address) or the echo. Replies are kept as they arrive and checked after the clock stops,
-   so the client's cost is a write and a read on both sides. Printed: median, p90 and p99 of
-   each, the node/echo ratios and each server thread's CPU per request. Targets: the node
-   within 2x of the echo at the median, 3x at p99.
+   so the client's cost is a write and a read on both sides. A third server takes the same
+   requests in the same rotation: the *protocol server* (``_Bare``), the ``KVS`` service
+   without an engine: the node's codec decodes and checks each request and encodes its
+   reply, frames are read as a node reads them (a buffered protocol), and replies go on a
+   connection of its own to the client's address, as a node's do: what the transport and
+   codec cost, so that the node's excess over it is the tick and the node's bookkeeping.
+   Printed: median, p90 and p99 of each, the node/echo ratios, the protocol server/echo
+   ratio, and each server thread's CPU per request and its time runnable but waiting for a
+   CPU (``/proc/.../schedstat``: on a shared machine, the part of a round trip that is the
+   machine's). Targets: the node within 2x of the echo at the median, 3x at p99.
 2. **Concurrency** (issue 25). The same ``KVS`` node served by 16 clients at once (each with
    one request in flight, its own connection and reply address; one ``epoll`` loop in the
    child drives them all), against one client with one request in flight, in alternating
-   rounds; then the asyncio echo with the same clients, for scale (what concurrency buys a
-   server that only reads and writes, on this machine). Requests that arrive together are
-   applied by one tick. Printed: requests/s of each, their ratios, each server thread's and
-   the client's CPU per request, requests per tick, and the bound the node thread's CPU per
-   request sets (with the share of a core it had). Target: 16 clients get >= 10x the
-   one-in-flight throughput.
+   rounds; then the protocol server and the asyncio echo with the same clients, for scale
+   (what concurrency buys a server without an engine, and one that only reads and writes,
+   on this machine). Requests that arrive together are applied by one tick. Printed:
+   requests/s of each, their ratios, each server thread's and the client's CPU per request,
+   the shares of the wall time each spent on a CPU, runnable but waiting for one, and idle
+   (is the client saturated? is the server idle?), per tick the node's requests, sends,
+   event-loop rounds and reads, with ``--stages`` the node thread's CPU per stage, and the
+   bound the node thread's CPU per request sets (with the share of a core it had and the
+   CPU a request 10x would need). Target: 16 clients get >= 10x the one-in-flight
+   throughput.
 3. **Stream** (issue 12, §8). A ``Source`` node sends batches of 3-column tuples
    ``(dst, k, lmax(k))`` (``--batch`` per tick, one TCP frame each) to a ``Sink`` node that folds
    them into a table. Throughput is the number of tuples the sink applied divided by the time
@@ -34,9 +45,9 @@ absolute numbers move from run to run; the ratios are taken in the same run.
     python benchmarks/bench_net_tcp.py [--quick] [--only latency|concurrency|stream]
         [--keys N] [--requests N] [--clients C] [--tuples N] [--batch B] [--stages]
 
-``--stages`` also prints the node thread's CPU a request in each stage of the latency
-section (outside the step, accept, the tick, the reply, the step's own), each from the
-thread's own clock around the node's methods.
+``--stages`` also prints the node thread's CPU a request in each stage (outside the step,
+accept, the tick, the reply, the step's own) of the latency section and of the 16-client
+rounds, each from the thread's own clock around the node's methods.
 """
 
 from __future__ import annotations
@@ -63,7 +74,13 @@ from _bloom_util import Verdicts, header
 
 from blooml import Program, bloom, channel, interface, lmap, lmax, table
 from blooml.net import node
-from blooml.net.codec import decode_envelope, encode_envelope, encode_row
+from blooml.net.codec import (
+    decode_envelope,
+    encode_envelope,
+    encode_envelope_after,
+    encode_row,
+    envelope_head,
+)
 
 TARGET = 50_000
 LATENCY_MEDIAN = 2.0
@@ -163,6 +180,111 @@ def start_echo() -> tuple[int, Any, threading.Thread]:
     return box["port"], stop, thread
 
 
+class _BareConn(asyncio.BufferedProtocol):
+    """One incoming connection of the protocol server: the transport reads into a buffer of
+    its own and frames are cut out of it, as a node's connections (``_Frames``) do (a buffer
+    of 64 KiB that never grows: the benchmark's requests are under 100 bytes)."""
+
+    def __init__(self, server: _Bare) -> None:
+        self.server = server
+        self.buf = bytearray(1 << 16)
+        self.view = memoryview(self.buf)
+        self.end = 0
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.view[self.end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        end = self.end + nbytes
+        start = 0
+        while end - start >= 4:
+            (n,) = _FRAME.unpack_from(self.view, start)
+            if end - start - 4 < n:
+                break
+            self.server.handle(bytes(self.view[start + 4 : start + 4 + n]))
+            start += 4 + n
+        rest = end - start
+        if start and rest:
+            self.buf[:rest] = self.view[start:end]
+        self.end = rest
+
+
+class _Bare:
+    """The ``KVS`` service without an engine: each request frame decoded and checked by the
+    node's codec (``decode_envelope``), a ``put`` folded into a dict, a ``get`` looked up,
+    and the reply encoded as a node encodes it (``encode_row``, the envelope's head packed
+    once per destination, ``encode_envelope_after``) and written to a connection of its own
+    to the request's ``src`` (opened at the first request, blocking, before any clock
+    starts; then a plain ``send``). What a node's transport and codec cost, with no tick."""
+
+    def __init__(self) -> None:
+        self.addr = ""
+        self.store: dict[Any, int] = {}
+        self.out: dict[str, socket.socket] = {}
+        self.heads: dict[str, bytes] = {}
+        self.seq = 0
+
+    def handle(self, frame: bytes) -> None:
+        env = decode_envelope(frame)
+        for chan, rows in env.batches:
+            for row in rows:
+                if chan == "put":
+                    _dst, src, rid, k, v = row
+                    self.store[k] = max(self.store.get(k, 0), v)
+                else:
+                    _dst, src, rid, k = row
+                    v = self.store.get(k, 0)
+                self.reply(src, encode_row((src, rid, v)))
+
+    def reply(self, src: str, wire: bytes) -> None:
+        sock = self.out.get(src)
+        if sock is None:
+            host, port = src.rsplit(":", 1)
+            sock = self.out[src] = socket.create_connection((host, int(port)))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.heads[src] = envelope_head(self.addr, src)
+        self.seq += 1
+        data = encode_envelope_after(
+            self.heads[src], (("reply", [wire]),), None, time.time(), self.seq
+        )
+        sock.sendall(_FRAME.pack(len(data)) + data)
+
+
+def start_bare() -> tuple[str, Any, threading.Thread]:
+    """The protocol server (``_Bare``) on 127.0.0.1, on its own thread and loop as a node
+    runs; returns its address, a function that stops it, and its thread."""
+    ready = threading.Event()
+    server = _Bare()
+    box: dict[str, Any] = {}
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        srv = await loop.create_server(lambda: _BareConn(server), "127.0.0.1", 0)
+        server.addr = f"127.0.0.1:{srv.sockets[0].getsockname()[1]}"
+        box["stop"] = asyncio.Event()
+        ready.set()
+        await box["stop"].wait()
+        srv.close()
+        for sock in server.out.values():
+            sock.close()
+
+    def run() -> None:
+        loop = asyncio.new_event_loop()
+        box["loop"] = loop
+        loop.run_until_complete(main())
+        loop.close()
+
+    thread = threading.Thread(target=run, daemon=True, name="bare")
+    thread.start()
+    ready.wait(10)
+
+    def stop() -> None:
+        box["loop"].call_soon_threadsafe(box["stop"].set)
+        thread.join(5)
+
+    return server.addr, stop, thread
+
+
 # -- the client (a child process: it never shares this process's GIL) -----------------------
 #
 # Plain sockets, no event loop: every request is encoded before the clock starts, and every
@@ -253,26 +375,40 @@ class _Client:
         return bad + self.n - len(self.got)
 
 
-def _latency(node: str, echo_port: int, n: int, keys: int, seed: int) -> dict[str, Any]:
+def _latency(
+    node: str, echo_port: int, n: int, keys: int, seed: int, bare: str | None = None
+) -> dict[str, Any]:
     c = _Client(node, random.Random(seed), n, keys)
     c.open(echo_port)
     c.first()
+    b = None
+    if bare is not None:  # the same requests (same seed), addressed to the protocol server
+        b = _Client(bare, random.Random(seed), n, keys)
+        b.open(None)
+        b.first()
     warm = min(100, n // 10)
-    out: dict[str, Any] = {"node": [], "echo": [], "wrong": 0}
+    out: dict[str, Any] = {"node": [], "echo": [], "bare": [], "wrong": 0}
     echoes: list[bytes] = [b""]
     clock = time.perf_counter
+    order = ["node", "echo"] if b is None else ["node", "echo", "bare"]
     for i in range(1, n):
-        # alternate which goes first, so that neither always follows the other
-        for side in ("node", "echo") if i % 2 else ("echo", "node"):
+        # rotate which goes first, so that none always follows another
+        k = i % len(order)
+        for side in order[k:] + order[:k]:
             t0 = clock()
             if side == "node":
                 c.request(i)
+            elif side == "bare":
+                assert b is not None
+                b.request(i)
             else:
                 echoes.append(c.echo(i))
             t = clock() - t0
             if i >= warm:
                 out[side].append(t)
     out["wrong"] = c.wrong() + sum(e != c.frames[i][4:] for i, e in enumerate(echoes) if i)
+    if b is not None:
+        out["wrong"] += b.wrong()
     return out
 
 
@@ -299,6 +435,8 @@ def _concurrency(
         sel.register(s, selectors.EVENT_READ)
     sent = {id(c): 1 for c in cs}
     left = clients * (n - 1)
+    sched0 = schedstat()
+    print("go", flush=True)  # the parent reads its threads' clocks from here (run_client)
     cpu0 = time.process_time()
     t0 = time.perf_counter()
     for c in cs:
@@ -320,11 +458,20 @@ def _concurrency(
                     (c.e if echo_port is not None else c.w).sendall(c.frames[i])
     seconds = time.perf_counter() - t0
     cpu = time.process_time() - cpu0
+    sched1 = schedstat()
+    print("end", flush=True)  # ... to here
+    waited = sched1[1] - sched0[1] if sched0 is not None and sched1 is not None else None
     if echo_port is not None:
         wrong = sum(g != c.frames[i + 1][4:] for c in cs for i, g in enumerate(c.got))
     else:
         wrong = sum(c.wrong() for c in cs)
-    return {"wrong": wrong, "done": clients * (n - 1), "seconds": seconds, "client_cpu": cpu}
+    return {
+        "wrong": wrong,
+        "done": clients * (n - 1),
+        "seconds": seconds,
+        "client_cpu": cpu,
+        "client_waited": waited,
+    }
 
 
 def client_main(spec: dict[str, Any]) -> None:
@@ -332,7 +479,9 @@ def client_main(spec: dict[str, Any]) -> None:
     never comes fails the whole run after ``CLIENT_TIMEOUT`` s, not each request)."""
     socket.setdefaulttimeout(CLIENT_TIMEOUT)
     if spec["kind"] == "latency":
-        out = _latency(spec["node"], spec["echo"], spec["n"], spec["keys"], spec["seed"])
+        out = _latency(
+            spec["node"], spec["echo"], spec["n"], spec["keys"], spec["seed"], spec.get("bare")
+        )
     else:
         out = _concurrency(
             spec["node"], spec.get("echo"), spec["clients"], spec["n"], spec["keys"], spec["seed"]
@@ -340,21 +489,40 @@ def client_main(spec: dict[str, Any]) -> None:
     print(json.dumps(out))
 
 
-def run_client(spec: dict[str, Any], timeout: float = 300.0) -> dict[str, Any]:
-    """Run the client in a child process; its JSON result."""
+def run_client(spec: dict[str, Any], timeout: float = 300.0, on_mark: Any = None) -> dict[str, Any]:
+    """Run the client in a child process; its JSON result (its last line of output). The
+    lines before it mark the start (``go``) and end (``end``) of its timed loop: each is
+    passed to ``on_mark`` as it arrives, so that the parent reads its servers' clocks
+    over the same stretch of time as the client's (late by a pipe read, well under 1%)."""
     env = dict(os.environ)
     src = str(Path(__file__).resolve().parents[1] / "src")
     env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run(
+    with subprocess.Popen(
         [sys.executable, __file__, "--client", json.dumps(spec)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
         env=env,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"the client failed:\n{proc.stderr}")
-    result: dict[str, Any] = json.loads(proc.stdout)
+    ) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        timer = threading.Timer(timeout, proc.kill)  # a client that hangs fails the run
+        timer.start()
+        try:
+            lines = []
+            for line in proc.stdout:
+                line = line.strip()
+                if line in ("go", "end"):
+                    if on_mark is not None:
+                        on_mark(line)
+                elif line:
+                    lines.append(line)
+            err = proc.stderr.read()
+            code = proc.wait()
+        finally:
+            timer.cancel()
+    if code != 0 or not lines:
+        raise RuntimeError(f"the client failed (exit status {code}):\n{err}")
+    result: dict[str, Any] = json.loads(lines[-1])
     return result
 
 
@@ -375,6 +543,51 @@ def thread_cpu(thread: threading.Thread | None) -> float:
         return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
     except (AttributeError, AssertionError, OSError):
         return time.process_time()
+
+
+def schedstat(tid: int | None = None) -> tuple[float, float] | None:
+    """``(seconds on a CPU, seconds runnable but waiting for one)`` of thread ``tid`` of this
+    process (the calling thread by default), from Linux's ``/proc/.../schedstat``; ``None``
+    where there is no such file. What is neither, of a stretch of wall time, the thread spent
+    blocked (idle: in ``epoll``/``recv``, waiting for input)."""
+    path = f"/proc/self/task/{tid}/schedstat" if tid is not None else "/proc/thread-self/schedstat"
+    try:
+        with open(path) as f:
+            run, wait = f.read().split()[:2]
+        return int(run) / 1e9, int(wait) / 1e9
+    except (OSError, ValueError):
+        return None
+
+
+class LoopRounds:
+    """Counts the rounds of a node's event loop (its selector's ``select`` calls) and the
+    ready events they returned (one read of a connection each), by wrapping the loop's
+    selector on the instance (asyncio's selector loops; a no-op on others)."""
+
+    def __init__(self, p: Program) -> None:
+        self.rounds = 0
+        self.events = 0
+        self.selector = getattr(node(p)._loop, "_selector", None)
+        if self.selector is None:
+            return
+        select = self.selector.select
+
+        def counted(timeout: float | None = None) -> Any:
+            ready = select(timeout)
+            self.rounds += 1
+            self.events += len(ready)
+            return ready
+
+        self.selector.select = counted  # an attribute set is atomic: safe from this thread
+
+    def remove(self) -> None:
+        """Take the wrapper away."""
+        if self.selector is not None:
+            self.selector.__dict__.pop("select", None)
+
+    def read(self) -> tuple[int, int]:
+        """``(rounds, events)`` so far."""
+        return self.rounds, self.events
 
 
 def node_cpu(p: Program) -> float:
@@ -438,116 +651,210 @@ class Stages:
 
 
 def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int, stages: bool = False) -> None:
-    """Section 1: request round trips through the node against an asyncio echo."""
+    """Section 1: request round trips through the node against an asyncio echo, and through
+    the protocol server (``_Bare``: the node's codec and reads, no engine) for where the
+    difference lies."""
     print(f"-- latency: {n:,} requests per round, {rounds} rounds, one in flight")
     port, stop_echo, echo_thread = start_echo()
+    bare, stop_bare, bare_thread = start_bare()
     timed = Stages(kvs) if stages else None
     if timed is not None:
         timed.install()
-    via_node: list[float] = []
-    via_echo: list[float] = []
+    sides = ("echo", "bare", "node")
+    via: dict[str, list[float]] = {s: [] for s in sides}
     wrong = 0
-    cpu_node = cpu_echo = 0.0
+    threads = {"node": node(kvs)._thread, "echo": echo_thread, "bare": bare_thread}
+    tids = {s: t.native_id if t is not None else None for s, t in threads.items()}
+    cpu = dict.fromkeys(sides, 0.0)
+    waited = dict.fromkeys(sides, 0.0)  # seconds runnable but waiting for a CPU
     try:
         for r in range(rounds):
             spec = {"kind": "latency", "node": kvs.addr, "echo": port, "n": n, "keys": keys}
-            n0, e0 = node_cpu(kvs), thread_cpu(echo_thread)
-            out = run_client({**spec, "seed": r})
-            cpu_node += node_cpu(kvs) - n0
-            cpu_echo += thread_cpu(echo_thread) - e0
-            via_node += out["node"]
-            via_echo += out["echo"]
+            cpu0 = {s: thread_cpu(t) for s, t in threads.items()}
+            sched0 = {s: schedstat(t) for s, t in tids.items()}
+            out = run_client({**spec, "bare": bare, "seed": r})
+            for s in sides:
+                cpu[s] += thread_cpu(threads[s]) - cpu0[s]
+                a, b = sched0[s], schedstat(tids[s])
+                if a is not None and b is not None:
+                    waited[s] += b[1] - a[1]
+                via[s] += out[s]
             wrong += out["wrong"]
     finally:
         stop_echo()
+        stop_bare()
         if timed is not None:
             timed.remove()
-    for name, xs, cpu in (
-        ("asyncio echo", via_echo, cpu_echo),
-        ("blooml node", via_node, cpu_node),
-    ):
+    names = {"echo": "asyncio echo", "bare": "protocol, no engine", "node": "blooml node"}
+    done = n * rounds
+    for s in sides:
+        xs = via[s]
         print(
-            f"   {name:>12}: median {pct(xs, 0.5) * 1e6:6.0f} us   p90 "
-            f"{pct(xs, 0.9) * 1e6:6.0f} us   p99 {pct(xs, 0.99) * 1e6:6.0f} us   "
-            f"(its thread's CPU {cpu / (n * rounds) * 1e6:.0f} us a request)"
+            f"   {names[s]:>19}: median {pct(xs, 0.5) * 1e6:5.0f} us   p90 "
+            f"{pct(xs, 0.9) * 1e6:5.0f} us   p99 {pct(xs, 0.99) * 1e6:5.0f} us   (its "
+            f"thread's CPU {cpu[s] / done * 1e6:.0f} us a request, runnable but waiting for "
+            f"a CPU {waited[s] / done * 1e6:.0f})"
         )
     if timed is not None:
-        timed.show(cpu_node, n * rounds)
-    ratios = {p: pct(via_node, p) / pct(via_echo, p) for p in (0.5, 0.9, 0.99)}
+        timed.show(cpu["node"], done)
+    ratios = {p: pct(via["node"], p) / pct(via["echo"], p) for p in (0.5, 0.9, 0.99)}
     print(
         f"   node/echo: median {ratios[0.5]:.2f}x   p90 {ratios[0.9]:.2f}x   "
-        f"p99 {ratios[0.99]:.2f}x   CPU {cpu_node / max(cpu_echo, 1e-9):.2f}x"
+        f"p99 {ratios[0.99]:.2f}x   CPU {cpu['node'] / max(cpu['echo'], 1e-9):.2f}x\n"
+        f"   protocol server/echo: median {pct(via['bare'], 0.5) / pct(via['echo'], 0.5):.2f}x"
+        f"   CPU {cpu['bare'] / max(cpu['echo'], 1e-9):.2f}x (the node's codec and reads "
+        f"without the engine: what the transport costs)"
     )
-    v.check("latency replies", wrong == 0, f"{wrong} wrong or lost of {2 * n * rounds:,}")
+    v.check("latency replies", wrong == 0, f"{wrong} wrong or lost of {3 * done:,}")
     v.check(
         "latency median", ratios[0.5] <= LATENCY_MEDIAN, f"{ratios[0.5]:.2f}x <= {LATENCY_MEDIAN}x"
     )
     v.check("latency p99", ratios[0.99] <= LATENCY_P99, f"{ratios[0.99]:.2f}x <= {LATENCY_P99}x")
 
 
-def concurrency(v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: int) -> None:
+def concurrency(
+    v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: int, stages: bool = False
+) -> None:
     """Section 2: ``clients`` clients at once against one request in flight, through the
     node and, for scale, through the asyncio echo with the same clients: what a server
-    that does nothing but read and write gets from concurrency on this machine."""
+    that does nothing but read and write gets from concurrency on this machine. Printed
+    with it, what bounds it: each side's time on a CPU, waiting for one and idle (per
+    request and as shares of the wall time), the node loop's rounds, reads, requests and
+    sends per tick and (``stages``) the node thread's CPU per stage."""
     print(
         f"-- concurrency: {clients} clients x {n:,} requests vs 1 client x {n * clients // 4:,} "
-        f"requests, {rounds} rounds; the node, then the asyncio echo"
+        f"requests, {rounds} rounds; the node, the protocol server without an engine, the "
+        "asyncio echo"
     )
     port, stop_echo, echo_thread = start_echo()
-    sides = ("node", "echo")
-    rates: dict[tuple[str, int], list[float]] = {(s, c): [] for s in sides for c in (1, clients)}
-    cpu: dict[tuple[str, int], list[float]] = {k: [] for k in rates}
-    client: dict[tuple[str, int], list[float]] = {k: [] for k in rates}
-    per_tick: dict[int, list[float]] = {1: [], clients: []}
+    bare, stop_bare, bare_thread = start_bare()
+    sides = ("node", "bare", "echo")
+    keys_ = [(s, c) for s in sides for c in (1, clients)]
+    rates: dict[tuple[str, int], list[float]] = {k: [] for k in keys_}
+    cpu: dict[tuple[str, int], list[float]] = {k: [] for k in keys_}
+    client: dict[tuple[str, int], list[float]] = {k: [] for k in keys_}
+    # shares of the wall time: (server thread on a CPU, it waiting for one, the client on a
+    # CPU, the client waiting for one)
+    shares: dict[tuple[str, int], list[tuple[float, float, float, float]]] = {k: [] for k in keys_}
+    # per tick: (loop rounds, reads, requests, sends)
+    per_tick: dict[int, list[tuple[float, float, float, float]]] = {1: [], clients: []}
+    loop = LoopRounds(kvs)
+    timed = Stages(kvs) if stages else None
+    staged = 0.0
+    staged_n = 0
     wrong = 0
     try:
         for r in range(rounds):
             for c, each in ((1, n * clients // 4), (clients, n)):
                 for side in sides:
-                    spec = {"kind": "concurrency", "node": kvs.addr, "clients": c, "n": each}
+                    target = bare if side == "bare" else kvs.addr
+                    spec = {"kind": "concurrency", "node": target, "clients": c, "n": each}
                     if side == "echo":
                         spec["echo"] = port
-                    ticks0 = kvs.stats()["ticks"]
-                    cpu0 = node_cpu(kvs) if side == "node" else thread_cpu(echo_thread)
-                    out = run_client({**spec, "keys": keys, "seed": 1000 * r + c})
-                    used = (node_cpu(kvs) if side == "node" else thread_cpu(echo_thread)) - cpu0
-                    cpu[side, c].append(used / max(1, out["done"]))
-                    client[side, c].append(out["client_cpu"] / max(1, out["done"]))
+                    thread = {"node": node(kvs)._thread, "bare": bare_thread}.get(side, echo_thread)
+                    tid = thread.native_id if thread is not None else None
+                    s0 = kvs.stats()
+                    l0 = loop.read()
+                    cpu0 = thread_cpu(thread)
+                    marks: dict[str, tuple[float, float] | None] = {}
+
+                    def mark(
+                        name: str,
+                        tid: int | None = tid,
+                        marks: dict[str, tuple[float, float] | None] = marks,
+                    ) -> None:
+                        marks[name] = schedstat(tid)
+
+                    if timed is not None and side == "node" and c == clients:
+                        timed.install()
+                    try:
+                        out = run_client({**spec, "keys": keys, "seed": 1000 * r + c}, on_mark=mark)
+                    finally:
+                        if timed is not None:
+                            timed.remove()
+                    used = thread_cpu(thread) - cpu0
+                    sch0, sch1 = marks.get("go"), marks.get("end")
+                    done = max(1, out["done"])
+                    secs = out["seconds"]
+                    cpu[side, c].append(used / done)
+                    client[side, c].append(out["client_cpu"] / done)
+                    if sch0 is not None and sch1 is not None and out["client_waited"] is not None:
+                        shares[side, c].append(
+                            (
+                                (sch1[0] - sch0[0]) / secs,
+                                (sch1[1] - sch0[1]) / secs,
+                                out["client_cpu"] / secs,
+                                out["client_waited"] / secs,
+                            )
+                        )
                     if side == "node":
-                        ticks = max(1, kvs.stats()["ticks"] - ticks0)
-                        per_tick[c].append(out["done"] / ticks)
-                    rates[side, c].append(out["done"] / out["seconds"])
+                        s1 = kvs.stats()
+                        l1 = loop.read()
+                        ticks = max(1, s1["ticks"] - s0["ticks"])
+                        per_tick[c].append(
+                            (
+                                (l1[0] - l0[0]) / ticks,
+                                (l1[1] - l0[1]) / ticks,
+                                out["done"] / ticks,
+                                (s1["sent"] - s0["sent"]) / ticks,
+                            )
+                        )
+                        if timed is not None and c == clients:
+                            staged += used
+                            staged_n += done
+                    rates[side, c].append(out["done"] / secs)
                     wrong += out["wrong"]
     finally:
         stop_echo()
+        stop_bare()
+        loop.remove()
     ratio: dict[str, float] = {}
+    med = statistics.median
     for side in sides:
-        name = "blooml node" if side == "node" else "asyncio echo"
+        name = {"node": "blooml node", "bare": "protocol, no engine"}.get(side, "asyncio echo")
         for c in (1, clients):
-            extra = (
-                f"; {statistics.median(per_tick[c]):.1f} requests/tick" if side == "node" else ""
-            )
             print(
                 f"   {name}, {c:>2} client{'s' if c > 1 else ' '}: "
-                f"{statistics.median(rates[side, c]):8,.0f} req/s (rounds: "
+                f"{med(rates[side, c]):8,.0f} req/s (rounds: "
                 f"{', '.join(f'{x:,.0f}' for x in rates[side, c])}); its thread's CPU "
-                f"{statistics.median(cpu[side, c]) * 1e6:.0f} us/request, the client's "
-                f"{statistics.median(client[side, c]) * 1e6:.0f}{extra}"
+                f"{med(cpu[side, c]) * 1e6:.0f} us/request, the client's "
+                f"{med(client[side, c]) * 1e6:.0f}"
             )
-        ratio[side] = statistics.median(
-            a / b for a, b in zip(rates[side, clients], rates[side, 1], strict=True)
-        )
-    one = statistics.median(rates["node", 1])
-    busy = statistics.median(cpu["node", clients])
-    got = statistics.median(rates["node", clients]) * busy
+            if shares[side, c]:
+                run, wait, crun, cwait = (med(x[i] for x in shares[side, c]) for i in range(4))
+                print(
+                    f"      of the wall time: its thread on a CPU {run:.0%}, waiting for one "
+                    f"{wait:.0%}, idle {max(0.0, 1 - run - wait):.0%}; the client on a CPU "
+                    f"{crun:.0%}, waiting {cwait:.0%}, idle {max(0.0, 1 - crun - cwait):.0%}"
+                )
+            if side == "node" and per_tick[c]:
+                rounds_, reads, reqs, sends = (med(x[i] for x in per_tick[c]) for i in range(4))
+                print(
+                    f"      a tick: {reqs:.1f} requests, {sends:.1f} sends, {rounds_:.1f} rounds "
+                    f"of the event loop, {reads:.1f} reads"
+                )
+        ratio[side] = med(a / b for a, b in zip(rates[side, clients], rates[side, 1], strict=True))
+    if timed is not None and staged_n:
+        print(f"   node stages at {clients} clients:")
+        timed.show(staged, staged_n)
+    one = med(rates["node", 1])
+    busy = med(cpu["node", clients])
+    echo_busy = med(cpu["echo", clients])
+    bare_busy = med(cpu["bare", clients])
+    sh = shares["node", clients]
+    had = med(x[0] for x in sh) if sh else med(rates["node", clients]) * busy
+    waits = f", and waited for one {med(x[1] for x in sh):.0%} of the time" if sh else ""
     print(
-        f"   ratio {clients} clients / 1 in flight: node {ratio['node']:.2f}x, asyncio echo "
-        f"{ratio['echo']:.2f}x (medians of the rounds' ratios)\n"
+        f"   ratio {clients} clients / 1 in flight: node {ratio['node']:.2f}x, protocol server "
+        f"{ratio['bare']:.2f}x, asyncio echo {ratio['echo']:.2f}x (medians of the rounds' "
+        "ratios)\n"
         f"   bound: one in flight waits a round trip ({1e6 / one:.0f} us) per request; "
         f"{clients} clients are bound by the node thread's CPU ({busy * 1e6:.0f} us a "
         f"request: at most {1 / busy:,.0f} req/s, {1 / busy / one:.1f}x, on a core of its "
-        f"own; it had {got:.0%} of one, the machine's load average "
-        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+        f"own; it had {had:.0%} of one{waits}, the machine's load average "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores). {CONCURRENCY:.0f}x needs "
+        f"at most {1e6 / one / CONCURRENCY:.0f} us a request on a core of its own (the "
+        f"protocol server's thread: {bare_busy * 1e6:.0f}, the echo's: {echo_busy * 1e6:.0f})"
     )
     v.check("concurrency replies", wrong == 0, f"{wrong} wrong or lost")
     v.check(
@@ -607,7 +914,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--stages",
         action="store_true",
-        help="latency: time each stage of a request on the node's thread (adds ~1 us a stage)",
+        help="latency and concurrency: time each stage of a request on the node's thread "
+        "(adds ~1 us a stage)",
     )
     ap.add_argument("--client", help=argparse.SUPPRESS)  # the child process
     args = ap.parse_args(argv)
@@ -630,7 +938,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.only in (None, "latency"):
                 latency(v, kvs, n_lat, keys, rounds, args.stages)
             if args.only in (None, "concurrency"):
-                concurrency(v, kvs, n_conc, args.clients, keys, rounds)
+                concurrency(v, kvs, n_conc, args.clients, keys, rounds, args.stages)
         finally:
             kvs.stop()
     if args.only in (None, "stream"):

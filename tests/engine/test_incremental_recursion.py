@@ -25,7 +25,7 @@ from blooml import Program, bloom, lmax, lmin, scratch, table
 from blooml.engine._dred import DRed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from bench_incremental import GraphReach
+from bench_incremental import GraphPaths, GraphReach
 
 
 class Rec(Program):
@@ -347,3 +347,119 @@ def test_a_view_grown_from_empty_is_not_priced_at_its_first_derivation(
     p.tick()
     assert resets == [1]
     assert len(p.reach) == 20_000  # type: ignore[attr-defined]
+
+
+class _Clock:
+    """``process_time`` for ``blooml.engine._dred``: ``step`` seconds a read, so that what a
+    retraction's checks cost against its budget does not depend on the machine."""
+
+    def __init__(self, step: float) -> None:
+        self.t = 0.0
+        self.step = step
+
+    def __call__(self) -> float:
+        self.t += self.step
+        return self.t
+
+
+def _paths(detours: bool) -> tuple[Program, DRed]:
+    """Shortest distances from 0: a chain 1 -> ... -> 100 reached by 0 -> 1 (weight 1), and,
+    with ``detours``, a hub 200 (0 -> 200, weight 5) with an edge to every chain node, 9
+    longer than the chain; and 1,000 nodes on a chain of their own (left alone)."""
+    p = GraphPaths()
+    chain = [(0, 1, 1)] + [(i, i + 1, 1) for i in range(1, 100)]
+    hub = [(0, 200, 5)] + [(200, i, i + 4) for i in range(1, 101)] if detours else []
+    other = [(0, 300, 1)] + [(i, i + 1, 1) for i in range(300, 1299)]
+    p.edge.insert([*chain, *hub, *other])  # type: ignore[attr-defined]
+    p.root.insert([(0,)])  # type: ignore[attr-defined]
+    p.tick()
+    dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
+    return p, dred
+
+
+def _cut(p: Program, dred: DRed, step: float, monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    """Delete 0 -> 1, each read of the checks' clock ``step`` seconds, a re-derivation 1 s."""
+    import blooml.engine._dred as dred_mod
+
+    clock = _Clock(step)
+    monkeypatch.setattr(dred_mod, "process_time", clock)
+    dred.derived(1.0)
+    p.edge.delete([(0, 1, 1)])  # type: ignore[attr-defined]
+    p.tick()
+    return clock
+
+
+def test_a_delete_whose_checks_find_derivations_gets_the_larger_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Deleting 0 -> 1 raises the distance of the 100 chain keys by 9: each is checked and
+    recomputed from its edge out of the hub (the affected set). The checks find those
+    contributions, so the budget grows towards ``limit_share_found``: 0.1 s of checks
+    against a re-derivation of 1 s is maintained, where a sixteenth re-derived the whole
+    view (at 5,000 nodes such deletes put the 90th percentile above the reference's
+    median)."""
+    p, dred = _paths(detours=True)
+    resets: list[int] = []
+    real = DRed.reset
+    monkeypatch.setattr(DRed, "reset", lambda self: resets.append(1) or real(self))
+    clock = _cut(p, dred, 0.002, monkeypatch)
+    assert resets == []  # not re-derived
+    assert (dred.kept, dred.fallbacks) == (1, 0)
+    assert DRed.limit_share < clock.t < DRed.limit_share_found / 2
+    d = {r[0]: r[1].reveal() for r in p.d}  # type: ignore[attr-defined]
+    assert d[1] == 10 and d[100] == 109 and d[1299] == 1000
+
+
+def test_a_delete_whose_checks_find_nothing_keeps_the_small_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without the hub the chain leaves the view: no check finds a contribution (a tree cut,
+    which a re-derivation handles as cheaply), and the same 0.1 s of checks is past a
+    sixteenth: the view is re-derived, one fallback counted, with the same rows."""
+    p, dred = _paths(detours=False)
+    clock = _cut(p, dred, 0.002, monkeypatch)
+    assert (dred.kept, dred.fallbacks) == (0, 1)
+    assert clock.t < DRed.limit_share_found / 2
+    d = {r[0]: r[1].reveal() for r in p.d}  # type: ignore[attr-defined]
+    assert 1 not in d and 100 not in d and d[1299] == 1000
+
+
+def test_a_delete_past_even_the_larger_budget_falls_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The delete with the hub, its checks priced ten times dearer: past the budget the view
+    is re-derived, with the same distances."""
+    p, dred = _paths(detours=True)
+    _cut(p, dred, 0.02, monkeypatch)
+    assert (dred.kept, dred.fallbacks) == (0, 1)
+    d = {r[0]: r[1].reveal() for r in p.d}  # type: ignore[attr-defined]
+    assert d[1] == 10 and d[100] == 109 and d[1299] == 1000
+
+
+def test_a_keyed_view_s_batch_gets_bare_ranks_and_keeps_the_replaced_row() -> None:
+    """Twenty distances derived in one evaluation are ranked with a bare rank each (no
+    (rank, row) pair to allocate, nor to free when a fallback forgets them); when one
+    improves, the row its rank stood for is read from the undo log, so the key keeps both
+    versions, and deleting the shortcut goes back to the first one, as the reference does."""
+    p, ref = GraphPaths(), GraphPaths(incremental=False)
+    for q in (p, ref):
+        q.edge.insert([(0, i, 10) for i in range(1, 21)])  # type: ignore[attr-defined]
+        q.root.insert([(0,)])  # type: ignore[attr-defined]
+        q.tick()
+    dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
+    vers = dred.versions["d"]
+    first = p._rt.rels["d"].store[5]
+    assert type(vers[5]) is int
+    for q in (p, ref):
+        q.edge.insert([(0, 30, 1), (30, 5, 1)])  # type: ignore[attr-defined]
+        q.tick()
+    now = p._rt.rels["d"].store[5]
+    assert now[1].reveal() == 2
+    assert [row for _, row in vers[5]] == [first, now]
+    assert vers[5][0][1] is first and vers[5][1][1] is now
+    for q in (p, ref):
+        q.edge.delete([(30, 5, 1)])  # type: ignore[attr-defined]
+        q.tick()
+    assert contents(p) == contents(ref)
+    assert dict(p.d)[5].reveal() == 10  # type: ignore[attr-defined]
+    assert (dred.kept, dred.fallbacks) == (1, 0)

@@ -34,12 +34,16 @@ Ramalingam and Reps' dynamic shortest paths):
   semi-naive rounds (best value first for ``lmin``/``lmax``: ``blooml.engine._priority``); the
   new versions get ranks above every existing one (:meth:`DRed.settle`).
 
-Never worse than re-deriving: a retraction gets a budget of CPU time, ``limit_share`` of what
-the unit's last full derivation cost (per row, times the rows the heads would keep: those they
-hold less the keys found gone so far), plus ``limit_floor``. It
-falls back before checking when the first wave of candidates, priced at the mean cost of a
-check, is above it, and stops, having changed nothing, once its checks pass it; the caller
-then re-derives the heads in full, having spent at most that budget more than doing so.
+Never worse than re-deriving: a retraction gets a budget of CPU time, a share of what the
+unit's last full derivation cost (per row, times the rows the heads would keep: those they
+hold less the keys found gone so far), plus ``limit_floor``. The share is ``limit_share``
+while the checks find nothing (a subtree leaving the view: over-deletion, which re-deriving
+does as cheaply) and grows towards ``limit_share_found`` with the fraction of checks that find
+a derivation (keys kept, or recomputed from what remains: the work itself). It falls back
+before checking when the first wave of candidates, priced at the mean cost of a check, is
+above it, and stops, having changed nothing, once its checks pass it; the caller then
+re-derives the heads in full, having spent at most that budget more than doing so
+(``kept`` and ``fallbacks`` count the two outcomes).
 
 A unit it cannot handle (a rule function run as Python, a head key computed rather than
 read, a lattice variable or ``tick_count`` read, a non-monotone input that changed) is
@@ -56,7 +60,7 @@ from typing import Any
 
 from blooml.engine._codegen import fused_map
 from blooml.engine._zops import _E
-from blooml.engine.relation import Relation
+from blooml.engine.relation import _BATCH, MISSING, Relation
 from blooml.errors import KeyConstraintError
 from blooml.ir import exprs as X
 from blooml.ir import nodes as N
@@ -182,15 +186,18 @@ class DRed:
 
     __slots__ = (
         "by_head",
+        "fallbacks",
         "full_cost",
         "full_rows",
         "heads",
         "journal",
+        "kept",
         "next_rank",
         "per_check",
         "pos",
         "retired",
         "rules",
+        "upos",
         "valid",
         "versions",
     )
@@ -204,6 +211,17 @@ class DRed:
     #: cost 0.05x a re-derivation (``bench_incremental.py --section recursion``), so a larger
     #: share only makes the retractions that fall back (a tree cut near its root) dearer.
     limit_share = 0.0625
+    #: The share the budget grows to as the checks find derivations: it is ``limit_share``
+    #: plus ``(limit_share_found - limit_share)`` times the fraction of the checks so far that
+    #: found one (a key kept, or a lattice key recomputed from its remaining contributions:
+    #: Ramalingam and Reps' affected set, which the re-derivation would do again). A check
+    #: that finds nothing is DRed's over-deletion (a subtree leaving the view, which a
+    #: re-derivation handles as cheaply): measured at 5,000 nodes, 0.6-0.8 of the checks of
+    #: a random delete find a derivation, none of a tree cut's. With a sixteenth for all,
+    #: 3 of 29 deletes on a shortest path (their checks cost 25-37% of a re-derivation)
+    #: fell back, and the 90th percentile was above the reference's median; with a quarter
+    #: for all, a tree cut paid a quarter on top of re-deriving (1.66x the reference).
+    limit_share_found = 0.375
     #: Seconds of checking always allowed (a small view re-derives in less than the fixed
     #: cost of one tick: the budget must not make every retraction of it a fallback). At
     #: 500 nodes a delete on a shortest path checks for 0.45 ms at the median, re-deriving
@@ -221,8 +239,9 @@ class DRed:
         # ascending, the last being the stored row
         self.versions: dict[str, dict[Any, Any]] = {h.name: {} for h in heads}
         self.next_rank = 0
-        # head -> (the tick_new list settled, how far)
+        # head -> (the tick_new list settled, how far); (its undo log, how far then)
         self.pos: dict[str, tuple[Any, int]] = {h.name: (None, 0) for h in heads}
+        self.upos: dict[str, tuple[Any, int]] = {h.name: (None, 0) for h in heads}
         # (head, row): versions dropped by ``settle``, whose dependents the next run checks
         self.retired: list[tuple[str, Any]] = []
         # whether the versions describe the heads (not before a full derivation, nor after
@@ -234,6 +253,9 @@ class DRed:
         self.full_cost = 0.0
         self.full_rows = 0
         self.per_check: float | None = None
+        # retractions maintained, and those that fell back to re-deriving the heads
+        self.kept = 0
+        self.fallbacks = 0
 
     @classmethod
     def build(cls, crs: list[Any], rt: Any, heads: list[Relation]) -> DRed | None:
@@ -266,6 +288,7 @@ class DRed:
         for name, h in self.by_head.items():
             self.versions[name] = {}
             self.pos[name] = (h.tick_new, len(h.tick_new))
+            self.upos[name] = (h.undo, len(h.undo))
         self.retired = []
         self.valid = True
         # the indexes that find a key's derivations, built with the view (whose derivation
@@ -287,8 +310,9 @@ class DRed:
         self.full_cost = seconds
         self.full_rows = sum(len(h.store) for h in self.heads)
 
-    def budget(self, gone: int = 0) -> float:
-        """CPU seconds a retraction may spend on checks (see ``limit_share``) once it has
+    def budget(self, gone: int = 0, found: float = 0.0) -> float:
+        """CPU seconds a retraction may spend on checks (see ``limit_share``; ``found`` is the
+        fraction of the checks that found a derivation, see ``limit_share_found``) once it has
         found ``gone`` keys that lose their row: the last full derivation's cost per row
         (over at least 64 rows, so that a derivation of an empty view does not price every
         row at its fixed cost) times the rows the heads would keep. A re-derivation after
@@ -298,7 +322,9 @@ class DRed:
         rows = sum(len(h.store) for h in self.heads) - gone
         est = self.full_cost * max(rows, 1) / max(self.full_rows, 64)
         est = max(est, self.limit_floor)
-        return self.limit_share * est + self.limit_floor
+        share = self.limit_share
+        share += (self.limit_share_found - share) * min(max(found, 0.0), 1.0)
+        return share * est + self.limit_floor
 
     def settle(self) -> None:
         """Give every row the heads stored since the last call a version, ranked above all
@@ -315,7 +341,8 @@ class DRed:
             n = len(new)
             vers = self.versions[name]
             keyfn = h.keyfn
-            if p == n:
+            if p == n:  # nothing stored (rows dropped, maybe): the log read so far
+                self.upos[name] = (h.undo, len(h.undo))
                 continue
             m = n - p
             seg = new[p:n]
@@ -335,15 +362,21 @@ class DRed:
                         self.valid = False  # re-derive at the next retraction
                     todo = ()
                 else:
+                    # new keys get a bare rank too: the version is the stored row until it
+                    # is replaced, and then the row it replaced is read from the undo log
+                    # (``_replaced``); a (rank, row) pair per key cost its allocation here
+                    # and its freeing when a fallback forgets the versions (5-9 ms at
+                    # 50,000 keys)
                     keys = list(map(keyfn, seg))
                     if vers.keys().isdisjoint(keys):
                         before = len(vers)
-                        vers.update(zip(keys, zip(repeat(rank), seg), strict=True))
+                        vers.update(zip(keys, repeat(rank)))
                         if len(vers) - before == m:
                             todo = ()
                         else:  # a key stored twice in the batch (improved, or queued again)
                             for k in keys:
                                 vers.pop(k, None)
+            replaced: dict[Any, Any] | None = None
             for i in todo:
                 row = seg[i]
                 k = row if keyfn is None else keyfn(row)
@@ -351,8 +384,21 @@ class DRed:
                 if v is None:
                     vers[k] = (rank, row)
                     continue
-                if type(v) is int:  # a set view's version from a batch: the key is its row
-                    v = (v, k)
+                if type(v) is int:  # a bare rank from a batch: the row stored then
+                    if keyfn is None:  # a set view: the key is its row
+                        v = (v, k)
+                    else:
+                        if replaced is None:
+                            replaced = self._replaced(name, h)
+                        old = replaced.get(k, _E)
+                        if old is _E:  # not replaced since: queued again (``Frontier``)
+                            if h.store.get(k) is not row:
+                                self.valid = False  # not the invariant: re-derive
+                            continue
+                        if old is MISSING:  # stored without a version: not the invariant
+                            self.valid = False
+                            continue
+                        v = (v, old)
                 if type(v) is tuple:
                     if v[1] is not row:  # else queued again to be processed (``Frontier``)
                         vers[k] = [v, (rank, row)]
@@ -362,11 +408,33 @@ class DRed:
                         self.retired.append((name, v.pop(0)[1]))
             rank += 1
             self.pos[name] = (new, n)
+            self.upos[name] = (h.undo, len(h.undo))
         self.next_rank = rank
         retired = len(self.retired)
         if retired > 64 and retired > 64 + sum(len(h.store) for h in self.heads):
             self.valid = False  # retire by re-deriving, at the next retraction
             self.retired = []
+
+    def requeued(self) -> None:
+        """The prioritized evaluation appended rows the heads stored before (and ``settle``
+        ranked) to ``tick_new`` again, as the next round's delta: not new versions. Called
+        right after a ``settle``, so everything before them is ranked already."""
+        for name, h in self.by_head.items():
+            self.pos[name] = (h.tick_new, len(h.tick_new))
+
+    def _replaced(self, name: str, h: Relation) -> dict[Any, Any]:
+        """Key -> the row head ``h`` held under it at the last ``settle`` (the row a bare
+        rank stands for), for the keys replaced or dropped since: their first entry in the
+        undo log after that ``settle``."""
+        lst, u = self.upos[name]
+        undo = h.undo
+        if lst is not undo:
+            u = 0  # a new tick: its log starts after the last tick's closing ``settle``
+        out: dict[Any, Any] = {}
+        for k, old in undo[u:]:
+            if k is not _BATCH and k not in out:
+                out[k] = old
+        return out
 
     # -- a retraction --------------------------------------------------------------------------
 
@@ -376,7 +444,15 @@ class DRed:
         one step, what the rest still derives (the semi-naive rounds that follow propagate
         it). Returns ``False``, having changed no row, when the versions are not valid or the
         change costs more than the budget (see ``limit_share``): the caller re-derives the
-        heads in full."""
+        heads in full. Counted in ``kept`` and ``fallbacks``."""
+        ok = self._retract(rt, removed)
+        if ok:
+            self.kept += 1
+        else:
+            self.fallbacks += 1
+        return ok
+
+    def _retract(self, rt: Any, removed: dict[str, list[Any]]) -> bool:
         if not self.valid:
             return False
         budget = self.budget()
@@ -384,7 +460,8 @@ class DRed:
             return False
         start = process_time()
         deadline = start + budget
-        ngone, next_gone = 0, 16  # keys found gone; when to price the budget again
+        ngone = 0  # keys found gone
+        nfound = 0  # checks that found a derivation (``limit_share_found``)
         self.settle()  # this tick's input rows of the heads, stored before the unit runs
         heads = self.by_head
         versions = self.versions
@@ -470,11 +547,11 @@ class DRed:
             if k in g:
                 continue
             work += 1
-            if not work & 3 and process_time() > deadline:
-                return False
-            if ngone > next_gone:  # keys found gone shrink the re-derivation, and so the budget
-                deadline = start + self.budget(ngone)
-                next_gone = ngone + (ngone >> 3) + 16
+            if not work & 3:
+                if not work & 15:  # keys found gone shrink the re-derivation, and the budget
+                    deadline = start + self.budget(ngone, nfound / work)
+                if process_time() > deadline:
+                    return False
             h = heads[name]
             cur = h.store.get(k)
             if cur is None:
@@ -486,21 +563,27 @@ class DRed:
             if type(v) is tuple:
                 if v[1] is cur:
                     bound[0] = v[0]
-                    ok = _derives(
+                    got = _derives(
                         h, k, cur, rules_of[name], tick_in.get(name), pick, check_view, heads, gets
                     )
+                    ok = got == _SAME
+                    nfound += got > _NONE
             elif v is not None and v[-1][1] is cur:
                 # every version may justify rows ranked above it: check each, keep those
                 # still derived (a lattice value only grows: each is checked on its own)
                 keep = []
+                some = False
                 for rank, row in v:
                     bound[0] = rank
-                    if _derives(
+                    got = _derives(
                         h, k, row, rules_of[name], tick_in.get(name), pick, check_view, heads, gets
-                    ):
+                    )
+                    some = some or got > _NONE
+                    if got == _SAME:
                         keep.append((rank, row))
                     else:
                         items.append((name, [row]))
+                nfound += some
                 ok = bool(keep) and keep[-1][1] is cur
                 if ok:
                     versions[name][k] = keep if len(keep) > 1 else keep[0]
@@ -508,6 +591,8 @@ class DRed:
                 g[k] = cur
                 ngone += 1
                 items.append((name, [cur]))
+        if work:
+            deadline = start + self.budget(ngone, nfound / work)
         rescued = self._rescue(gone, rules_of, tick_in, gets, work, deadline)
         if rescued is None:
             return False
@@ -585,7 +670,8 @@ class DRed:
                     gone[n].update(keys)
                 return None
             h = heads[name]
-            if not _derives(h, k, cur, rules_of[name], tick_in.get(name), alive, view, heads, gets):
+            got = _derives(h, k, cur, rules_of[name], tick_in.get(name), alive, view, heads, gets)
+            if got != _SAME:
                 continue
             del g[k]
             self.versions[name][k] = (rank, cur)
@@ -705,6 +791,11 @@ def _drivers(
     return out
 
 
+#: What :func:`_derives` found: no contribution to the key, contributions that no longer give
+#: its row (a lattice value that grows), or its row.
+_NONE, _BELOW, _SAME = 0, 1, 2
+
+
 def _derives(
     h: Relation,
     k: Any,
@@ -715,29 +806,30 @@ def _derives(
     view: Any,
     heads: Any,
     gets: Any,
-) -> bool:
+) -> int:
     """Whether head ``h``'s row ``cur`` (key ``k``) is still derived from the inputs and
-    the head versions ``pick`` lets them see: the same row, or for lattice columns a merged
-    value at least ``cur``'s (an older version is justified by contributions that since
-    grew)."""
+    the head versions ``pick`` lets them see (``_SAME``): the same row, or for lattice
+    columns a merged value at least ``cur``'s (an older version is justified by
+    contributions that since grew); ``_BELOW`` when contributions remain but merge below it,
+    ``_NONE`` when none does."""
     key_of = h.key_of
     outs: list[Any] = [r for r in inputs if key_of(r) == k] if inputs else []
     setlike = h.keyfn is None
     if setlike and cur in outs:
-        return True
+        return _SAME
     for r in rules:
         drivers = _drivers(r, (k,), h, pick, heads, gets)
         if drivers:
             outs.extend(o for o in r.drive(r.inv[0], drivers, view) if key_of(o) == k)
         if setlike and cur in outs:
-            return True
+            return _SAME
     if setlike or not outs:
-        return False
+        return _NONE
     merged = outs[0]
     try:
         for o in outs[1:]:
             merged = h._merge(k, merged, o)
         above = h._merge(k, merged, cur)
     except KeyConstraintError:
-        return False
-    return above is merged or bool(above == merged)
+        return _BELOW
+    return _SAME if above is merged or bool(above == merged) else _BELOW

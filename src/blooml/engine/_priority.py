@@ -81,8 +81,9 @@ def eligible_heads(rules: Iterable[Rule], rels: dict[str, Relation]) -> list[Rel
 
     The stratum must consist of same-tick (``<=``) rules into collections, with monotone bodies
     that read no lattice variable and not the tick; a prioritized relation is a head of the
-    stratum that the stratum also reads (it is recursive), with hard state, key columns and
-    exactly one value column (``dist = table(["v"], ["d"])``). Whether that column holds
+    stratum that the stratum also reads (it is recursive), a table or a scratch view with hard
+    state, key columns and exactly one value column (``dist = table(["v"], ["d"])``, ``d =
+    scratch(["n"], ["d"])``). Whether that column holds
     ``lmin``/``lmax`` values is checked row by row at run time (other rows are not deferred).
     """
     rules = list(rules)
@@ -103,7 +104,7 @@ def eligible_heads(rules: Iterable[Rule], rels: dict[str, Relation]) -> list[Rel
             h in read
             and rel.keyfn is not None
             and rel.ttl is None
-            and rel.persistent
+            and (rel.persistent or rel.info.kind == "scratch")
             and rel.arity - rel.nkeys == 1
         ):
             out.append(rel)
