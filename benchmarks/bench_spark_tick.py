@@ -27,8 +27,10 @@ what a tick costs: its jobs, the jobs among them with no description, and the in
 stages read (``inputRecords``, which counts rows read back from checkpointed blocks and Parquet
 files). Each size runs twice: with a checkpoint directory (state kept as Parquet files, as
 docs/spark.md tells production users), then without one (state in ``localCheckpoint``s). Prints
-the median and the worst of each kind per size, and the ratio of the records read at the large
-size to the small one.
+the median and the worst of each kind per size (records, and the rows the tick changed: its
+input rows plus the rows its fixpoint rounds made new or grew, ``result.touched``), the ratio
+of the records read at the large size to the small one, and what the worst tick of each kind
+read per row it changed.
 
 Targets (exits 1 when one is missed): records read at the large size at most 3x those at the
 small one (median and worst of each kind; with the checkpoint directory, for information
@@ -202,7 +204,8 @@ def measure(
 ) -> dict[str, Any]:
     """Tick 0 loads a graph; then ``ticks`` ticks of each kind of ``shape``, interleaved in a
     random order. Returns kind -> [(jobs, most jobs in one tick, undescribed jobs, records,
-    seconds)]."""
+    seconds, rows changed)]; rows changed: the input rows plus the rows the tick's fixpoint
+    rounds made new or grew (``result.touched``)."""
     links, nodes = graph(rnd, edges)
     links_df = spark.createDataFrame(links, "src bigint, dst bigint, c bigint").localCheckpoint()
     kinds = SHAPES[shape]
@@ -220,7 +223,7 @@ def measure(
     plan = [k for k in kinds for _ in range(ticks)]
     rnd.shuffle(plan)
     meter = Meter(spark)
-    out: dict[str, list[tuple[int, int, int, int, float]]] = {k: [] for k in kinds}
+    out: dict[str, list[tuple[int, int, int, int, float, int]]] = {k: [] for k in kinds}
     worst: dict[str, tuple[int, list[tuple[str, int]]]] = {}
     for kind in plan:
         steps: list[dict[str, Any]]
@@ -248,17 +251,18 @@ def measure(
         else:
             steps = [{}]
         meter.take(record=False)  # what ran between the measured ticks (the checks below)
-        jobs = most = bare = records = 0
+        jobs = most = bare = records = changed = 0
         t = time.perf_counter()
         result = None
         listing: list[tuple[str, int]] = []
         for inputs in steps:
             result = engine.tick(inputs)
+            changed += sum(len(v) for v in inputs.values()) + sum(map(sum, result.touched))
             j, u, r = meter.take()
             jobs, most, bare, records = jobs + j, max(most, j), bare + u, records + r
             listing += meter.last
         seconds = time.perf_counter() - t
-        out[kind].append((jobs, most, bare, records, seconds))
+        out[kind].append((jobs, most, bare, records, seconds, changed))
         if records >= worst.get(kind, (-1, []))[0]:
             worst[kind] = (records, listing)
         if kind == "grow":  # outside the measured window: what is reached now
@@ -283,7 +287,7 @@ def measure(
     }
 
 
-def median_worst(rows: list[tuple[int, int, int, int, float]], i: int) -> tuple[float, float]:
+def median_worst(rows: list[tuple[int, int, int, int, float, int]], i: int) -> tuple[float, float]:
     vals = [r[i] for r in rows]
     return statistics.median(vals), max(vals)
 
@@ -301,9 +305,11 @@ def report(
             jm, jw = median_worst(rows, 1)
             rm, rw = median_worst(rows, 3)
             tm, tw = median_worst(rows, 4)
+            cm, cw = median_worst(rows, 5)
             bare = sum(x[2] for x in rows)
             print(
                 f"  {kind:7s} jobs/tick {jm:4.1f} / {jw:3d}   records {rm:>10,.0f} / {rw:>10,}"
+                f"   rows changed {cm:>5,.0f} / {cw:>5,}"
                 f"   {tm:5.2f} / {tw:5.2f} s   undescribed jobs {bare}"
             )
             if bare:
@@ -335,6 +341,13 @@ def report(
         ok = rm <= RECORDS_RATIO and rw <= RECORDS_RATIO
         verdict = ("ok" if ok else "MISSED") if check else "(for information)"
         print(f"  {kind:7s} {rm:5.1f}x  {rw:5.1f}x  (<= {RECORDS_RATIO}) {verdict}")
+        # what the tick that read the most read per row it changed (its change, not the
+        # state, is what a tick's lookups follow)
+        per = []
+        for r in (small, large):
+            top = max(r["ticks"][kind], key=lambda x: x[3])
+            per.append(f"{top[3]:,} for {top[5]:,} ({top[3] / max(top[5], 1):,.0f} a row)")
+        print(f"          the worst tick's records for the rows it changed: {per[0]}; {per[1]}")
         if check and not ok:
             failures.append(f"{label}, {kind}: records ratio {rm:.1f}x / {rw:.1f}x")
     return failures

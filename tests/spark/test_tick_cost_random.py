@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from blooml import Program, bloom, table
+from blooml import Program, bloom, count, lmin, scratch, table
 from blooml.spark import SparkEngine
 
 pytestmark = pytest.mark.spark
@@ -246,6 +246,7 @@ def test_a_lookup_of_scattered_keys_in_a_state_file_reads_their_pages_only(
 ) -> None:
     from pyspark.sql import functions as F
 
+    from blooml.spark._dflookup import Lookups
     from blooml.spark._dfstate import STATE_PAGE_ROWS, STATE_ROW_GROUP, keep_state
 
     n = 8_000  # a few row groups of ~2,000 rows (STATE_ROW_GROUP), in a shuffled order
@@ -271,3 +272,99 @@ def test_a_lookup_of_scattered_keys_in_a_state_file_reads_their_pages_only(
         for i in range(meta.num_row_groups)
     ]
     assert sum(groups) == n and max(groups) <= STATE_ROW_GROUP // 16, groups
+    # more than 10 keys: Spark pushes an IN list of more than 10 values (spark.sql.parquet.
+    # pushdown.inFilterThreshold) to Parquet as one IN predicate, whose page skipping uses
+    # only its smallest and largest values: 24 keys spread over the file read every page of
+    # the row groups they fall in (7,710 of 8,000 records) until the engine's lookups split
+    # long lists into lists of 10 OR-ed (each pushed as equalities: a page per key)
+    keys = [(k,) for k in random.Random(24).sample(range(n), 24)]
+    meter.take()
+    lookups = Lookups()
+    got = lookups.rows(kept, ["k"], keys)
+    _, _, records = meter.take()
+    assert sorted(r[0] for r in got) == sorted(k for (k,) in keys)
+    assert all((k - v * 7919) % n == 0 for k, v in got)
+    assert lookups.jobs == 1 and records <= len(keys) * STATE_PAGE_ROWS, records
+    # by two columns (the first one prunes): the same pages; a pair whose second value
+    # differs from the stored one is not found
+    pairs = [(k, v) for k, v in got[:12]] + [(got[12][0], got[12][1] + 1)]
+    meter.take()
+    found = Lookups().rows(kept, ["k", "v"], pairs)
+    _, _, records = meter.take()
+    assert sorted(found) == sorted(pairs[:12]) and records <= 13 * STATE_PAGE_ROWS, records
+
+
+class Star(Program):
+    """Shortest paths (``lmin``) and the nodes reached: the benchmark's program without its
+    groups."""
+
+    link = table(["src", "dst", "c"])
+    source = table(["node"])
+    dist = table(["node"], ["d"])
+    reach = table(["node"])
+
+    @bloom
+    def rules(self):
+        self.dist <= self.source.map(lambda s: (s.node, lmin(0)))
+        self.dist <= self.dist.join(self.link, self.dist.node == self.link.src).map(
+            lambda d, lk: (lk.dst, d.d + lk.c)
+        )
+        self.reach <= self.dist.map(lambda d: (d.node,))
+
+
+@pytest.mark.slow
+def test_a_new_edge_that_lowers_many_scattered_distances_reads_a_page_per_key(
+    spark: Any, checkpoint_dir: Any
+) -> None:
+    from blooml.spark._dfstate import STATE_PAGE_ROWS
+
+    # the source reaches every node at cost 100; a new edge of cost 1 into a hub whose 40
+    # links lead to nodes spread over the key range at cost 1: one round lowers 40
+    # scattered distances (40 keys looked up in dist, link and reach, in one job). Until
+    # lookups split IN lists of more than 10 values, that round read every page of those
+    # collections (~30,000 records); now a page per key and collection
+    n, hub = 10_000, 7
+    rnd = random.Random(3)
+    spread = rnd.sample(range(10, n), 40)
+    links = [(0, v, 100) for v in range(1, n)] + [(hub, v, 1) for v in spread]
+    df = spark.createDataFrame(links, "src bigint, dst bigint, c bigint")
+    engine = SparkEngine(spark, path="dataframe", program=Star)
+    engine.tick({"link": df, "source": [(0,)]})
+    meter = Meter(spark)
+    result = engine.tick({"link": [(0, hub, 1)]})
+    jobs, bare, records = meter.take()
+    dist = {k: d.reveal() for k, d in result.rows("dist")}
+    assert dist[hub] == 1 and all(dist[v] == 2 for v in spread), [dist[v] for v in spread]
+    assert sum(1 for d in dist.values() if d == 100) == n - 2 - len(spread)
+    keys = 1 + 1 + len(spread)  # the new edge's source, the hub, the hub's successors
+    assert bare == [] and jobs <= 4, (jobs, bare)
+    assert records <= 3 * keys * STATE_PAGE_ROWS, (records, keys)
+
+
+class Counted(Program):
+    """A table projected into another, and the global count of the second."""
+
+    a = table(["x"])
+    b = table(["x"])
+    n = scratch([], ["k"])
+
+    @bloom
+    def rules(self):
+        self.b <= self.a
+        self.n <= self.b.group([], count())
+
+
+def test_a_row_the_previous_tick_replaced_is_not_looked_up_again(spark: Any) -> None:
+    # the count's row was replaced by the previous tick: its stored row is the overlay's, on
+    # the driver, so updating it needs no job (until this release: a job of its own, after
+    # the one that looked up the new row, as the worst SSSP tick's last job)
+    engine = SparkEngine(spark, path="dataframe", program=Counted)
+    p = Counted()
+    meter = Meter(spark)
+    for i, rows in enumerate([[(1,), (2,)], [(5,)], [(6,)]]):
+        p.a.insert(rows)
+        p.tick()
+        result = engine.tick({"a": rows})
+        jobs, bare, _ = meter.take()
+        assert bare == [] and (jobs == 1 or i < 2), (i, jobs)  # is the new row stored?
+    assert result.rows("n") == [(4,)] == list(map(tuple, p.n))

@@ -31,12 +31,17 @@ def send_outbox(
 ) -> None:
     """Send a committed tick's messages, batched by address (``ids``: their identities by
     content key when the tick is traced, for an in-process receiver to record them)."""
-    batches: dict[Any, list[tuple[str, tuple[Any, ...], Any]]] = {}
-    for addr, chan, row, wire in outbox:
-        b = batches.get(addr)
-        if b is None:
-            batches[addr] = b = []
-        b.append((chan, row, wire))
+    batches: dict[Any, list[tuple[str, tuple[Any, ...], Any]]]
+    if len(outbox) == 1:  # a request's reply
+        addr, chan, row, wire = outbox[0]
+        batches = {addr: [(chan, row, wire)]}
+    else:
+        batches = {}
+        for addr, chan, row, wire in outbox:
+            b = batches.get(addr)
+            if b is None:
+                batches[addr] = b = []
+            b.append((chan, row, wire))
     prev = getattr(_sending, "info", None)
     _sending.info = (rt.addr, ids)
     try:

@@ -49,12 +49,15 @@ class CompiledRule:
     """A rule bound to one runtime: its evaluator, head and incremental bookkeeping."""
 
     __slots__ = (
+        "always",
         "body",
         "feed",
         "fresh",
         "guards",
         "head_lat",
         "head_rel",
+        "in_lats",
+        "in_rels",
         "is_lat_body",
         "only_scan",
         "op",
@@ -92,6 +95,18 @@ class CompiledRule:
         elif type(body) is MapEval and type(body.inp) is ScanEval:
             self.only_scan = body.inp.rel
         self.read_vars = [rt.lats[v] for v in sorted(rule.reads)]
+        # what the body reads: a rule none of whose inputs changed in a tick derives nothing
+        # new there unless it must be evaluated in full (``idle``)
+        names = [name for name, _ in sources(rule.body)]
+        self.in_rels: tuple[Relation, ...] = tuple(
+            dict.fromkeys(rt.rels[n] for n in names if n in rt.rels)
+        )
+        self.in_lats: tuple[LatVarState, ...] = tuple(
+            dict.fromkeys([*(rt.lats[n] for n in names if n in rt.lats), *self.read_vars])
+        )
+        #: evaluated every tick, whatever changed: a body that reads no collection or lattice
+        #: variable (literal rows), or ``tick_count``
+        self.always = not names or rule.reads_tick
         # name -> the function may use the value freely (a non-monotone read, stratified
         # before this rule) or only through @morph/@monotone methods (a MonotoneRead guard)
         self.read_modes = {v: v in rule.nonmonotone_reads for v in rule.reads}
@@ -179,6 +194,37 @@ def open_all(rt: Runtime, from_start: bool) -> bool:
     return live
 
 
+def open_inputs(cr: CompiledRule) -> None:
+    """``open_all(rt, True)`` for the windows rule ``cr`` reads (its first round on its own:
+    the other windows are not read by its evaluation)."""
+    for rel in cr.in_rels:
+        rel.lo = 0
+        rel.hi = len(rel.tick_new)
+    for var in cr.in_lats:
+        var.lo = 0
+        var.hi = len(var.incs)
+
+
+def changed(rels: tuple[Relation, ...] | list[Relation], lats: Any) -> bool:
+    """Whether any of ``rels`` changed in this tick (rows new, gone or replaced: its undo log,
+    or emptied whole) or any of lattice variables ``lats`` grew."""
+    for rel in rels:
+        if rel.tick_new or rel.undo or rel._saved is not None:
+            return True
+    for var in lats:  # noqa: SIM110 - a loop: no generator on the tick's hot path
+        if var.incs:
+            return True
+    return False
+
+
+def idle(cr: CompiledRule) -> bool:
+    """Whether the semi-naive evaluator of rule ``cr`` (in its first round) would derive
+    nothing this tick, so that firing it can be skipped: it is not to be evaluated in full
+    (``full_mode``) and nothing it reads changed (its delta windows are empty; what a
+    non-monotone evaluator compares, the inputs' change counts, did not move)."""
+    return not cr.always and not cr.full_mode(True) and not changed(cr.in_rels, cr.in_lats)
+
+
 def run_stratum(
     rt: Runtime,
     rules: list[CompiledRule],
@@ -231,12 +277,42 @@ def run_stratum_prioritized(
 
 
 def run_temporal(rt: Runtime) -> None:
-    open_all(rt, True)
+    """The end-of-tick rules (``<+ <- <+- <~``) on the tick's final state. Incrementally
+    (and untraced), a rule that is ``idle`` is skipped (it would queue or send nothing), and
+    a rule opens only the windows it reads."""
+    flags = rt._flags
+    if not (rt.incremental and rt._scoped) or rt._rec is not None:
+        open_all(rt, True)
+        for cr in rt.temporal:
+            flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
+            if cr.feed is not None:
+                run_feed(rt, cr, cr.feed)
+            else:
+                fire(rt, cr, True)
+        return
     for cr in rt.temporal:
         if cr.feed is not None:
+            flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
             run_feed(rt, cr, cr.feed)
-        else:
-            fire(rt, cr, True)
+            continue
+        scan = cr.only_scan
+        if scan is not None and not scan.tick_new:
+            if not scan.store:
+                # a map over a collection with no row (a channel nothing arrived on):
+                # ``fire`` would only set its marks (a request's reply rule of another channel)
+                head = cr.head_rel
+                if cr.fresh or (head is not None and cr.seen_removals != head.removals):
+                    flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
+                    fire(rt, cr, True)
+                continue
+            if idle(cr):
+                continue
+        elif scan is None and idle(cr):
+            continue
+        # (a map over a collection that gained rows this tick is never idle)
+        flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
+        open_inputs(cr)
+        fire(rt, cr, True)
 
 
 _FEED_KINDS: dict[type, str] = {Feed: "inserts", DeleteFeed: "deletes", UpsertFeed: "replaces"}
@@ -336,7 +412,14 @@ def fold(rt: Runtime, cr: CompiledRule, out: Any) -> Any:
         if r is None:
             continue
         if isinstance(r, tuple):
-            if None in r:  # NULL is ⊥: a row with a None adds nothing (as Spark's lfold)
+            # NULL is ⊥: a row with a None adds nothing (as Spark's lfold); tested by
+            # identity (``None in r`` calls each lattice cell's ``__eq__``)
+            null = False
+            for x in r:
+                if x is None:
+                    null = True
+                    break
+            if null:
                 continue
             item = r[0] if len(r) == 1 else tuple(r)
         else:

@@ -5,6 +5,13 @@ rows of collections that do not persist come and go by ``turnover`` and ``store_
 runs the strata (``blooml.engine._units`` incrementally, ``blooml.engine._rules`` for the
 reference), then the end-of-tick rules; it commits, or undoes every change if anything raised
 (``rollback_incremental`` for the incremental state), and reports the tick.
+
+A tick costs what it reaches: it begins (``Relation.begin``) a collection only as it first
+changes it, keeping the tokens in ``Runtime._touched``, and commits or rolls back only those;
+units (``Unit.idle``) and end-of-tick rules (``_rules.idle``) none of whose inputs changed are
+not run. A collection it did not begin is as the last tick committed it: no undo log, no new
+rows, empty windows. The reference mode, a tick that rebuilds the incremental state and an
+observed tick begin every collection and run every rule.
 """
 
 from __future__ import annotations
@@ -14,12 +21,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._coltypes import check_families, check_input_families
-from blooml.engine._direct import DirectPlan, direct_plan
 from blooml.engine._feed import refill, unfeed
 from blooml.engine._maintain import Support
 from blooml.engine._net_entry import send_outbox
 from blooml.engine._pending_input import blame, culprits, report_pending
-from blooml.engine._rules import note, run_stratum, run_stratum_prioritized, run_temporal
+from blooml.engine._rules import (
+    CompiledRule,
+    note,
+    run_stratum,
+    run_stratum_prioritized,
+    run_temporal,
+)
 from blooml.engine._state import Pending
 from blooml.engine._units import journaled, run_units
 from blooml.engine.relation import CheckedRows
@@ -35,7 +47,7 @@ def _gather(into: dict[str, list[Any]], name: str, rows: list[Any]) -> None:
     """Add queued input ``rows`` to ``into[name]``: the queued list itself when it is the
     first (checked input keeps its mark, and stores without a second check), else a copy
     (the queue is kept unchanged for a rollback)."""
-    have = into[name]
+    have = into.get(name)
     if not have:
         into[name] = rows
     elif type(have) is CheckedRows and type(rows) is CheckedRows:
@@ -45,46 +57,57 @@ def _gather(into: dict[str, list[Any]], name: str, rows: list[Any]) -> None:
 
 
 def run_tick(rt: Runtime) -> None:
-    plan = direct_plan(rt)
-    if (
-        plan is not None
-        and rt.tracer is None
-        and plan.fits(rt, rt.pending)
-        and not log.isEnabledFor(logging.DEBUG)
-    ):
-        run_direct_tick(rt, plan)
-        return
+    """One atomic timestep of ``rt`` (see the module docstring).
+
+    It begins (``Relation.begin``) only the collections it changes, as it comes to them
+    (``Runtime._touched``): those receiving input or losing last tick's input rows, those
+    with soft state or a feed, and the heads of the units that run; in incremental mode a
+    unit or an end-of-tick rule none of whose inputs changed (``idle``) is not run. The
+    others are as the last tick left them (committed: no undo log, no new rows), so a tick
+    on one channel row costs what that row reaches, not the program's size. A tick that
+    raised undoes what it began (and the flags of the rules it ran) and re-queues its input.
+    """
+    debug = log.isEnabledFor(logging.DEBUG)  # once a tick (the recorder and the report)
     now = rt.clock()
-    rel_tokens = {n: r.begin() for n, r in rt.rels.items()}
-    lat_tokens = {n: v.begin() for n, v in rt.lats.items()}
-    saved = (
-        rt.pending,
-        rt.tick_count,
-        rt.now,
-        {k: list(v) for k, v in rt.periodic.items()},
-        rt.last_in,
-    )
-    if rt.incremental:
-        flags = [(cr.fresh, cr.zfresh, cr.seen_removals) for cr in rt.rules]
-        reset = rt._reset
-        for z in rt._stateful:
-            z.journal = []
     consumed = rt.pending
+    saved = (consumed, rt.tick_count, rt.now, rt.periodic, rt.last_in)
+    if rt.periodic:  # (its deadlines are changed in place)
+        saved = (*saved[:3], {k: list(v) for k, v in rt.periodic.items()}, rt.last_in)
+    reset = rt._reset
     rt.pending = Pending()
     rt.outbox = []
     rt._sent = set()
     rt.now = now
-    prev_rt = rt.proxy._rt
-    rt.proxy._rt = rt
+    proxy = rt.proxy
+    prev_rt = proxy._rt
+    proxy._rt = rt
     rec = None
-    if rt.tracer is not None or log.isEnabledFor(logging.DEBUG):
+    if rt.tracer is not None or debug:
         rec = rt._rec = TickRecorder(rt, rt.tracer.limit if rt.tracer else 0)
         rec.inputs(consumed)
+    if rt.incremental and rt._scoped and rec is None and not reset:
+        touched = rt._touched = {}
+        for rel in rt._ttl_rels:  # expired below
+            touched[rel] = rel.begin()
+        for feed in rt.feeds:  # ``unfeed``/``refill`` change their heads
+            if feed.head not in touched:
+                touched[feed.head] = feed.head.begin()
+    else:  # the reference, a tick rebuilding the state, an observed tick: all of them
+        touched = rt._touched = {r: r.begin() for r in rt.rels.values()}
+        for z in rt._stateful:  # (a tick commits or rolls back its journals: a defect's)
+            z.journal = []
+    lat_tokens = [(v, v.begin()) for v in rt.lats.values()]
+    flags = rt._flags = []
     rt._failed = None
+    families = None
     try:
         if rt.column_types == "spark":
             check_input_families(rt, consumed)
-        apply_inputs(rt, consumed, now)
+        try:
+            apply_pending(rt, consumed, now)
+        except BaseException as exc:
+            note(exc, "while applying the facts queued for this tick (<+, <-, <+-, inserts)")
+            raise
         if rec is None:
             if rt.incremental:
                 for units in rt.units:
@@ -98,15 +121,16 @@ def run_tick(rt: Runtime) -> None:
             run_temporal(rt)
         else:
             run_strata_timed(rt, rec)
-        families = check_families(rt) if rt.column_types == "spark" else None
+        if rt.column_types == "spark":
+            families = check_families(rt)
         if rt.durable is not None:
             # the last step: one transaction on disk; if it fails, the tick rolls back
             rt.durable.commit(rt)
     except BaseException as exc:
-        for n, r in rt.rels.items():
-            r.rollback(rel_tokens[n])
-        for n, v in rt.lats.items():
-            v.rollback(lat_tokens[n])
+        for r, token in touched.items():
+            r.rollback(token)
+        for v, token in lat_tokens:
+            v.rollback(token)
         rt.pending, rt.tick_count, rt.now, rt.periodic, rt.last_in = saved
         rt.outbox = []
         if rt.incremental:
@@ -119,92 +143,43 @@ def run_tick(rt: Runtime) -> None:
         report_failure(rt, rec, exc, saved[1])
         raise
     finally:
-        rt.proxy._rt = prev_rt
+        proxy._rt = prev_rt
         rt.firing = None
         rt._rec = None
     rt._reset = False
-    if rt.watched:
+    if rt.watched:  # a collection the tick did not begin gained nothing: tick_new is []
         rt.tick_rows = {n: rt.rels[n].tick_new for n in rt.watched}
     if rt.changes_of:
         rt.tick_changes = {n: rt.rels[n].tick_delta() for n in rt.changes_of}
-    for r in rt.rels.values():
+    for r in touched:
         r.commit()
     if families:
         rt.col_families.update(families)
-    if rt.incremental:
+    stateful = rt._stateful
+    if stateful:
         # a committed tick is never undone: let its journals go now, in the tick that made
         # them (the next tick, however small, freed a bulk tick's: 4 ms after 100k upserts)
-        for z in rt._stateful:
+        for z in stateful:
             z.journal = []
     rt.tick_count += 1
     outbox, rt.outbox = rt.outbox, []
     ids: dict[str, list[str]] | None = None
     if rec is not None:
-        ids = report_tick(rt, rec, outbox)
+        ids = report_tick(rt, rec, outbox, debug)
     if outbox:
         send_outbox(rt, outbox, ids)
     if rt.lat_watch:
         rt._notify_lats()
 
 
-def run_direct_tick(rt: Runtime, plan: DirectPlan) -> None:
-    """``run_tick`` for a tick whose whole input is channel rows, in a program whose every
-    rule maps over one channel (``blooml.engine._direct``): the same transaction, failure
-    report, durable write and sends, on the collections the tick can change alone (the
-    channels that held rows or receive some, the tables their rules write; every lattice
-    variable), with the plan's rules fired in place of the strata."""
-    now = rt.clock()
-    consumed = rt.pending
-    touched = plan.touched(rt, consumed)
-    rel_tokens = [(r, r.begin()) for r in touched]
-    lat_tokens = [(v, v.begin()) for v in rt.lats.values()]
-    saved = (consumed, rt.tick_count, rt.now, rt.last_in)
-    flags = [(cr, cr.fresh, cr.seen_removals) for cr, _ in plan.rules]
-    rt.pending = Pending()
-    rt.outbox = []
-    rt._sent = set()
-    rt.now = now
-    proxy = rt.proxy
-    prev_rt = proxy._rt
-    proxy._rt = rt
-    rt._failed = None
-    try:
-        plan.run(rt, consumed, now)
-        if rt.durable is not None:
-            rt.durable.commit(rt)  # the last step, as in run_tick
-    except BaseException as exc:
-        for r, token in rel_tokens:
-            r.rollback(token)
-        for v, token in lat_tokens:
-            v.rollback(token)
-        rt.pending, rt.tick_count, rt.now, rt.last_in = saved
-        rt.outbox = []
-        for cr, fresh, seen in flags:
-            cr.fresh, cr.seen_removals = fresh, seen
-        if isinstance(exc, Exception) and consumed:
-            report_pending(rt, exc, consumed, rt._failed)
-        report_failure(rt, None, exc, saved[1])
-        raise
-    finally:
-        proxy._rt = prev_rt
-        rt.firing = None
-    if rt.watched:  # an untouched collection gained nothing: its tick_new is empty
-        rt.tick_rows = {n: rt.rels[n].tick_new for n in rt.watched}
-    for r, _ in rel_tokens:
-        r.commit()
-    rt.tick_count += 1
-    outbox, rt.outbox = rt.outbox, []
-    if outbox:
-        send_outbox(rt, outbox, None)
-    if rt.lat_watch:
-        rt._notify_lats()
-
-
-def rollback_incremental(rt: Runtime, flags: list[tuple[bool, bool, int]], reset: bool) -> None:
+def rollback_incremental(
+    rt: Runtime, flags: list[tuple[CompiledRule, bool, bool, int]], reset: bool
+) -> None:
     """Undo a failed tick's changes to the incremental state (the relations roll back by
-    their own undo logs), so the next tick goes on from the last committed one at the
-    cost of what it changes. Should undoing fail, the next tick rebuilds the state from
-    the stored rows instead."""
+    their own undo logs; ``flags`` holds the flags of the rules the tick ran, as they were
+    before), so the next tick goes on from the last committed one at the cost of what it
+    changes. Should undoing fail, the next tick rebuilds the state from the stored rows
+    instead."""
     rt._reset = reset
     if reset:
         # the failed tick was rebuilding the state: the next one rebuilds it again, so
@@ -215,7 +190,7 @@ def rollback_incremental(rt: Runtime, flags: list[tuple[bool, bool, int]], reset
     try:
         for z in rt._stateful:
             z.rollback()
-        for cr, (fresh, zfresh, seen) in zip(rt.rules, flags, strict=True):
+        for cr, fresh, zfresh, seen in reversed(flags):  # a rule run twice: its first
             cr.fresh, cr.zfresh, cr.seen_removals = fresh, zfresh, seen
     except Exception:  # pragma: no cover - a defect; rebuilding is always correct
         log.exception("%s: could not undo the incremental state; rebuilding it", rt.addr)
@@ -241,7 +216,9 @@ def run_strata_timed(rt: Runtime, rec: TickRecorder) -> None:
     rec.stratum("next", clock() - t0)
 
 
-def report_tick(rt: Runtime, rec: TickRecorder, outbox: list[Any]) -> dict[str, list[str]]:
+def report_tick(
+    rt: Runtime, rec: TickRecorder, outbox: list[Any], debug: bool
+) -> dict[str, list[str]]:
     """Trace and log a committed tick; return its messages' identities by content key
     (for an in-process receiver to record them)."""
     tick = rec.tick
@@ -253,7 +230,7 @@ def report_tick(rt: Runtime, rec: TickRecorder, outbox: list[Any]) -> dict[str, 
         ids.setdefault(message_key(chan, addr, row), []).append(msg)
     if rt.tracer is not None:
         rt.tracer.events(rt, rec.finish(rt, True, sends))
-    if log.isEnabledFor(logging.DEBUG):
+    if debug:
         fired = ", ".join(f"r{i}:{d[1]}" for i, d in sorted(rec.derived.items()))
         log.debug(
             "%s tick %d: %d rules fired (%s), %d rows derived, %d messages, %.3f ms",
@@ -280,73 +257,101 @@ def report_failure(rt: Runtime, rec: TickRecorder | None, exc: BaseException, ti
         rt.tracer.events(rt, rec.finish(rt, False, []))
 
 
-def apply_inputs(rt: Runtime, pend: Pending, now: float) -> None:
-    try:
-        apply_pending(rt, pend, now)
-    except BaseException as exc:
-        note(exc, "while applying the facts queued for this tick (<+, <-, <+-, inserts)")
-        raise
-
-
 def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
-    if rt.incremental:
+    """Make the queued input visible (step 1 of a tick), beginning each collection it
+    changes (``Runtime._touched``; those with soft state or a feed were begun already)."""
+    touched = rt._touched
+    rels = rt.rels
+    incremental = rt.incremental
+    if incremental:
         turnover(rt)
-    for rel in rt.rels.values():
-        if not rel.persistent:
-            if not rt.incremental:
+    else:
+        for rel in rels.values():
+            if not rel.persistent:
                 rel.clear()
-        elif rel.ttl is not None:
+    if rt._ttl_rels:
+        for rel in rt._ttl_rels:
             rel.expire(now)
+    # incrementally, the input rows of a collection that does not persist are this tick's
+    # (``tick_in``), stored by ``store_inputs``
+    maintained = rt._transient_set if incremental else ()
     tick_in = rt.tick_in
-    for name, rows in pend.replaces.items():
-        rel = rt.rels[name]
-        if name in tick_in:  # maintained: this tick's input rows (below)
-            _gather(tick_in, name, rows)
-            continue
-        for row in rows:
-            rel.remove_key(row)
-        for row in rows:
-            try:
-                rel.add(row, now)
-            except Exception as exc:
-                blame(exc, {name: [row]})
-                raise
-    if rt.feeds:
-        unfeed(rt.feeds)
-    for name, rows in pend.deletes.items():
-        rel = rt.rels[name]
-        if name in tick_in:
-            gone = set(rows)
-            tick_in[name] = [r for r in tick_in[name] if r not in gone]
-            continue
-        for row in rows:
-            rel.remove(row)
-    if rt.feeds:
-        refill(rt.feeds, now)
+    if pend.replaces:
+        for name, rows in pend.replaces.items():
+            if name in maintained:
+                _gather(tick_in, name, rows)
+                continue
+            rel = rels[name]
+            if rel not in touched:
+                touched[rel] = rel.begin()
+            for row in rows:
+                rel.remove_key(row)
+            for row in rows:
+                try:
+                    rel.add(row, now)
+                except Exception as exc:
+                    blame(exc, {name: [row]})
+                    raise
+    feeds = rt.feeds
+    if feeds:
+        unfeed(feeds)
+    if pend.deletes:
+        for name, rows in pend.deletes.items():
+            if name in maintained:
+                have = tick_in.get(name)
+                if have:
+                    gone = set(rows)
+                    tick_in[name] = [r for r in have if r not in gone]
+                continue
+            rel = rels[name]
+            if rel not in touched:
+                touched[rel] = rel.begin()
+            for row in rows:
+                rel.remove(row)
+    if feeds:
+        refill(feeds, now)
     for name, rows in pend.inserts.items():
-        if name in tick_in:
+        if name in maintained:
             _gather(tick_in, name, rows)
             continue
+        rel = rels[name]
+        if rel not in touched:
+            touched[rel] = rel.begin()
         try:
-            rt.rels[name].add_many(rows, now, f"input to {name}")
+            rel.add_many(rows, now, f"input to {name}")
         except Exception as exc:
             blame(exc, {name: culprits(exc, rows) or list(rows)})
             raise
-    for name, values in pend.lats.items():
-        var = rt.lats[name]
-        for v in values:
-            try:
-                var.merge_in(v, f"input to {name}")
-            except Exception as exc:
-                blame(exc, {name: [v]})
-                raise
+    if pend.lats:
+        for name, values in pend.lats.items():
+            var = rt.lats[name]
+            for v in values:
+                try:
+                    var.merge_in(v, f"input to {name}")
+                except Exception as exc:
+                    blame(exc, {name: [v]})
+                    raise
+    if rt.periodic:
+        fire_periodic(rt, now)
+    if tick_in:
+        store_inputs(rt, now)
+    elif incremental:
+        rt.last_in = tick_in
+
+
+def fire_periodic(rt: Runtime, now: float) -> None:
+    """The ``periodic`` collections that are due get their row."""
+    touched = rt._touched
+    tick_in = rt.tick_in
     for name, state in rt.periodic.items():
         if now >= state[0]:
             rel = rt.rels[name]
             row = rel.make_row((state[1], now), name)
-            if name in tick_in:
+            if rt.incremental and name in rt._transient_set:
                 _gather(tick_in, name, [row])
             else:
+                if rel not in touched:
+                    touched[rel] = rel.begin()
                 rel.add(row, now)
             if rt._rec is not None:
                 rt._rec.periodic(name, row)
@@ -355,53 +360,64 @@ def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
             state[0] += period
             if state[0] <= now:
                 state[0] = now + period
-    if rt.incremental:
-        store_inputs(rt, now)
 
 
 def turnover(rt: Runtime) -> None:
     """Incremental mode, start of a tick: the last tick's input rows of every collection
     that does not persist leave (a reset tick empties them all and forgets their counts);
-    this tick's are gathered in ``tick_in`` and stored by ``_store_inputs``."""
-    rt.rec_dirty = set()
-    rt.prev_in = rt.last_in
-    stale = False
-    for name in rt._transient:
-        rel = rt.rels[name]
-        if rt._reset:
+    this tick's are gathered in ``tick_in`` (only collections that receive rows) and stored
+    by ``store_inputs``."""
+    if rt.rec_dirty:
+        rt.rec_dirty = set()
+    last_in = rt.prev_in = rt.last_in
+    rt.tick_in = {}
+    if rt._reset:
+        stale = False
+        for name in rt._transient:
+            rel = rt.rels[name]
             for k in list(rel.store):
                 rel.drop(k)
             if name in rt.support:
                 rt.support[name] = Support(rel)
                 stale = True
+        if stale:
+            rt._stateful = journaled(rt)
+        return
+    touched = rt._touched
+    for name, last in last_in.items():
+        if not last:
             continue
-        last = rt.last_in.get(name)
-        if last:
-            sup = rt.support.get(name)
-            if sup is not None:
-                sup.apply([(r, -1) for r in last], f"input to {name}")
-            elif name in rt._rec_heads:
-                rt.rec_dirty.add(name)  # a recursive unit's head: re-derived
-            else:  # input rows alone: emptied, as a scratch of the reference is
-                rel.clear()
-    if stale:
-        rt._stateful = journaled(rt)
-    rt.tick_in = {n: [] for n in rt._transient}
+        rel = rt.rels[name]
+        sup = rt.support.get(name)
+        if sup is not None:
+            if rel not in touched:
+                touched[rel] = rel.begin()
+            sup.apply([(r, -1) for r in last], f"input to {name}")
+        elif name in rt._rec_heads:
+            rt.rec_dirty.add(name)  # a recursive unit's head: re-derived
+        else:  # input rows alone: emptied, as a scratch of the reference is
+            if rel not in touched:
+                touched[rel] = rel.begin()
+            rel.clear()
 
 
 def store_inputs(rt: Runtime, now: float) -> None:
     """Incremental mode: count (or, for a recursive unit's head, store) this tick's input
     rows of the collections that do not persist."""
-    for name, rows in rt.tick_in.items():
+    touched = rt._touched
+    tick_in = rt.tick_in
+    for name, rows in tick_in.items():
         if not rows:
-            continue
+            continue  # (its rows deleted in the same tick)
         rel = rt.rels[name]
+        if rel not in touched:
+            touched[rel] = rel.begin()
         where = f"input to {name}"
         try:
             if type(rows) is not CheckedRows:  # checked at insert already: stored as is
                 make = rel.make_row
                 rows = [make(r, where) for r in rows]
-                rt.tick_in[name] = rows
+                tick_in[name] = rows
             sup = rt.support.get(name)
             if sup is not None:
                 sup.apply([(r, 1) for r in rows], where)
@@ -410,4 +426,4 @@ def store_inputs(rt: Runtime, now: float) -> None:
         except Exception as exc:
             blame(exc, {name: culprits(exc, rows) or list(rows)})
             raise
-    rt.last_in = rt.tick_in
+    rt.last_in = tick_in

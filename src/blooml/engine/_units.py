@@ -19,10 +19,11 @@ from blooml.engine._maintain import Support, zcompile_rule
 from blooml.engine._priority import eligible_heads
 from blooml.engine._rules import (
     CompiledRule,
+    changed,
     fire,
     fold,
     note,
-    open_all,
+    open_inputs,
     run_stratum,
     run_stratum_prioritized,
 )
@@ -40,7 +41,12 @@ class Unit:
     scratch heads are re-derived in full when something it read was retracted (``dirty``)."""
 
     __slots__ = (
+        "always",
         "dred",
+        "heads",
+        "in_lats",
+        "in_rels",
+        "monotone",
         "nonmono_rels",
         "nonmono_vars",
         "outside",
@@ -75,9 +81,65 @@ class Unit:
         self.nonmono_rels = list(nonmono.values())
         self.nonmono_vars = list(nm_vars.values())
         self.dred = DRed.build(rules, rt, self.scratch) if recursive and self.scratch else None
+        self.heads: list[Relation] = []
+        self.in_rels: tuple[Relation, ...] = ()
+        self.in_lats: tuple[LatVarState, ...] = ()
+        self.always = True
+        self.monotone = False
         #: the unit's maintained head when several of its rules feed it: their changes are
         #: applied together (set by ``Runtime._plan_units``)
         self.shared: str | None = None
+
+    def plan_idle(self) -> None:
+        """What ``idle`` reads, once the rules' evaluators are chosen (``plan_units``)."""
+        rules = self.rules
+        heads = {cr.rule.head for cr in rules}
+        #: the collections its rules write (begun when the unit runs: ``run_units``)
+        self.heads = list(dict.fromkeys(cr.head_rel for cr in rules if cr.head_rel is not None))
+        #: what its rules read, outside its heads: while none of it changed in a tick and no
+        #: rule must be evaluated afresh, the unit derives nothing there
+        self.in_rels = tuple(
+            dict.fromkeys(r for cr in rules for r in cr.in_rels if r.name not in heads)
+        )
+        self.in_lats = tuple(dict.fromkeys(v for cr in rules for v in cr.in_lats))
+        #: run every tick: a recursive unit (its own bookkeeping decides), or a rule that
+        #: ``CompiledRule.always`` runs, re-derives a head that does not persist in full
+        #: (no incremental evaluator), or refreshes soft state
+        self.always = self.recursive or any(
+            cr.always
+            or (cr.zbody is None and not cr.persistent)
+            or (cr.head_rel is not None and cr.head_rel.ttl is not None)
+            for cr in rules
+        )
+        #: only semi-naive evaluators of monotone bodies: rows gone from an input change
+        #: nothing they derive (their heads keep what they derived); only new rows count
+        self.monotone = all(
+            cr.zbody is None and not has_nonmonotone(cr.rule.body) and not cr.rule.nonmonotone_reads
+            for cr in rules
+        )
+
+    def idle(self) -> bool:
+        """Whether the unit would derive nothing this tick (see ``CompiledRule``'s ``idle``,
+        ``blooml.engine._rules``): no rule is to be evaluated afresh (first evaluation, a
+        table head that lost rows) and nothing it reads changed."""
+        if self.always:
+            return False
+        if self.monotone:
+            for rel in self.in_rels:
+                if rel.tick_new:
+                    return False
+            for var in self.in_lats:
+                if var.incs:
+                    return False
+        elif changed(self.in_rels, self.in_lats):
+            return False
+        for cr in self.rules:
+            if cr.fresh or (cr.zfresh and cr.zbody is not None):
+                return False
+            head = cr.head_rel
+            if head is not None and head.persistent and head.removals != cr.seen_removals:
+                return False
+        return True
 
 
 def plan_units(rt: Runtime) -> None:
@@ -123,6 +185,9 @@ def plan_units(rt: Runtime) -> None:
             feeding = [cr for cr in unit.rules if cr.zbody is not None]
             if len(feeding) > 1 and len(heads) == 1 and next(iter(heads)) in rt.support:
                 unit.shared = next(iter(heads))
+    for units in plans:
+        for unit in units:
+            unit.plan_idle()
     rt.units = plans
     plan_feeds(rt)
     rt._stateful = journaled(rt)
@@ -157,8 +222,20 @@ def plan_feeds(rt: Runtime) -> None:
 
 
 def run_units(rt: Runtime, units: list[Unit]) -> None:
-    """Incremental mode: one stratum, unit by unit in dependency order."""
+    """Incremental mode: one stratum, unit by unit in dependency order. Untraced, a unit
+    that is ``idle`` is skipped; a unit that runs begins its heads (``Runtime._touched``)
+    and keeps its rules' flags for a rollback (``Runtime._flags``)."""
+    skip = rt._scoped and rt._rec is None
+    touched = rt._touched
+    flags = rt._flags
     for u in units:
+        if skip and u.idle():
+            continue
+        for rel in u.heads:
+            if rel not in touched:
+                touched[rel] = rel.begin()
+        for cr in u.rules:
+            flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
         if u.recursive:
             run_recursive(rt, u)
             continue
@@ -169,7 +246,7 @@ def run_units(rt: Runtime, units: list[Unit]) -> None:
             if cr.zbody is not None:
                 zfire(rt, cr, gather)
             else:  # a lattice-valued body: the semi-naive evaluator, one round
-                open_all(rt, True)
+                open_inputs(cr)
                 fire(rt, cr, True)
         if gather:
             # several rules into one maintained collection: their changes are applied

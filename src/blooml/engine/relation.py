@@ -322,6 +322,21 @@ class Relation:
         """Insert (or merge) each of ``rows``: rule results (tuples of this relation's arity,
         or values for a one-column relation; ``None`` is skipped). Plain tuples are converted
         to rows only when stored; ``where`` names the rule in errors."""
+        if len(rows) == 1 and type(rows) is CheckedRows and self.ttl is None:
+            # one row checked at arrival (a request): under a new key it is stored as is
+            row = rows[0]
+            keyfn = self.keyfn
+            k = row if keyfn is None else keyfn(row)
+            store = self.store
+            if k not in store:
+                store[k] = row
+                self.undo.append((k, MISSING))
+                self.tick_new.append(row)
+                self.changes += 1
+                if self.indexes:
+                    self._log.append(row)
+                    self._trim()
+                return
         if not self.simple:
             if self.ttl is None and self.keyfn is not None:
                 self._add_many_keyed(rows, where)

@@ -26,7 +26,6 @@ from typing import Any
 
 from blooml.engine import _net_entry
 from blooml.engine._codegen import FusedMapEval
-from blooml.engine._direct import DirectPlan
 from blooml.engine._feed import DeleteFeed, Feed, UpsertFeed
 from blooml.engine._maintain import Support
 from blooml.engine._pending_input import discard
@@ -98,6 +97,11 @@ class Runtime:
     inline: bool = True
     incremental: bool = True
     column_types: str = "dynamic"
+    #: incremental mode: a tick begins the collections it changes as it comes to them, and
+    #: skips the units and end-of-tick rules whose inputs did not change
+    #: (``blooml.engine._tick``); ``False``: it begins them all and runs them all (tests
+    #: compare the two)
+    _scoped: bool = True
 
     def __init__(
         self,
@@ -170,10 +174,15 @@ class Runtime:
         self._stateful: list[Any] = []
         self._rec_heads: set[str] = set()
         self._transient = [n for n, r in self.rels.items() if not r.persistent]
-        #: the direct tick's plan (``blooml.engine._direct``) and the ``disabled_rules`` it
-        #: was planned for (``None``: not planned yet)
-        self._direct: DirectPlan | None = None
-        self._direct_for: frozenset[int] | None = None
+        self._transient_set = frozenset(self._transient)
+        #: the collections with soft state (expired at the start of every tick)
+        self._ttl_rels = [r for r in self.rels.values() if r.persistent and r.ttl is not None]
+        #: while a tick runs: the collections it began (``Relation.begin``), with what their
+        #: rollback needs; it begins one as it first changes it (``blooml.engine._tick``)
+        self._touched: dict[Relation, Any] = {}
+        #: while a tick runs: ``(rule, fresh, zfresh, seen_removals)`` of each rule it ran,
+        #: as they were before, for a rollback
+        self._flags: list[tuple[CompiledRule, bool, bool, int]] = []
         self.temporal = [self.rules[i] for i in ir.temporal]
         if self.incremental:
             plan_units(self)
@@ -399,6 +408,8 @@ class Runtime:
             return True
         # a <+, <- or <+- rule over a scratch queues its rows every tick (those that change its
         # table: see blooml.engine._feed)
+        if not self.feeds:
+            return False  # (asked at every step of a node: no generator for nothing)
         return any(f.armed and f.counts for f in self.feeds)
 
     def next_due(self) -> float | None:

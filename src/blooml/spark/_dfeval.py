@@ -26,6 +26,7 @@ from blooml.ir import (
 )
 from blooml.ir import exprs as X
 from blooml.lattices import lmax
+from blooml.spark._dflookup import _in_list, in_chunk
 from blooml.spark._dfstate import SMALL_DELTA, _atomic, _local_frame, _matches, _State
 from blooml.spark._exactsum import exact_avg, exact_sum, is_float_type
 
@@ -286,7 +287,7 @@ class _Run(_State):
                 col = parts[b].columns[bc]
                 t = parts[b].schema[col].dataType
                 keep = parts[b]
-                hit = F.col(col).isin([F.lit(v).cast(t) for v in vals])
+                hit = _in_list(col, vals, t, in_chunk(self.spark)) if vals else F.lit(False)
                 if len(vals) < len({r[ac] for r in got[1]}):  # None matches None
                     hit = hit | F.col(col).isNull()
                 parts[b] = keep.where(hit)

@@ -9,7 +9,7 @@ This module knows the IR and nothing of the DSL.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from blooml.errors import KeyConstraintError
@@ -93,7 +93,8 @@ class Overlay:
         df = self.base
         for cols, vals in self.removed.items():
             if vals:
-                hit = _matches(list(cols), list(vals), self.base.schema)
+                # one IN list: a negated filter prunes nothing (see _in_list)
+                hit = _matches(list(cols), list(vals), self.base.schema, None)
                 df = df.where(~F.coalesce(hit, F.lit(False)))
         if self.added:
             df = df.unionByName(_local_frame(spark, self.added, self.base.schema))
@@ -175,9 +176,10 @@ class _State:
         """The stored rows of ``name`` whose ``cols`` equal (NULL-safe) one of ``keys``: its
         materialized frame looked up (:class:`~blooml.spark._dflookup.Lookups`: once per value
         and tick, with the lookups queued for later rounds, in one job), its overlay applied
-        on the driver."""
+        on the driver. Keys whose stored rows the overlay removed (replaced by a key's new
+        row, or deleted) are not looked up: their rows are the overlay's."""
         base, ov = self._base(name)
-        got = self.lookups.rows(base, cols, keys)
+        got = self.lookups.rows(base, cols, _not_removed(ov, cols, keys))
         if ov is None:
             return got
         names = self.cols(name)
@@ -204,8 +206,26 @@ class _State:
             frame = self.state.get(target)
             if frame is None or not _atomic(frame.schema):
                 continue
-            base, _ = self._base(target)
-            self.lookups.ahead(base, cols, [tuple(r[i] for i in idx) for r in rows])
+            base, ov = self._base(target)
+            keys = [tuple(r[i] for i in idx) for r in rows]
+            self.lookups.ahead(base, cols, _not_removed(ov, cols, keys))
+
+    def known_rows(
+        self, name: str, cols: list[str], keys: list[tuple[Any, ...]]
+    ) -> dict[tuple[Any, ...], list[tuple[Any, ...]]]:
+        """The stored rows of ``name`` under those of ``keys`` that the driver knows without a
+        job (looked up this tick, or all their stored rows removed by the overlay), by key."""
+        base, ov = self._base(name)
+        seen = self.lookups.seen(base, cols)
+        gone = ov.removed.get(tuple(cols), {}) if ov is not None else {}
+        mine = [k for k in dict.fromkeys(keys) if k in seen or k in gone]
+        if not mine:
+            return {}
+        idx = [self.cols(name).index(c) for c in cols]
+        out: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {k: [] for k in mine}
+        for r in self.stored_rows(name, cols, mine):  # no job: every key is known
+            out[tuple(r[i] for i in idx)].append(r)
+        return out
 
     def name_of(self, frame: Any) -> str | None:
         """The collection whose current state ``frame`` is, if any."""
@@ -359,7 +379,18 @@ class _State:
             return False  # derived rows disagree: merge() raises the KeyConstraintError
         learn_types(self.plan, name, rows)
         keys = list(merged)
-        self._ahead_for(name, [(*k, *v) for k, v in merged.items()])
+        # what the rules reading name look up by its next delta, queued to run with this
+        # lookup: not for keys whose stored row the driver knows already (looked up this
+        # tick, or replaced in the overlay) and that this merge leaves as it is
+        known = self.known_rows(name, cols[:nk], keys)
+        self._ahead_for(
+            name,
+            [
+                (*k, *v)
+                for k, v in merged.items()
+                if k not in known or not _leaves(known[k], v, nk, lat)
+            ],
+        )
         stored = {tuple(r[:nk]): tuple(r[nk:]) for r in self.stored_rows(name, cols[:nk], keys)}
         changed: list[tuple[Any, ...]] = []
         for k, v in merged.items():
@@ -639,6 +670,32 @@ class _State:
             state = _checkpoint(state)
         self.state[name] = state
         self.n_state[name] = rows
+
+
+def _leaves(
+    stored: list[tuple[Any, ...]], values: list[Any], nk: int, lat: Mapping[int, type]
+) -> bool:
+    """Whether merging ``values`` (a key's merged derived values) into the key's stored rows
+    ``stored`` leaves them as they are: one stored row, each lattice value at least as high
+    as the derived one's, each other value equal."""
+    if len(stored) != 1:
+        return False
+    was = stored[0][nk:]
+    for j, (w, c) in enumerate(zip(was, values, strict=True)):
+        cls = lat.get(nk + j)
+        if (w != c) if cls is None else (_cell_join(cls, w, c) != w):
+            return False
+    return True
+
+
+def _not_removed(
+    ov: Overlay | None, cols: Iterable[str], keys: list[tuple[Any, ...]]
+) -> list[tuple[Any, ...]]:
+    """``keys`` less those whose stored rows (by ``cols``) the overlay ``ov`` removed: the
+    materialized frame's rows under them are gone, so looking them up there reads for
+    nothing."""
+    gone = ov.removed.get(tuple(cols)) if ov is not None else None
+    return [k for k in keys if k not in gone] if gone else list(keys)
 
 
 def _checkpoint(df: Any) -> Any:

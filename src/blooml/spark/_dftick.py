@@ -15,6 +15,7 @@ from blooml.ir import Group, Lat, LatConst, LatMethod, LatVar, Node, Rule, Scan,
 from blooml.lattices._base import Lattice
 from blooml.spark import _dfnotin, _dfpython, _jobs
 from blooml.spark._dfeval import _aggregate, _Run
+from blooml.spark._dflookup import in_chunk
 from blooml.spark._dfplan import _INCREMENTAL, DataFramePlan
 from blooml.spark._dfstate import (
     SMALL_DELTA,
@@ -527,7 +528,7 @@ def _regroup(run: _Run, rule: Rule) -> tuple[Any, int]:
     data = run.state[src]
     src_cols = run.cols(src)
     nk = len(node.keys)
-    where = _matches([src_cols[i] for i in node.keys], keys, data.schema)
+    where = _matches([src_cols[i] for i in node.keys], keys, data.schema, in_chunk(run.spark))
     part = data.where(where)  # as it is: Parquet prunes row groups by it (not by a coalesce)
     aggs = [
         _aggregate(a.fn, a.col, None if a.col is None else part.schema[f"c{a.col}"].dataType).alias(
