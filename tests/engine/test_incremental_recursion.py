@@ -463,3 +463,28 @@ def test_a_keyed_view_s_batch_gets_bare_ranks_and_keeps_the_replaced_row() -> No
     assert contents(p) == contents(ref)
     assert dict(p.d)[5].reveal() == 10  # type: ignore[attr-defined]
     assert (dred.kept, dred.fallbacks) == (1, 0)
+
+
+def test_dear_checks_that_find_derivations_raise_the_budget_before_they_pass_the_small_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Deleting 0 -> 1 raises the distance of 12 chain keys by 9, each recomputed from its
+    edge out of the hub: every check finds a contribution, and each is dear (0.03 s a read
+    of the clock, a read every 4 checks, against a re-derivation of 1 s). The budget grows
+    with what the checks find at every read of the clock; priced again only every 16
+    checks, the third read passed the sixteenth the budget starts from and the view was
+    re-derived although the checks would have succeeded within 3/8 (at 500 nodes, a delete
+    on a shortest path: ``lmin`` keys take ~25 us to check)."""
+    p = GraphPaths()
+    chain = [(0, 1, 1)] + [(i, i + 1, 1) for i in range(1, 12)]
+    hub = [(0, 200, 5)] + [(200, i, i + 4) for i in range(1, 13)]
+    other = [(0, 300, 1)] + [(i, i + 1, 1) for i in range(300, 1299)]  # left alone
+    p.edge.insert([*chain, *hub, *other])  # type: ignore[attr-defined]
+    p.root.insert([(0,)])  # type: ignore[attr-defined]
+    p.tick()
+    dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
+    _cut(p, dred, 0.03, monkeypatch)
+    assert (dred.kept, dred.fallbacks) == (1, 0)
+    d = {r[0]: r[1].reveal() for r in p.d}  # type: ignore[attr-defined]
+    assert {k: d[k] for k in range(13)} == {0: 0, **{i: i + 9 for i in range(1, 13)}}
+    assert d[200] == 5 and d[1299] == 1000 and len(d) == 1014

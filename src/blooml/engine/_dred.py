@@ -548,8 +548,11 @@ class DRed:
                 continue
             work += 1
             if not work & 3:
-                if not work & 15:  # keys found gone shrink the re-derivation, and the budget
-                    deadline = start + self.budget(ngone, nfound / work)
+                # priced again at every read of the clock: keys found gone shrink the
+                # re-derivation, and the checks that find a derivation raise the share
+                # before the first ones pass the small one (an ``lmin`` key with 8 versions
+                # takes ~25 us to check: 16 of them are past 0.2 ms)
+                deadline = start + self.budget(ngone, nfound / work)
                 if process_time() > deadline:
                     return False
             h = heads[name]
