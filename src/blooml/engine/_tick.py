@@ -33,7 +33,7 @@ from blooml.engine._rules import (
     run_temporal,
 )
 from blooml.engine._state import Pending
-from blooml.engine._units import journaled, run_units
+from blooml.engine._units import begin_once, journaled, run_units
 from blooml.engine.relation import CheckedRows
 from blooml.engine.trace import TickRecorder, message_key
 
@@ -90,8 +90,7 @@ def run_tick(rt: Runtime) -> None:
         for rel in rt._ttl_rels:  # expired below
             touched[rel] = rel.begin()
         for feed in rt.feeds:  # ``unfeed``/``refill`` change their heads
-            if feed.head not in touched:
-                touched[feed.head] = feed.head.begin()
+            begin_once(touched, feed.head)
     else:  # the reference, a tick rebuilding the state, an observed tick: all of them
         touched = rt._touched = {r: r.begin() for r in rt.rels.values()}
         for z in rt._stateful:  # (a tick commits or rolls back its journals: a defect's)
@@ -282,8 +281,7 @@ def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
                 _gather(tick_in, name, rows)
                 continue
             rel = rels[name]
-            if rel not in touched:
-                touched[rel] = rel.begin()
+            begin_once(touched, rel)
             for row in rows:
                 rel.remove_key(row)
             for row in rows:
@@ -304,8 +302,7 @@ def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
                     tick_in[name] = [r for r in have if r not in gone]
                 continue
             rel = rels[name]
-            if rel not in touched:
-                touched[rel] = rel.begin()
+            begin_once(touched, rel)
             for row in rows:
                 rel.remove(row)
     if feeds:
@@ -315,8 +312,7 @@ def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
             _gather(tick_in, name, rows)
             continue
         rel = rels[name]
-        if rel not in touched:
-            touched[rel] = rel.begin()
+        begin_once(touched, rel)
         try:
             rel.add_many(rows, now, f"input to {name}")
         except Exception as exc:
@@ -350,8 +346,7 @@ def fire_periodic(rt: Runtime, now: float) -> None:
             if rt.incremental and name in rt._transient_set:
                 _gather(tick_in, name, [row])
             else:
-                if rel not in touched:
-                    touched[rel] = rel.begin()
+                begin_once(touched, rel)
                 rel.add(row, now)
             if rt._rec is not None:
                 rt._rec.periodic(name, row)
@@ -390,14 +385,12 @@ def turnover(rt: Runtime) -> None:
         rel = rt.rels[name]
         sup = rt.support.get(name)
         if sup is not None:
-            if rel not in touched:
-                touched[rel] = rel.begin()
+            begin_once(touched, rel)
             sup.apply([(r, -1) for r in last], f"input to {name}")
         elif name in rt._rec_heads:
             rt.rec_dirty.add(name)  # a recursive unit's head: re-derived
         else:  # input rows alone: emptied, as a scratch of the reference is
-            if rel not in touched:
-                touched[rel] = rel.begin()
+            begin_once(touched, rel)
             rel.clear()
 
 
@@ -410,8 +403,7 @@ def store_inputs(rt: Runtime, now: float) -> None:
         if not rows:
             continue  # (its rows deleted in the same tick)
         rel = rt.rels[name]
-        if rel not in touched:
-            touched[rel] = rel.begin()
+        begin_once(touched, rel)
         where = f"input to {name}"
         try:
             if type(rows) is not CheckedRows:  # checked at insert already: stored as is

@@ -142,6 +142,14 @@ class Unit:
         return True
 
 
+def begin_once(touched: dict[Relation, Any], rel: Relation) -> None:
+    """Begin ``rel``'s undo log for this tick unless the tick has already begun it: every
+    change a tick makes to a relation comes after this call (``touched`` is what the tick
+    commits or rolls back)."""
+    if rel not in touched:
+        touched[rel] = rel.begin()
+
+
 def plan_units(rt: Runtime) -> None:
     """Incremental mode: split each stratum into units, give every collection that does
     not persist (but the scratch heads of recursive units) its derivation counts, and an
@@ -232,8 +240,7 @@ def run_units(rt: Runtime, units: list[Unit]) -> None:
         if skip and u.idle():
             continue
         for rel in u.heads:
-            if rel not in touched:
-                touched[rel] = rel.begin()
+            begin_once(touched, rel)
         for cr in u.rules:
             flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
         if u.recursive:

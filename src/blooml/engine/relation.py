@@ -327,15 +327,8 @@ class Relation:
             row = rows[0]
             keyfn = self.keyfn
             k = row if keyfn is None else keyfn(row)
-            store = self.store
-            if k not in store:
-                store[k] = row
-                self.undo.append((k, MISSING))
-                self.tick_new.append(row)
-                self.changes += 1
-                if self.indexes:
-                    self._log.append(row)
-                    self._trim()
+            if k not in self.store:
+                self._store_new(k, row)
                 return
         if not self.simple:
             if self.ttl is None and self.keyfn is not None:
@@ -557,6 +550,17 @@ class Relation:
         if log is not None:
             self._trim()
 
+    def _store_new(self, k: Any, row: Any) -> None:
+        """Store ``row`` (a checked row of ``row_type``) under ``k``, which holds nothing:
+        undo-logged, counted as this tick's and logged for the indexes."""
+        self.store[k] = row
+        self.undo.append((k, MISSING))
+        self.tick_new.append(row)
+        self.changes += 1
+        if self.indexes:
+            self._log.append(row)
+            self._trim()
+
     def add(self, row: Any, now: float) -> bool:
         """Insert (or merge) ``row`` (a tuple of this relation's arity); return whether the
         stored contents changed."""
@@ -571,13 +575,7 @@ class Relation:
             for i in range(self.nkeys):
                 if isinstance(row[i], Lattice):
                     self.info.check_keys(row)
-            store[k] = row
-            self.undo.append((k, MISSING))
-            self.tick_new.append(row)
-            self.changes += 1
-            if self.indexes:
-                self._log.append(row)
-                self._trim()
+            self._store_new(k, row)
             if self.ttl is not None:
                 self._touch(k, now)
             return True
