@@ -358,13 +358,17 @@ def layout(spark: Any, edges: int, rnd: random.Random) -> None:
     by the first column, a Bloom filter per column and row group) looked up by one ``IN`` list
     (as the engine looks up) and by ``IN`` lists of at most 10 values OR-ed (each pushed to
     Parquet as equalities: ``spark.sql.parquet.pushdown.inFilterThreshold``), against the same
-    rows sorted and written as plain Parquet; records read from the status store, file
-    sizes. Two columns: ``dst`` of a random graph (each value in ~5 rows spread over the
-    file) and a column whose values are all distinct (each in one row group)."""
+    rows sorted and written as plain Parquet, and the engine's lookup (:class:`Lookups`) by
+    the copy of the rows sorted by the column, which the engine writes for each column other
+    than the first the rules look a collection up by (``lookup_columns``: a page per value);
+    records read from the status store, file sizes. Two columns: ``dst`` of a random graph
+    (each value in ~5 rows spread over the file) and a column whose values are all distinct
+    (each in one row group)."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
+    from blooml.spark._dflookup import Lookups
     from blooml.spark._dfstate import keep_state
 
     links, _ = graph(rnd, edges)
@@ -377,11 +381,16 @@ def layout(spark: Any, edges: int, rnd: random.Random) -> None:
     plain_path = f"{root}/plain"
     df.sort("c0").write.option("parquet.block.size", 32 << 10).parquet(plain_path)
     files: list[str] = []
-    kept = keep_state(df, files, sort=True, rows=len(rows))
+    # with its copies sorted by c1 and by c3 (files[1], files[2]): what the engine's lookups
+    # by those columns read; a filter on ``kept`` itself reads its own files (Bloom filters)
+    kept = keep_state(df, files, sort=True, rows=len(rows), by=["c1", "c3"])
     plain = spark.read.parquet(plain_path)
     meter = Meter(spark)
     print(f"\n== lookups by a column other than the first, {len(rows):,} rows ==")
-    print("  records read: plain Parquet / engine's layout, one IN list / IN lists of <= 10")
+    print(
+        "  records read: plain Parquet / Bloom filters (the file sorted by c0), one IN list /"
+        " IN lists of <= 10 / the engine's lookup, by the copy sorted by the column"
+    )
     for col, what in (("c1", "dst (values spread)"), ("c3", "a column of distinct values")):
         print(f"  by {what}:")
         for n in (1, 5, 10, 20, 100, 1000):
@@ -401,18 +410,22 @@ def layout(spark: Any, edges: int, rnd: random.Random) -> None:
                 meter.take(record=False)
                 found = frame.where(where).count()
                 got.append((found, meter.take(record=False)[2]))
+            meter.take(record=False)
+            found = len(Lookups().rows(kept, [col], [(v,) for v in vals]))
+            got.append((found, meter.take(record=False)[2]))
             assert len({g[0] for g in got}) == 1, got
             print(
-                f"    {n:5d} values: {got[0][1]:>9,} / {got[1][1]:>9,} / {got[2][1]:>9,} records"
-                f" ({got[0][0]:,} rows)"
+                f"    {n:5d} values: {got[0][1]:>9,} / {got[1][1]:>9,} / {got[2][1]:>9,}"
+                f" / {got[3][1]:>9,} records ({got[0][0]:,} rows)"
             )
     size = {
         p: sum(f.stat().st_size for f in Path(p.removeprefix("file:")).rglob("*.parquet"))
-        for p in (plain_path, files[0])
+        for p in (plain_path, *files)
     }
     print(
         f"  file size: plain {size[plain_path] / 1e6:.2f} MB, "
-        f"engine's {size[files[0]] / 1e6:.2f} MB"
+        f"engine's {size[files[0]] / 1e6:.2f} MB, its copies sorted by c1 and c3 "
+        f"{size[files[1]] / 1e6:.2f} MB and {size[files[2]] / 1e6:.2f} MB"
     )
     sc = spark.sparkContext
     getattr(sc._jsc.sc(), "checkpointDir_$eq")(sc._jvm.scala.Option.apply(None))
@@ -433,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--layout",
         action="store_true",
-        help="only measure lookups by the second column of a state file (Bloom filters)",
+        help="only measure lookups by the second column of a state file (Bloom filters, and the "
+        "copy sorted by it)",
     )
     ap.add_argument(
         "--shape",

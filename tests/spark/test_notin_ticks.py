@@ -155,6 +155,54 @@ def test_notin_with_either_side_changing_equals_the_local_engine(spark: Any) -> 
     assert sorted(result.rows("shut")) == [(2, 3)]  # the links into the node still blocked
 
 
+def _sorted_copies(spark: Any, ticks: list[dict[str, Any]], compact: int | None) -> None:
+    from blooml.spark._dflookup import sorted_copy
+
+    p = Blocked()
+    engine = SparkEngine(spark, path="dataframe", program=Blocked)
+    for i, inputs in enumerate(ticks):
+        for name, rows in inputs.items():
+            getattr(p, name).insert(rows)
+        p.tick()
+        given = (
+            {
+                n: spark.createDataFrame(r, "src bigint, dst bigint") if n == "link" else r
+                for n, r in inputs.items()
+            }
+            if i == 0
+            else inputs
+        )
+        _same(engine.tick(given), p, f"tick {i}: {inputs}")
+        if i == compact:  # link's overlay (its rows added and dropped) written anew
+            engine.compact()
+        state = engine._ticks[Blocked.ir().name].state
+        if i in (0, compact):  # link's state files (and its copy) are current
+            copy = sorted_copy(state["link"], "c1")
+            assert copy is not state["link"], i
+            assert sorted(copy.collect()) == sorted(state["link"].collect()), i
+        assert sorted_copy(state["block"], "c1") is state["block"]
+
+
+def test_the_columns_other_than_the_first_a_collection_is_looked_up_by() -> None:
+    from blooml.spark._dflookup import lookup_columns
+
+    # what gets a copy of its state files sorted by the column: link by dst (the notins by
+    # block.node, calm's by shut.dst), shut by dst (calm's notin); not block (looked up by
+    # its only column) nor open (by every column, the first prunes)
+    got = {n: lookup_columns(Blocked.ir(), n) for n in Blocked.ir().collections}
+    assert {n: c for n, c in got.items() if c} == {"link": ("c1",), "shut": ("c1",)}
+
+
+@pytest.mark.slow
+def test_lookups_by_a_second_column_read_its_sorted_copy_and_equal_the_local_engine_long(
+    spark: Any, checkpoint_dir: Any
+) -> None:
+    # link is looked up by dst: its state files get a copy sorted by dst, which those
+    # lookups read; the link added by a tick (the overlay) and the one dropped are found by
+    # them as by lookups by src; a compaction writes link and its copy anew in step
+    _sorted_copies(spark, FIXED, 1)
+
+
 @pytest.mark.slow
 def test_notin_with_either_side_changing_equals_the_local_engine_random(spark: Any) -> None:
     _run_alongside(spark, seed=3, nodes=8, n=8)

@@ -252,7 +252,8 @@ def test_a_lookup_of_scattered_keys_in_a_state_file_reads_their_pages_only(
     n = 8_000  # a few row groups of ~2,000 rows (STATE_ROW_GROUP), in a shuffled order
     df = spark.range(n).selectExpr(f"(id * 7919) % {n} AS k", "id AS v")
     files: list[str] = []
-    kept = keep_state(df, files, sort=True, rows=n)
+    # with a copy sorted by v: the rules look the rows up by v too (lookup_columns)
+    kept = keep_state(df, files, sort=True, rows=n, by=["v"])
     rnd = random.Random(26)
     keys = [rnd.randrange(i * n // 4, (i + 1) * n // 4) for i in range(4)]
     meter = Meter(spark)
@@ -292,6 +293,22 @@ def test_a_lookup_of_scattered_keys_in_a_state_file_reads_their_pages_only(
     found = Lookups().rows(kept, ["k", "v"], pairs)
     _, _, records = meter.take()
     assert sorted(found) == sorted(pairs[:12]) and records <= 13 * STATE_PAGE_ROWS, records
+    # by the second column, whose values are scattered over the file sorted by k: its copy
+    # sorted by v, a page per value. Until the copies, the Bloom filters left every row group
+    # holding one of the values: 24 values of 8,000 rows read all 8,000 records
+    vals = [(v,) for v in random.Random(25).sample(range(n), 24)]
+    meter.take()
+    lookups = Lookups()
+    got = lookups.rows(kept, ["v"], vals)
+    _, _, records = meter.take()
+    assert sorted(r[1] for r in got) == sorted(v for (v,) in vals), got
+    assert all((k - v * 7919) % n == 0 for k, v in got)  # rows in the frame's column order
+    assert lookups.jobs == 1 and records <= len(vals) * STATE_PAGE_ROWS, records
+    # by (v, k): the copy prunes by v; a pair whose k differs is not found
+    pairs = [(v, k) for k, v in got[:5]] + [(got[5][1], got[5][0] + 1)]
+    found = Lookups().rows(kept, ["v", "k"], pairs)
+    assert sorted(found) == sorted((k, v) for v, k in pairs[:5]), found
+    assert len(files) == 2  # the copy's files are the caller's to delete, with the first
 
 
 class Star(Program):

@@ -1,6 +1,8 @@
 """Lookups of stored rows from the driver: the rows of a collection whose columns equal one of
 a few values, as a filter Parquet state files prune (sorted by the first column, row groups
-with min/max statistics), cached for the tick and batched: the lookups a tick will need next
+with min/max statistics and pages with their ranges; a lookup by another column reads the
+collection's copy sorted by that column when it has one, see :func:`lookup_columns`), cached
+for the tick and batched: the lookups a tick will need next
 (:meth:`Lookups.ahead`) ride along with the one it needs now, in one Spark job; and the
 helpers that move a few rows between the driver and Spark without a job.
 
@@ -10,12 +12,35 @@ This module knows nothing of the IR or the DSL.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+import weakref
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from blooml.ir import Scan
 
-__all__ = ["Lookups", "reads_of"]
+__all__ = ["Lookups", "lookup_columns", "reads_of", "sorted_copy", "with_sorted_copies"]
+
+#: a collection's materialized frame (its state files) -> column -> a copy of the same rows
+#: written sorted by that column (:func:`blooml.spark._dfstate.keep_state`), which lookups by
+#: that column filter instead, so that Parquet skips to the pages of their values
+_SORTED: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def with_sorted_copies(frame: Any, copies: Mapping[str, Any]) -> Any:
+    """``frame``, recorded as having ``copies`` (column -> a frame of the same rows and
+    columns, sorted by that column): :class:`Lookups` by those columns read the copies."""
+    if copies:
+        _SORTED[frame] = dict(copies)
+    return frame
+
+
+def sorted_copy(frame: Any, col: str) -> Any:
+    """The copy of ``frame``'s rows sorted by ``col`` (:func:`with_sorted_copies`), or
+    ``frame`` itself when it has none."""
+    try:
+        return _SORTED.get(frame, {}).get(col, frame)
+    except TypeError:  # pragma: no cover - a frame that cannot be weakly referenced
+        return frame
 
 
 class Lookups:
@@ -87,7 +112,9 @@ class Lookups:
             self._chunk = in_chunk(todo[0][0].sparkSession)
         parts = []
         for i, (frame, cols, keys) in enumerate(todo):
-            hit = frame.where(_matches(list(cols), keys, frame.schema, self._chunk))
+            # by a column the state files are not sorted by: its sorted copy, when written
+            src = sorted_copy(frame, cols[0]) if cols else frame
+            hit = src.where(_matches(list(cols), keys, frame.schema, self._chunk))
             parts.append(
                 hit.select(
                     F.lit(i).alias("_q"),
@@ -349,3 +376,17 @@ def reads_of(ir: Any, name: str) -> list[tuple[str, tuple[str, ...], tuple[int, 
         if proj is not None and (nk or isinstance(body, Group)):  # a global group: its row
             out.append((rule.head, tuple(f"c{i}" for i in range(nk)), proj))
     return list(dict.fromkeys(out))
+
+
+def lookup_columns(ir: Any, name: str) -> tuple[str, ...]:
+    """The columns other than the first (``c1``, ...) by which the rules look up collection
+    ``name``'s stored rows (:func:`reads_of` of every collection: a lookup prunes by its first
+    column), in a stable order: the columns its state files get a sorted copy by, so that such
+    a lookup reads a page per value, not every row group holding one (a ``notin`` by the
+    destination of edges stored sorted by their source)."""
+    out: dict[str, None] = {}
+    for src in ir.collections:
+        for target, cols, _ in reads_of(ir, src):
+            if target == name and cols and cols[0] != "c0":
+                out[cols[0]] = None
+    return tuple(out)

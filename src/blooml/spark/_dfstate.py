@@ -762,7 +762,12 @@ STATE_PAGE_ROWS = 200
 
 
 def keep_state(
-    df: Any, files: list[str] | None = None, *, sort: bool = False, rows: int | None = None
+    df: Any,
+    files: list[str] | None = None,
+    *,
+    sort: bool = False,
+    rows: int | None = None,
+    by: Iterable[str] = (),
 ) -> Any:
     """``df`` materialized for use after this tick.
 
@@ -776,21 +781,46 @@ def keep_state(
     only the row groups whose range holds them, and in them only the pages (of at most
     :data:`STATE_PAGE_ROWS` rows) whose range holds them; every column gets a Bloom filter per row
     group, so that a filter by a few values of another column skips the groups that lack
-    them. Without a checkpoint
+    them. ``by`` (with ``sort``): other columns (``c1``, ...) the rows are looked up by
+    (:func:`~blooml.spark._dflookup.lookup_columns`): for each atomic one, a copy of the rows
+    (read from the files just written) is written sorted by it, in the same layout, its path
+    appended to ``files`` too, and :class:`~blooml.spark._dflookup.Lookups` by that column
+    filter the copy (a page per value, where the Bloom filters leave every row group holding
+    one). Without a checkpoint
     directory (or for a column Parquet cannot hold, such as ``void``): a
     ``localCheckpoint`` (:func:`_checkpoint`)."""
     from pyspark.sql.types import NullType
+
+    from blooml.spark._dflookup import with_sorted_copies
 
     spark = df.sparkSession
     root = checkpoint_dir(spark)
     if root is None or any(isinstance(f.dataType, NullType) for f in df.schema.fields):
         return _checkpoint(df)
+    out = _write_state(
+        df, root, files, sort=sort, rows=rows, col=df.columns[0] if df.columns else None
+    )
+    if not sort:
+        return out
+    copies = {}
+    for col in dict.fromkeys(by):
+        if col in df.columns[1:] and _atomic(df.select(col).schema):
+            copies[col] = _write_state(out, root, files, sort=True, rows=rows, col=col)
+    return with_sorted_copies(out, copies)
+
+
+def _write_state(
+    df: Any, root: str, files: list[str] | None, *, sort: bool, rows: int | None, col: str | None
+) -> Any:
+    """``df`` written as Parquet under ``root`` (sorted by ``col`` when ``sort`` and it is
+    atomic) in the layout :func:`keep_state` describes, and read back."""
     import uuid
 
+    spark = df.sparkSession
     path = f"{root.rstrip('/')}/blooml-state-{uuid.uuid4().hex}"
     writer = df
-    if sort and df.columns and _atomic(df.select(df.columns[0]).schema):
-        writer = df.sort(df.columns[0])
+    if sort and col is not None and _atomic(df.select(col).schema):
+        writer = df.sort(col)
     block = max(STATE_ROW_GROUP, (rows or 0) * 8 * len(df.columns) // STATE_ROW_GROUPS)
     # the rows of a group as 8 bytes a value: pages of STATE_PAGE_ROWS are encoded (and
     # counted in the group's size) as they fill, so without a row limit a group would hold

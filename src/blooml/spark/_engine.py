@@ -33,7 +33,7 @@ from blooml.spark._dfengine import (
     keep_state,
     run_plan,
 )
-from blooml.spark._dflookup import _local_plan
+from blooml.spark._dflookup import _local_plan, lookup_columns
 from blooml.spark._dfstate import OVERLAY_ROWS
 from blooml.spark._errors import worker_errors
 from blooml.spark._formats import Pickled, column_format, spec_of
@@ -265,7 +265,7 @@ class SparkEngine:
             )
             # the state files are written inside the tick: their jobs carry its label and tag
             state = self._keep(
-                plan.ir.name,
+                plan.ir,
                 state,
                 carried.state if carried else {},
                 keep,
@@ -316,7 +316,9 @@ class SparkEngine:
                 rows = carry.counts.get(name)
                 _jobs.label(what=f"compact {name} ({ov.size():,} rows on the driver)")
                 files: list[str] = []
-                state[name] = keep_state(ov.frame, files, sort=True, rows=rows)
+                # its copies sorted by the other columns it is looked up by, rewritten with it
+                by = lookup_columns(carried.plan.ir, name) if carried.plan is not None else ()
+                state[name] = keep_state(ov.frame, files, sort=True, rows=rows, by=by)
                 if files:
                     old = kept.get(name, [])
                     kept[name] = [*old[-1:], *files]
@@ -328,7 +330,7 @@ class SparkEngine:
 
     def _keep(
         self,
-        program: str,
+        ir: ProgramIR,
         state: dict[str, Any],
         before: Mapping[str, Any],
         keep: bool,
@@ -338,7 +340,9 @@ class SparkEngine:
         """The tick's state frames that changed, materialized for after the tick: reliable
         Parquet files in the checkpoint directory when the session has one (see
         :func:`keep_state`; sorted by the first column, so that a filter by a few of its
-        values reads few row groups), else left as the tick's local checkpoints. A frame
+        values reads few row groups, with a copy sorted by each other column the rules look
+        it up by: :func:`~blooml.spark._dflookup.lookup_columns`), else left as the tick's
+        local checkpoints. A frame
         that is its kept files plus changes on the driver (``overlays``, see
         :class:`~blooml.spark._dfstate.Overlay`) stays as it is: nothing is written until
         it is compacted between ticks (``counts``: row counts, which size the files' row
@@ -348,7 +352,7 @@ class SparkEngine:
         if checkpoint_dir(self.spark) is None:
             return state
         out = {}
-        kept = self._files.setdefault(program, {}) if keep else {}
+        kept = self._files.setdefault(ir.name, {}) if keep else {}
         for name, df in state.items():
             if before.get(name) is df or name in overlays:  # its files are current
                 out[name] = df
@@ -358,7 +362,8 @@ class SparkEngine:
                 continue
             files: list[str] = []
             _jobs.label(end=True, what=f"keep {name} as state files")
-            out[name] = keep_state(df, files, sort=True, rows=counts.get(name))
+            by = lookup_columns(ir, name)
+            out[name] = keep_state(df, files, sort=True, rows=counts.get(name), by=by)
             if keep and files:
                 old = kept.get(name, [])
                 kept[name] = [*old[-1:], *files]  # this tick's and the previous one's
