@@ -718,13 +718,7 @@ class Relation:
         undo, indexes and the semi-naive delta."""
         old = self.store.get(k, MISSING)
         if old is MISSING:
-            self.store[k] = row
-            self.undo.append((k, MISSING))
-            self.tick_new.append(row)
-            self.changes += 1
-            if self.indexes:
-                self._log.append(row)
-                self._trim()
+            self._store_new(k, row)
         elif old is not row and old != row:
             self._replace(k, old, row)
 
