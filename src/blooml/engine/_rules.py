@@ -140,6 +140,11 @@ class CompiledRule:
             )
         )
 
+    def keep_flags(self, flags: list[tuple[CompiledRule, bool, bool, int]]) -> None:
+        """Append this rule's incremental flags to ``flags`` (``Runtime._flags``), which a
+        failed tick restores in reverse: the rule runs after this call in the tick."""
+        flags.append((self, self.fresh, self.zfresh, self.seen_removals))
+
     def full_mode(self, first_round: bool) -> bool:
         """Whether this evaluation must be over the whole state (see the module docstring)."""
         if first_round:
@@ -284,7 +289,7 @@ def run_temporal(rt: Runtime) -> None:
     if not (rt.incremental and rt._scoped) or rt._rec is not None:
         open_all(rt, True)
         for cr in rt.temporal:
-            flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
+            cr.keep_flags(flags)
             if cr.feed is not None:
                 run_feed(rt, cr, cr.feed)
             else:
@@ -292,7 +297,7 @@ def run_temporal(rt: Runtime) -> None:
         return
     for cr in rt.temporal:
         if cr.feed is not None:
-            flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
+            cr.keep_flags(flags)
             run_feed(rt, cr, cr.feed)
             continue
         scan = cr.only_scan
@@ -302,7 +307,7 @@ def run_temporal(rt: Runtime) -> None:
                 # ``fire`` would only set its marks (a request's reply rule of another channel)
                 head = cr.head_rel
                 if cr.fresh or (head is not None and cr.seen_removals != head.removals):
-                    flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
+                    cr.keep_flags(flags)
                     fire(rt, cr, True)
                 continue
             if idle(cr):
@@ -310,7 +315,7 @@ def run_temporal(rt: Runtime) -> None:
         elif scan is None and idle(cr):
             continue
         # (a map over a collection that gained rows this tick is never idle)
-        flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))
+        cr.keep_flags(flags)
         open_inputs(cr)
         fire(rt, cr, True)
 
