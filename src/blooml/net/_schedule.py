@@ -40,9 +40,11 @@ class Scheduler(NodeBase):
     def _thread_main(self, ready: threading.Event, failure: list[BaseException]) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
+        self._ident = threading.get_ident()
         try:
             loop.run_until_complete(self._main(ready, failure))
         finally:
+            self._ident = None  # (an ident is reused by threads started later)
             loop.close()
             self.running = False
             ready.set()

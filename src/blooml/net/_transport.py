@@ -18,8 +18,6 @@ import struct
 import time
 from typing import Any, cast
 
-from blooml.engine._state import Pending
-from blooml.engine.relation import CheckedRows
 from blooml.errors import (
     BloomlError,
     CodecError,
@@ -741,27 +739,20 @@ class Transport(NodeBase):
 
     def _queue_received(self, sender: str, batches: Any) -> int:
         """``rt.receive_batch`` of a datagram's rows, remembered as one input unit: what
-        ``_queue`` does for any call, at the cost of the datagram's channels (the rows
-        ``receive_batch`` queues are the tails of their channels' lists; ``_queue`` would
-        compare every queued list before and after)."""
+        ``_queue`` does for any call, at the cost of the datagram's rows (``receive_checked``
+        returns the checked rows it queued, which the unit keeps; ``_queue`` would compare
+        every queued list before and after)."""
         rt = self.rt
         pend = rt.pending
-        inserts = pend.inserts
-        if len(batches) == 1:  # one channel (a request): no dict of marks
-            chan = batches[0][0]
-            before = {chan: len(inserts.get(chan, ()))}
-        else:
-            before = {chan: len(inserts.get(chan, ())) for chan, _ in batches}
-        n: int = rt.receive_batch(sender, batches)  # all or nothing: raises with nothing queued
+        # all or nothing: raises with nothing queued
+        checked = rt.receive_checked(sender, batches)
+        n = 0
+        for _chan, rows in checked:
+            n += len(rows)
         if rt.pending is not pend or not n:  # (a receive hook that ticked: the general way)
             return n
-        mine = Pending()
-        mine_inserts = mine.inserts
-        for chan, n0 in before.items():
-            items = inserts[chan]
-            new = items[n0:] if n0 else items.copy()
-            mine_inserts[chan] = CheckedRows(new) if type(items) is CheckedRows else new
-        self._units.append(Unit(None, mine, None, n, sender))  # what: "datagram from <sender>"
+        # what: "datagram from <sender>"; its Pending built only if something reads it
+        self._units.append(Unit(None, None, None, n, sender, checked))
         return n
 
 

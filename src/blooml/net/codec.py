@@ -429,6 +429,10 @@ def encode_for_channel(
     return wire
 
 
+#: the msgpack headers of arrays of 0..15 items (one byte each)
+_FIX_ARRAYS = [bytes((0x90 | n,)) for n in range(16)]
+
+
 def _array_header(n: int) -> bytes:
     if n < 16:
         return bytes((0x90 | n,))
@@ -483,13 +487,25 @@ def encode_envelope_after(
     (sender, destination, sequence, timestamp and rows) when ``key`` is given."""
     parts = []
     n = 0
+    heads = _CHAN_HEADS
     for chan, rows in batches:
         n += 1
-        parts.append(b"\x92" + _chan_head(chan) + _array_header(len(rows)) + b"".join(rows))
+        k = len(rows)
+        parts.append(
+            b"\x92"
+            + (heads.get(chan) or _chan_head(chan))
+            + (_FIX_ARRAYS[k] if k < 16 else _array_header(k))
+            + b"".join(rows)
+        )
     stamp = int((time.time() if ts is None else ts) * 1000)
     # sequence and timestamp: plain ints, one call of the plain packer for both (an array
     # of 2 whose one-byte header, 0x92, is dropped: its items follow the destination)
-    body = head + _packers().plain.pack((seq, stamp))[1:] + _array_header(n) + b"".join(parts)
+    body = (
+        head
+        + _packers().plain.pack((seq, stamp))[1:]
+        + (_FIX_ARRAYS[n] if n < 16 else _array_header(n))
+        + b"".join(parts)
+    )
     sig = _sign(key, body) if key is not None else None
     return (
         _OUTER_HEAD
