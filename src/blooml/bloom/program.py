@@ -109,7 +109,7 @@ class _Self:
         self._tls.rt = rt
 
     def __getattr__(self, name: str) -> Any:
-        rt = self._rt
+        rt = getattr(self._tls, "rt", None)  # (``_rt``, without the property's call)
         if rt is not None:
             return rt.read_attr(name)
         h = self._handles.get(name)

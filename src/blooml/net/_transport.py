@@ -15,6 +15,7 @@ import contextlib
 import ipaddress
 import socket
 import struct
+import threading
 import time
 from typing import Any, cast
 
@@ -351,19 +352,16 @@ class Transport(NodeBase):
 
     def _send(self, addr: str, groups: dict[str, list[bytes]]) -> None:
         now = time.time()
-        self._seq += 1
+        seq = self._seq = self._seq + 1
         head = self._heads.get(addr)
         if head is None or self._heads_of != self.rt.addr:
             head = self._head(addr)
         # signed (with a key) over the whole body: the head's sender and destination, the
         # sequence number and the timestamp included
-        data = encode_envelope_after(head, groups.items(), self.key, now, self._seq)
+        data = encode_envelope_after(head, groups.items(), self.key, now, seq)
         stats = self._stats
         stats["sent"] += 1
-        n = 0
-        for rows in groups.values():
-            n += len(rows)
-        stats["sent_tuples"] += n
+        stats["sent_tuples"] += sum(map(len, groups.values()))
         if self.transport == "udp":
             if REFUSED_CHANNEL not in groups:
                 self._sent_to(addr)
@@ -379,8 +377,8 @@ class Transport(NodeBase):
             self._stats["injected_drops"] += 1  # fault injection: lost on the way
             return
         frame = _FRAME.pack(len(data)) + data
-        self._stats["sent_bytes"] += len(frame)
-        if not self.running or not self.on_own_thread():
+        stats["sent_bytes"] += len(frame)
+        if not self.running or threading.get_ident() != self._ident:  # (not on_own_thread)
             limit = self._send_limit()
             if self._pre_start_size + len(frame) > limit:  # bounded until the node starts
                 self._count("send_dropped")
@@ -388,7 +386,10 @@ class Transport(NodeBase):
             self._pre_start.append((addr, frame))
             self._pre_start_size += len(frame)
             return
-        self._peer(addr).push(frame)
+        peer = self._peers.get(addr)
+        if peer is None:
+            peer = self._peer(addr)
+        peer.push(frame)
 
     def _udp_out(self, addr: str, data: bytes) -> None:
         """One datagram on its way: fault injection (loss, delay), then the socket."""
