@@ -46,7 +46,7 @@ def send_outbox(
     _sending.info = (rt.addr, ids)
     try:
         for addr, batch in batches.items():
-            rt.send(addr, batch)
+            send(rt, addr, batch)  # (``rt.send``, without the method's call)
     finally:
         _sending.info = prev
 

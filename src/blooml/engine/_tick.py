@@ -95,7 +95,9 @@ def run_tick(rt: Runtime) -> None:
         touched = rt._touched = {r: r.begin() for r in rt.rels.values()}
         for z in rt._stateful:  # (a tick commits or rolls back its journals: a defect's)
             z.journal = []
-    lat_tokens = [(v, v.begin()) for v in rt.lats.values()]
+    lat_tokens = []
+    for v in rt.lats.values():  # (a loop: no comprehension's frame)
+        lat_tokens.append((v, v.begin()))
     flags = rt._flags = []
     rt._failed = None
     families = None
@@ -404,7 +406,8 @@ def turnover(rt: Runtime) -> None:
         elif name in rt._rec_heads:
             rt.rec_dirty.add(name)  # a recursive unit's head: re-derived
         else:  # input rows alone: emptied, as a scratch of the reference is
-            begin_once(touched, rel)
+            if rel not in touched:  # (begin_once, inline: once a tick per input channel)
+                touched[rel] = rel.begin()
             rel.clear()
 
 
@@ -417,7 +420,8 @@ def store_inputs(rt: Runtime, now: float) -> None:
         if not rows:
             continue  # (its rows deleted in the same tick)
         rel = rt.rels[name]
-        begin_once(touched, rel)
+        if rel not in touched:  # (begin_once, inline: once a tick per input channel)
+            touched[rel] = rel.begin()
         where = f"input to {name}"
         try:
             if type(rows) is not CheckedRows:  # checked at insert already: stored as is
