@@ -722,39 +722,34 @@ class Transport(NodeBase):
         return self._enqueue(sender, batches)
 
     def _enqueue(self, sender: str, batches: Any) -> bool:
-        """Queue a checked datagram's rows for the next tick, as one input unit."""
-        try:
-            n = self._queue_received(sender, batches)
+        """Queue a checked datagram's rows for the next tick, as one input unit.
+
+        ``rt.receive_batch`` of the rows, remembered as one input unit: what ``_queue`` does
+        for any call, at the cost of the datagram's rows (``receive_checked`` returns the
+        checked rows it queued, which the unit keeps; ``_queue`` would compare every queued
+        list before and after)."""
+        rt = self.rt
+        pend = rt.pending
+        try:  # all or nothing: raises with nothing queued
+            checked = rt.receive_checked(sender, batches)
         except BloomlError as exc:
             self._drop("rejected", f"from {sender!r}: {exc}")
             return False
         except Exception as exc:
             self._drop("rejected", f"from {sender!r}: {type(exc).__name__}: {exc}")
             return False
+        n = 0
+        for _chan, rows in checked:
+            n += len(rows)
+        if rt.pending is pend and n:  # (else a receive hook that ticked: the general way)
+            # what: "datagram from <sender>"; its Pending built only if something reads it
+            self._units.append(Unit(None, None, None, n, sender, checked))
         stats = self._stats
         stats["received"] += 1
         stats["received_tuples"] += n
         if self.transport == "udp":
             self._ack_later(sender)
         return True
-
-    def _queue_received(self, sender: str, batches: Any) -> int:
-        """``rt.receive_batch`` of a datagram's rows, remembered as one input unit: what
-        ``_queue`` does for any call, at the cost of the datagram's rows (``receive_checked``
-        returns the checked rows it queued, which the unit keeps; ``_queue`` would compare
-        every queued list before and after)."""
-        rt = self.rt
-        pend = rt.pending
-        # all or nothing: raises with nothing queued
-        checked = rt.receive_checked(sender, batches)
-        n = 0
-        for _chan, rows in checked:
-            n += len(rows)
-        if rt.pending is not pend or not n:  # (a receive hook that ticked: the general way)
-            return n
-        # what: "datagram from <sender>"; its Pending built only if something reads it
-        self._units.append(Unit(None, None, None, n, sender, checked))
-        return n
 
 
 def _group(pairs: Any) -> list[tuple[str, list[Any]]]:

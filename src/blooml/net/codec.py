@@ -349,7 +349,11 @@ def _default(obj: Any) -> Any:
 
 
 def _packb(obj: Any) -> bytes:
-    return _packers().pack(obj)
+    try:  # (``_packers()``, without its call)
+        ps = _local.packers
+    except AttributeError:
+        ps = _packers()
+    return ps.pack(obj)  # type: ignore[no-any-return]
 
 
 def encode(value: Any) -> bytes:
