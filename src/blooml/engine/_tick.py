@@ -325,7 +325,10 @@ def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
         refill(feeds, now)
     for name, rows in pend.inserts.items():
         if name in maintained:
-            _gather(tick_in, name, rows)
+            if name in tick_in:
+                _gather(tick_in, name, rows)
+            else:  # (the first rows: the queued list itself, as _gather keeps it)
+                tick_in[name] = rows
             continue
         rel = rels[name]
         begin_once(touched, rel)

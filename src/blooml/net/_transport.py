@@ -300,7 +300,11 @@ class Transport(NodeBase):
                 except ProgramError as exc:
                     self._send_failed(str(addr), exc, len(batch))  # one per refused row
                 return
-            self._deliver(rt, addr, batch)
+            if len(batch) == 1:  # one row (a reply): one envelope, its size checked at its rule
+                chan, _row, wire = batch[0]
+                self._send(addr, {chan: [wire]})
+            else:
+                self._deliver(rt, addr, batch)
         except Exception as exc:
             self._send_failed(str(addr), exc)
 
@@ -318,10 +322,7 @@ class Transport(NodeBase):
             )
 
     def _deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
-        if len(batch) == 1:  # one row (a reply): one envelope, its size checked at its rule
-            chan, _row, wire = batch[0]
-            self._send(addr, {chan: [wire]})
-            return
+        """Several rows for ``addr``: as few envelopes as hold them (``deliver``)."""
         budget = (
             self.max_datagram - ENVELOPE_SLACK - len(str(rt.addr))
             if self.transport == "udp"

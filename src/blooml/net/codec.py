@@ -511,9 +511,10 @@ def encode_envelope_after(
         + b"".join(parts)
     )
     sig = _sign(key, body) if key is not None else None
+    size = len(body)
     return (
         _OUTER_HEAD
-        + _bin_header(len(body))
+        + (_BIN8[size] if size < 0x100 else _bin_header(size))
         + body
         + (b"\xc0" if sig is None else _bin_header(len(sig)) + sig)
     )
@@ -534,6 +535,10 @@ def _chan_head(chan: str) -> bytes:
 
 #: ``[FORMAT_VERSION, ...`` of an envelope's outer array of 3, packed.
 _OUTER_HEAD = b"\x93" + bytes((FORMAT_VERSION,))
+
+
+#: the msgpack ``bin`` headers of 0..255 bytes
+_BIN8 = [b"\xc4" + bytes((n,)) for n in range(0x100)]
 
 
 def _bin_header(n: int) -> bytes:
