@@ -846,7 +846,7 @@ def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
     """
     n = len(data)
     # the common case read at once: version 2, a body of under 64 KiB, no signature
-    if n > 5 and data[0] == 0x93 and data[1] == FORMAT_VERSION and data[-1] == 0xC0:
+    if n > 5 and data[-1] == 0xC0 and data[:2] == _V2_HEAD:
         head = data[2]
         if head == 0xC4:
             start = 4
@@ -867,6 +867,10 @@ def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
     if body is None:
         raise CodecError("malformed", "envelope body is not bytes")
     return version, body, sig
+
+
+#: the first two bytes of a version-2 envelope (an array of 3, its version)
+_V2_HEAD = bytes((0x93, FORMAT_VERSION))
 
 
 def split_outer(data: bytes, n: int) -> tuple[int, list[bytes | None]] | None:
