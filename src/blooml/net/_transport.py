@@ -671,7 +671,8 @@ class Transport(NodeBase):
         """Check one datagram and queue its tuples for the next tick; a bad one is dropped
         and counted (``stats()["dropped"]``). Returns whether it was accepted."""
         try:
-            env = decode_envelope(data, self.key, self.guard, dest=self.addressed_to)
+            key = self.key  # (the destination is checked with a key only)
+            env = decode_envelope(data, key, self.guard, dest=self.addressed_to if key else None)
         except CodecError as exc:
             self._drop(exc.reason, str(exc))
             return False

@@ -656,6 +656,9 @@ def decode(data: bytes) -> Any:
         raise CodecError("malformed", f"not a valid message: {exc}") from None
 
 
+_tuple_new = tuple.__new__
+
+
 class Envelope(NamedTuple):
     """A decoded datagram.
 
@@ -814,7 +817,8 @@ def decode_envelope(
         for r in rows:  # (a loop, not all() over a generator: no frame per batch)
             if not isinstance(r, tuple):
                 raise CodecError("malformed", "bad channel batch")
-    return Envelope(version, sender, stamp / 1000.0, raw, to, seq)
+    # (``Envelope(...)`` without its Python ``__new__``: the same named tuple)
+    return _tuple_new(Envelope, (version, sender, stamp / 1000.0, raw, to, seq))
 
 
 def _is_int(v: Any) -> bool:
