@@ -764,15 +764,15 @@ def _fallbacks(rt: Any) -> int:
 
 def run_graph_shape(
     shape: str, n: int, m: int, cycles: int, ref_cycles: int, tree: str = "", seed: int = 24
-) -> tuple[dict[str, list[float]], dict[str, list[float | None]], bool]:
-    """Per kind of change: the incremental engine's ms per tick, and the reference's on the
-    same change (None where it did not run); whether both held the same rows at every
-    compared tick. The reference runs the first ``4 * ref_cycles`` changes, and then every
-    change on which the incremental engine fell back to re-deriving or spent more than half
-    the reference's median (it catches up with the changes it skipped first, in one tick:
-    it re-derives the view anyway). ``tree``: "root", the adversarial workload (a random
-    tree cut at the root), or "interior" (cut at a random node), instead of random changes
-    to a random graph."""
+) -> tuple[dict[str, list[float]], dict[str, list[float | None]], dict[str, int], bool]:
+    """Per kind of change: the incremental engine's ms per tick, the reference's on the
+    same change (None where it did not run), and the ticks on which the incremental engine
+    fell back to re-deriving; whether both held the same rows at every compared tick. The
+    reference runs the first ``4 * ref_cycles`` changes, and then every change on which the
+    incremental engine fell back or spent more than half the reference's median (it catches
+    up with the changes it skipped first, in one tick: it re-derives the view anyway).
+    ``tree``: "root", the adversarial workload (a random tree cut at the root), or
+    "interior" (cut at a random node), instead of random changes to a random graph."""
     rnd = random.Random(seed)
     if tree:
         edges = random_tree(n, rnd)
@@ -784,6 +784,7 @@ def run_graph_shape(
     rows = [(*k, w) for k, w in edges.items()]
     times: dict[str, list[float]] = {}
     rtimes: dict[str, list[float | None]] = {}
+    fell: dict[str, int] = {}
     same = True
     ref_seen: list[float] = []
 
@@ -804,14 +805,16 @@ def run_graph_shape(
             times.setdefault(kind, []).append(ms)
             (facts.discard if kind in _GONE else facts.add)(e[:2])
             r_ms = None
-            if i < 4 * ref_cycles or dear(ms, _fallbacks(inc._rt) > fb):
+            fb = _fallbacks(inc._rt) - fb
+            fell[kind] = fell.get(kind, 0) + fb
+            if i < 4 * ref_cycles or dear(ms, fb > 0):
                 t0 = time.process_time()
                 want = dl.evaluate({"edge": facts, "root": {(0,)}})
                 r_ms = (time.process_time() - t0) * 1000
                 ref_seen.append(r_ms)
                 same = same and set(inc["reach"]) == want["reach"]
             rtimes.setdefault(kind, []).append(r_ms)
-        return times, rtimes, same
+        return times, rtimes, fell, same
     cls = GraphPaths if shape == "lmin shortest paths" else GraphReach
     inc = cls()
     ref = cls(incremental=False)
@@ -837,7 +840,9 @@ def run_graph_shape(
         ms = (time.process_time() - t0) * 1000
         times.setdefault(label, []).append(ms)
         r_ms = None
-        if i < 4 * ref_cycles or dear(ms, _fallbacks(inc._rt) > fb):
+        fb = _fallbacks(inc._rt) - fb
+        fell[label] = fell.get(label, 0) + fb
+        if i < 4 * ref_cycles or dear(ms, fb > 0):
             # the changes the reference skipped, and this one: it re-derives the view from
             # the same edges as the incremental engine, whatever led there
             ref.edge.delete(list(ref_has - now))  # type: ignore[attr-defined]
@@ -850,7 +855,7 @@ def run_graph_shape(
             if n <= 1000 or i >= 4 * ref_cycles - 1:
                 same = same and contents(inc) == contents(ref)
         rtimes.setdefault(label, []).append(r_ms)
-    return times, rtimes, same
+    return times, rtimes, fell, same
 
 
 GRAPH_SHAPES = ("reachability", "datalog reachability", "lmin shortest paths")
@@ -879,12 +884,14 @@ def run_recursion(args: Any, v: Verdicts) -> None:
         " at the large size);"
         " max/ref = the worst tick over the reference's median, max/rmax over its worst,"
         " worst/same = the largest ratio of a tick to the reference's on the same change"
-        " (the tree's every tick is also re-derived)"
+        " (the tree's every tick is also re-derived; the random graph's first ticks, and every"
+        " tick that fell back or cost over half the reference's median),"
+        " fb = the ticks that fell back to re-deriving"
     )
     print(
         f"   {'shape':22} {'change':26} {'nodes':>6} {'n':>4} {'median':>8} {'p90':>8} "
         f"{'p99':>8} {'max':>8} {'ref n':>5} {'ref med':>8} {'ref/med':>8} {'max/ref':>8} "
-        f"{'max/rmax':>8} {'worst/same':>10}"
+        f"{'max/rmax':>8} {'worst/same':>10} {'fb':>3}"
     )
     for shape in GRAPH_SHAPES:
         if args.only and args.only not in shape:
@@ -893,7 +900,7 @@ def run_recursion(args: Any, v: Verdicts) -> None:
         for n, m in sizes:
             for tree in ("", "root", "interior"):
                 ref_cycles = cycles if n <= 1000 or tree else 3
-                times, rtimes, same = run_graph_shape(
+                times, rtimes, fell, same = run_graph_shape(
                     shape, n, m, cycles, ref_cycles, tree, args.seed
                 )
                 what = f"a tree cut at {'the root' if tree == 'root' else 'a node'}"
@@ -921,7 +928,8 @@ def run_recursion(args: Any, v: Verdicts) -> None:
                     print(
                         f"   {shape:22} {kind:26} {n:>6} {len(xs):>4} {med:>8.3f} {p90:>8.3f} "
                         f"{p99:>8.3f} {top:>8.3f} {len(rs):>5} {rmed:>8.3f} {rmed / med:>8.1f} "
-                        f"{top / ref_med:>8.2f} {top / ref_max:>8.2f} {same_t:>10.2f}"
+                        f"{top / ref_med:>8.2f} {top / ref_max:>8.2f} {same_t:>10.2f} "
+                        f"{fell.get(kind, 0):>3}"
                     )
                     bad = [(a, b) for a, b in pairs if a > WORST_RATIO * b + WORST_MS]
                     alone = [a for a, b in zip(xs, rtimes[kind], strict=True) if b is None]
