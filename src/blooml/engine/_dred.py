@@ -56,7 +56,7 @@ import sys
 from collections.abc import Container
 from heapq import heapify, heappop, heappush
 from itertools import repeat
-from time import process_time
+from time import perf_counter, process_time
 from typing import Any
 
 from blooml.engine._codegen import fused_map
@@ -374,9 +374,11 @@ class DRed:
         other store into the heads, so that the rows a call finds in one head are one
         evaluation's results, derived from rows stored before it: they share one rank."""
         if self.timing:  # in a full re-derivation: what ranking adds to it (``budget``)
-            started = process_time()
+            # the wall clock: read in ~50 ns where the process clock takes a system call
+            # (~1.5 us: a re-derivation of 500 nodes' distances calls this 118 times)
+            started = perf_counter()
             self._settle()
-            self.over += process_time() - started
+            self.over += perf_counter() - started
         else:
             self._settle()
 
