@@ -282,6 +282,7 @@ def test_a_retraction_s_budget_is_priced_on_the_rows_the_view_keeps() -> None:
     p.root.insert([(0,)])  # type: ignore[attr-defined]
     p.tick()
     dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
+    dred.costs.clear()  # priced on this derivation alone
     dred.derived(0.1)  # 0.1 s for the 1,001 rows
     whole, kept = dred.budget(), dred.budget(gone=700)
     assert whole == pytest.approx(DRed.limit_share * 0.1 + DRed.limit_floor)
@@ -395,6 +396,7 @@ def _cut(p: Program, dred: DRed, step: float, monkeypatch: pytest.MonkeyPatch) -
         real(self)
 
     monkeypatch.setattr(DRed, "reset", reset)
+    dred.costs.clear()  # priced on this derivation alone
     dred.derived(1.0)
     p.edge.delete([(0, 1, 1)])  # type: ignore[attr-defined]
     p.tick()
@@ -582,6 +584,23 @@ def test_the_indexes_a_reset_builds_are_not_priced_as_the_re_derivation(
     assert dred.full_cost == 0.5
 
 
+def test_a_retraction_is_priced_on_the_cheapest_of_the_last_derivations() -> None:
+    """One measure of a re-derivation can be 1.5x another of the same work on a shared
+    machine: the budget is priced on the cheapest per row of the last three."""
+    p = GraphReach()
+    p.edge.insert([(i, i + 1, 1) for i in range(999)])  # type: ignore[attr-defined]
+    p.root.insert([(0,)])  # type: ignore[attr-defined]
+    p.tick()
+    dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
+    dred.costs.clear()
+    for seconds in (0.3, 0.1, 0.2):
+        dred.derived(seconds)
+    assert dred.full_cost == pytest.approx(0.1)
+    dred.derived(0.4)
+    dred.derived(0.5)  # 0.1 is four derivations old
+    assert dred.full_cost == pytest.approx(0.2)
+
+
 def test_a_fallback_stays_within_limit_fallback_of_the_re_derivation() -> None:
     """The budget grows with the checks that find derivations, but no further than what
     keeps a fallback (the checks, the re-derivation, and the versions' cost in it: ranking
@@ -594,10 +613,11 @@ def test_a_fallback_stays_within_limit_fallback_of_the_re_derivation() -> None:
     p.tick()
     dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
     assert 0 < dred.over < dred.full_cost  # measured by the derivation above
+    dred.costs.clear()
     dred.derived(1.0)
     dred.over = 0.2  # of that 1 s, 0.2 s ranked and forgot versions
-    floor = DRed.limit_floor
-    assert dred.budget(found=1.0) == pytest.approx(0.5 * 0.8 - 0.2 + floor)
-    assert dred.budget(found=0.0) == pytest.approx(DRed.limit_share + floor)
+    low, high = DRed.limit_floor, DRed.limit_floor_found  # the floor grows like the share
+    assert dred.budget(found=1.0) == pytest.approx(0.5 * 0.8 - 0.2 + high)
+    assert dred.budget(found=0.0) == pytest.approx(DRed.limit_share + low)
     dred.over = 0.0
-    assert dred.budget(found=1.0) == pytest.approx(min(DRed.limit_share_found, 0.5) + floor)
+    assert dred.budget(found=1.0) == pytest.approx(min(DRed.limit_share_found, 0.5) + high)

@@ -187,6 +187,7 @@ class DRed:
 
     __slots__ = (
         "by_head",
+        "costs",
         "fallbacks",
         "full_cost",
         "full_rows",
@@ -231,6 +232,12 @@ class DRed:
     #: 500 nodes a delete on a shortest path checks for 0.45 ms at the median, re-deriving
     #: takes ~1 ms: with 0.1 ms (and a sixteenth) the median delete fell back.
     limit_floor = 2e-4
+    #: The floor grows to this as the checks find derivations, as the share does: at 500
+    #: nodes a delete on a shortest path checks for 0.5-1.2 ms at the 90th percentile
+    #: (0.2-0.45x a re-derivation of ~1.4 ms, of which the versions take 15%), and with
+    #: the cap and 0.2 ms, 3-4 of 29 fell back (the 90th percentile 1.8-2.8x the
+    #: reference's median, 0.66-0.85x with an uncapped budget).
+    limit_floor_found = 5e-4
     #: A tick that falls back costs at most this times the re-derivation proper (the CPU
     #: time of the last full derivation less what ranking its rows and forgetting the old
     #: versions cost in it, both measured), plus ``limit_floor``: the budget is capped so
@@ -240,6 +247,8 @@ class DRed:
     #: Versions kept per key; older ones are retired (their dependents are checked at the
     #: next retraction), so that a key improved over and over keeps bounded state.
     cap = 8
+    #: Full derivations a retraction's budget is priced on (the cheapest per row).
+    samples = 3
 
     def __init__(self, rules: list[_Rule], heads: list[Relation]) -> None:
         self.rules = rules
@@ -262,6 +271,8 @@ class DRed:
         # seconds of one check (a moving average over retractions; None before the first)
         self.full_cost = 0.0
         self.full_rows = 0
+        # (CPU seconds, of which the versions') per row of the last full derivations
+        self.costs: list[tuple[float, float]] = []
         self.index_cost = 0.0  # CPU seconds of the last ``reset``'s index builds
         # CPU seconds the last full derivation spent on the versions (forgetting the old,
         # ranking the new), and whether one is being measured (``reset`` to ``derived``)
@@ -342,11 +353,22 @@ class DRed:
         """The heads were just re-derived in full, in ``seconds`` of CPU time: the measure of
         what a retraction may spend before falling back (less what the ``reset`` before it
         spent building indexes)."""
-        self.full_cost = max(seconds - self.index_cost, 0.0)
-        self.over = min(self.over, self.full_cost)
+        cost = max(seconds - self.index_cost, 0.0)
+        over = min(self.over, cost)
         self.index_cost = 0.0
         self.timing = False
-        self.full_rows = sum(len(h.store) for h in self.heads)
+        rows = self.full_rows = sum(len(h.store) for h in self.heads)
+        # priced on the cheapest of the last ``samples`` derivations, per row: on a shared
+        # machine one measure can be 1.5x another of the same work, and a budget priced on
+        # a dear one let the next fallback cost 2x the reference's tick
+        per = max(rows, 64)
+        costs = self.costs
+        costs.append((cost / per, over / per))
+        if len(costs) > self.samples:
+            del costs[0]
+        best = min(costs)
+        self.full_cost = best[0] * per
+        self.over = best[1] * per
 
     def budget(self, gone: int = 0, found: float = 0.0) -> float:
         """CPU seconds a retraction may spend on checks (see ``limit_share``; ``found`` is the
@@ -360,13 +382,14 @@ class DRed:
         rows = sum(len(h.store) for h in self.heads) - gone
         scale = max(rows, 1) / max(self.full_rows, 64)
         est = max(self.full_cost * scale, self.limit_floor)
-        share = self.limit_share
-        share += (self.limit_share_found - share) * min(max(found, 0.0), 1.0)
+        found = min(max(found, 0.0), 1.0)
+        share = self.limit_share + (self.limit_share_found - self.limit_share) * found
         # a fallback pays what it spent, the re-derivation, and the versions' cost in it
         # (``over``): kept within ``limit_fallback`` times the re-derivation proper
         over = self.over * scale
         cap = (self.limit_fallback - 1.0) * (est - over) - over
-        return min(share * est, max(cap, 0.0)) + self.limit_floor
+        floor = self.limit_floor + (self.limit_floor_found - self.limit_floor) * found
+        return min(share * est, max(cap, 0.0)) + floor
 
     def settle(self) -> None:
         """Give every row the heads stored since the last call a version, ranked above all
