@@ -35,15 +35,19 @@ Ramalingam and Reps' dynamic shortest paths):
   new versions get ranks above every existing one (:meth:`DRed.settle`).
 
 Never worse than re-deriving: a retraction gets a budget of CPU time, a share of what the
-unit's last full derivation cost (per row, times the rows the heads would keep: those they
-hold less the keys found gone so far), plus ``limit_floor``. The share is ``limit_share``
-while the checks find nothing (a subtree leaving the view: over-deletion, which re-deriving
-does as cheaply) and grows towards ``limit_share_found`` with the fraction of checks that find
-a derivation (keys kept, or recomputed from what remains: the work itself). It falls back
-before checking when the first wave of candidates, priced at the mean cost of a check, is
-above it, and stops, having changed nothing, once its checks pass it; the caller then
-re-derives the heads in full, having spent at most that budget more than doing so
-(``kept`` and ``fallbacks`` count the two outcomes).
+unit's full derivations cost (the cheapest per row of the last ``samples``, less the indexes
+they built, times the rows the heads would keep: those they hold less the keys found gone so
+far), plus ``limit_floor``. The share is ``limit_share`` while the checks find nothing (a
+subtree leaving the view: over-deletion, which re-deriving does as cheaply) and grows towards
+``limit_share_found`` with the fraction of checks that find a derivation (keys kept, or
+recomputed from what remains: the work itself), the floor towards ``limit_floor_found``;
+capped so that a fallback costs at most ``limit_fallback`` times the re-derivation proper
+(with what the versions cost in it, measured) plus the floor. Candidates are checked lowest
+rank first, so that a check does not find a derivation through a key about to be found gone.
+It falls back before checking when the first wave of candidates, priced at the mean cost of
+a check, is above the budget, and stops, having changed nothing, once its checks pass it;
+the caller then re-derives the heads in full (``kept`` and ``fallbacks`` count the two
+outcomes).
 
 A unit it cannot handle (a rule function run as Python, a head key computed rather than
 read, a lattice variable or ``tick_count`` read, a non-monotone input that changed) is
@@ -211,10 +215,11 @@ class DRed:
     #: time of the unit's last full derivation, scaled by the rows the heads hold since): a
     #: retraction whose first wave of checks is estimated above it re-derives at once; one
     #: that passes it while checking stops, having changed nothing. A tick that falls back
-    #: thus costs at most ``1 + limit_share`` times a re-derivation, plus ``limit_floor``.
-    #: A sixteenth: on random graphs of 50,000 nodes the dearest retraction that succeeded
-    #: cost 0.05x a re-derivation (``bench_incremental.py --section recursion``), so a larger
-    #: share only makes the retractions that fall back (a tree cut near its root) dearer.
+    #: thus costs at most ``1 + limit_share`` times a re-derivation, plus ``limit_floor``
+    #: (while the checks find nothing; see ``limit_fallback`` for the cap). A sixteenth:
+    #: on random graphs of 50,000 nodes the dearest retraction that succeeded cost 0.05x a
+    #: re-derivation (``bench_incremental.py --section recursion``), so a larger share only
+    #: makes the retractions that fall back (a tree cut near its root) dearer.
     limit_share = 0.0625
     #: The share the budget grows to as the checks find derivations: it is ``limit_share``
     #: plus ``(limit_share_found - limit_share)`` times the fraction of the checks so far that
@@ -225,7 +230,9 @@ class DRed:
     #: a random delete find a derivation, none of a tree cut's. With a sixteenth for all,
     #: 3 of 29 deletes on a shortest path (their checks cost 25-37% of a re-derivation)
     #: fell back, and the 90th percentile was above the reference's median; with a quarter
-    #: for all, a tree cut paid a quarter on top of re-deriving (1.66x the reference).
+    #: for all, a tree cut paid a quarter on top of re-deriving (1.66x the reference). A
+    #: half, under ``limit_fallback``'s cap (about 0.4x for reachability, 0.3x for ``lmin``):
+    #: 3/8 uncapped let a random delete's fallback cost 1.6-2.3x the reference's tick.
     limit_share_found = 0.5
     #: Seconds of checking always allowed (a small view re-derives in less than the fixed
     #: cost of one tick: the budget must not make every retraction of it a fallback). At
@@ -239,10 +246,10 @@ class DRed:
     #: reference's median, 0.66-0.85x with an uncapped budget).
     limit_floor_found = 5e-4
     #: A tick that falls back costs at most this times the re-derivation proper (the CPU
-    #: time of the last full derivation less what ranking its rows and forgetting the old
-    #: versions cost in it, both measured), plus ``limit_floor``: the budget is capped so
-    #: that what it lets the checks spend, and the versions' share of the re-derivation,
-    #: fit in the difference.
+    #: time of a full derivation less what ranking its rows and forgetting the old versions
+    #: cost in it, both measured: 7-10% of it for reachability, 12-17% for ``lmin``), plus
+    #: the floor: the budget is capped so that what it lets the checks spend, and the
+    #: versions' share of the re-derivation, fit in the difference.
     limit_fallback = 1.5
     #: Versions kept per key; older ones are retired (their dependents are checked at the
     #: next retraction), so that a key improved over and over keeps bounded state.
