@@ -311,6 +311,7 @@ class DRed:
         retraction re-derives them in full (which rebuilds the versions)."""
         self.valid = False
         self.retired = []
+        self.timing = False  # a re-derivation that failed measures nothing
 
     def children(self) -> list[Any]:
         """Nothing below (the runtime's journal walk)."""
