@@ -368,8 +368,8 @@ def layout(spark: Any, edges: int, rnd: random.Random) -> None:
 
     from pyspark.sql import functions as F
 
+    from blooml.spark._dffiles import keep_state
     from blooml.spark._dflookup import Lookups
-    from blooml.spark._dfstate import keep_state
 
     links, _ = graph(rnd, edges)
     perm = list(range(len(links)))

@@ -609,6 +609,7 @@ def test_a_deleted_leaf_edge_costs_its_dependents_not_the_view(
     from blooml.engine.relation import Relation
 
     monkeypatch.setattr(DRed, "limit_share", 100.0)
+    monkeypatch.setattr(DRed, "limit_fallback", 1000.0)
 
     cls = make_program(["reach"])
     p = cls()

@@ -262,6 +262,6 @@ def _blocked_tick_cost(spark: Any, links: int, nodes: int, share: int) -> None:
 def test_a_tick_that_blocks_and_unblocks_a_node_reads_its_links_only(
     spark: Any, checkpoint_dir: Any, monkeypatch: Any, links: int, share: int
 ) -> None:
-    monkeypatch.setattr("blooml.spark._dfstate.STATE_ROW_GROUP", 1024)
+    monkeypatch.setattr("blooml.spark._dffiles.STATE_ROW_GROUP", 1024)
     # a lookup by 8 keys reads ~8 row groups of ~100 rows in each collection it looks in
     _blocked_tick_cost(spark, links=links, nodes=links // 5, share=share)

@@ -129,7 +129,7 @@ def test_a_random_edge_and_a_delete_read_a_part_of_the_state_and_every_job_is_na
     spark: Any, checkpoint_dir: Any, monkeypatch: Any
 ) -> None:
     # row groups of ~100 rows (Parquet's least), so that a state of 4,000 edges is many
-    monkeypatch.setattr("blooml.spark._dfstate.STATE_ROW_GROUP", 1024)
+    monkeypatch.setattr("blooml.spark._dffiles.STATE_ROW_GROUP", 1024)
     _random_edge_and_delete(spark, edges=4000, nodes=2000)
 
 
@@ -137,7 +137,7 @@ def test_a_random_edge_and_a_delete_read_a_part_of_the_state_and_every_job_is_na
 def test_a_random_edge_and_a_delete_read_a_part_of_the_state_long(
     spark: Any, checkpoint_dir: Any, monkeypatch: Any
 ) -> None:
-    monkeypatch.setattr("blooml.spark._dfstate.STATE_ROW_GROUP", 1024)
+    monkeypatch.setattr("blooml.spark._dffiles.STATE_ROW_GROUP", 1024)
     _random_edge_and_delete(spark, edges=20000, nodes=5000)
 
 
@@ -246,8 +246,8 @@ def test_a_lookup_of_scattered_keys_in_a_state_file_reads_their_pages_only(
 ) -> None:
     from pyspark.sql import functions as F
 
+    from blooml.spark._dffiles import STATE_PAGE_ROWS, STATE_ROW_GROUP, keep_state
     from blooml.spark._dflookup import Lookups
-    from blooml.spark._dfstate import STATE_PAGE_ROWS, STATE_ROW_GROUP, keep_state
 
     n = 8_000  # a few row groups of ~2,000 rows (STATE_ROW_GROUP), in a shuffled order
     df = spark.range(n).selectExpr(f"(id * 7919) % {n} AS k", "id AS v")
@@ -333,7 +333,7 @@ class Star(Program):
 def test_a_new_edge_that_lowers_many_scattered_distances_reads_a_page_per_key(
     spark: Any, checkpoint_dir: Any
 ) -> None:
-    from blooml.spark._dfstate import STATE_PAGE_ROWS
+    from blooml.spark._dffiles import STATE_PAGE_ROWS
 
     # the source reaches every node at cost 100; a new edge of cost 1 into a hub whose 40
     # links lead to nodes spread over the key range at cost 1: one round lowers 40

@@ -35,15 +35,19 @@ Ramalingam and Reps' dynamic shortest paths):
   new versions get ranks above every existing one (:meth:`DRed.settle`).
 
 Never worse than re-deriving: a retraction gets a budget of CPU time, a share of what the
-unit's last full derivation cost (per row, times the rows the heads would keep: those they
-hold less the keys found gone so far), plus ``limit_floor``. The share is ``limit_share``
-while the checks find nothing (a subtree leaving the view: over-deletion, which re-deriving
-does as cheaply) and grows towards ``limit_share_found`` with the fraction of checks that find
-a derivation (keys kept, or recomputed from what remains: the work itself). It falls back
-before checking when the first wave of candidates, priced at the mean cost of a check, is
-above it, and stops, having changed nothing, once its checks pass it; the caller then
-re-derives the heads in full, having spent at most that budget more than doing so
-(``kept`` and ``fallbacks`` count the two outcomes).
+unit's full derivations cost (the cheapest per row of the last ``samples``, less the indexes
+they built, times the rows the heads would keep: those they hold less the keys found gone so
+far), plus ``limit_floor``. The share is ``limit_share`` while the checks find nothing (a
+subtree leaving the view: over-deletion, which re-deriving does as cheaply) and grows towards
+``limit_share_found`` with the fraction of checks that find a derivation (keys kept, or
+recomputed from what remains: the work itself), the floor towards ``limit_floor_found``;
+capped so that a fallback costs at most ``limit_fallback`` times the re-derivation proper
+(with what the versions cost in it, measured) plus the floor. Candidates are checked lowest
+rank first, so that a check does not find a derivation through a key about to be found gone.
+It falls back before checking when the first wave of candidates, priced at the mean cost of
+a check, is above the budget, and stops, having changed nothing, once its checks pass it;
+the caller then re-derives the heads in full (``kept`` and ``fallbacks`` count the two
+outcomes).
 
 A unit it cannot handle (a rule function run as Python, a head key computed rather than
 read, a lattice variable or ``tick_count`` read, a non-monotone input that changed) is
@@ -54,8 +58,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Container
+from heapq import heapify, heappop, heappush
 from itertools import repeat
-from time import process_time
+from time import perf_counter, process_time
 from typing import Any
 
 from blooml.engine._codegen import fused_map
@@ -186,17 +191,21 @@ class DRed:
 
     __slots__ = (
         "by_head",
+        "costs",
         "fallbacks",
         "full_cost",
         "full_rows",
         "heads",
+        "index_cost",
         "journal",
         "kept",
         "next_rank",
+        "over",
         "per_check",
         "pos",
         "retired",
         "rules",
+        "timing",
         "upos",
         "valid",
         "versions",
@@ -206,10 +215,11 @@ class DRed:
     #: time of the unit's last full derivation, scaled by the rows the heads hold since): a
     #: retraction whose first wave of checks is estimated above it re-derives at once; one
     #: that passes it while checking stops, having changed nothing. A tick that falls back
-    #: thus costs at most ``1 + limit_share`` times a re-derivation, plus ``limit_floor``.
-    #: A sixteenth: on random graphs of 50,000 nodes the dearest retraction that succeeded
-    #: cost 0.05x a re-derivation (``bench_incremental.py --section recursion``), so a larger
-    #: share only makes the retractions that fall back (a tree cut near its root) dearer.
+    #: thus costs at most ``1 + limit_share`` times a re-derivation, plus ``limit_floor``
+    #: (while the checks find nothing; see ``limit_fallback`` for the cap). A sixteenth:
+    #: on random graphs of 50,000 nodes the dearest retraction that succeeded cost 0.05x a
+    #: re-derivation (``bench_incremental.py --section recursion``), so a larger share only
+    #: makes the retractions that fall back (a tree cut near its root) dearer.
     limit_share = 0.0625
     #: The share the budget grows to as the checks find derivations: it is ``limit_share``
     #: plus ``(limit_share_found - limit_share)`` times the fraction of the checks so far that
@@ -220,16 +230,32 @@ class DRed:
     #: a random delete find a derivation, none of a tree cut's. With a sixteenth for all,
     #: 3 of 29 deletes on a shortest path (their checks cost 25-37% of a re-derivation)
     #: fell back, and the 90th percentile was above the reference's median; with a quarter
-    #: for all, a tree cut paid a quarter on top of re-deriving (1.66x the reference).
-    limit_share_found = 0.375
+    #: for all, a tree cut paid a quarter on top of re-deriving (1.66x the reference). A
+    #: half, under ``limit_fallback``'s cap (about 0.4x for reachability, 0.3x for ``lmin``):
+    #: 3/8 uncapped let a random delete's fallback cost 1.6-2.3x the reference's tick.
+    limit_share_found = 0.5
     #: Seconds of checking always allowed (a small view re-derives in less than the fixed
     #: cost of one tick: the budget must not make every retraction of it a fallback). At
     #: 500 nodes a delete on a shortest path checks for 0.45 ms at the median, re-deriving
     #: takes ~1 ms: with 0.1 ms (and a sixteenth) the median delete fell back.
     limit_floor = 2e-4
+    #: The floor grows to this as the checks find derivations, as the share does: at 500
+    #: nodes a delete on a shortest path checks for 0.5-1.2 ms at the 90th percentile
+    #: (0.2-0.45x a re-derivation of ~1.4 ms, of which the versions take 15%), and with
+    #: the cap and 0.2 ms, 3-4 of 29 fell back (the 90th percentile 1.8-2.8x the
+    #: reference's median, 0.66-0.85x with an uncapped budget).
+    limit_floor_found = 5e-4
+    #: A tick that falls back costs at most this times the re-derivation proper (the CPU
+    #: time of a full derivation less what ranking its rows and forgetting the old versions
+    #: cost in it, both measured: 7-10% of it for reachability, 12-17% for ``lmin``), plus
+    #: the floor: the budget is capped so that what it lets the checks spend, and the
+    #: versions' share of the re-derivation, fit in the difference.
+    limit_fallback = 1.5
     #: Versions kept per key; older ones are retired (their dependents are checked at the
     #: next retraction), so that a key improved over and over keeps bounded state.
     cap = 8
+    #: Full derivations a retraction's budget is priced on (the cheapest per row).
+    samples = 3
 
     def __init__(self, rules: list[_Rule], heads: list[Relation]) -> None:
         self.rules = rules
@@ -252,6 +278,13 @@ class DRed:
         # seconds of one check (a moving average over retractions; None before the first)
         self.full_cost = 0.0
         self.full_rows = 0
+        # (CPU seconds, of which the versions') per row of the last full derivations
+        self.costs: list[tuple[float, float]] = []
+        self.index_cost = 0.0  # CPU seconds of the last ``reset``'s index builds
+        # CPU seconds the last full derivation spent on the versions (forgetting the old,
+        # ranking the new), and whether one is being measured (``reset`` to ``derived``)
+        self.over = 0.0
+        self.timing = False
         self.per_check: float | None = None
         # retractions maintained, and those that fell back to re-deriving the heads
         self.kept = 0
@@ -278,6 +311,7 @@ class DRed:
         retraction re-derives them in full (which rebuilds the versions)."""
         self.valid = False
         self.retired = []
+        self.timing = False  # a re-derivation that failed measures nothing
 
     def children(self) -> list[Any]:
         """Nothing below (the runtime's journal walk)."""
@@ -285,17 +319,36 @@ class DRed:
 
     def reset(self) -> None:
         """The heads are emptied to be re-derived in full: forget every version."""
+        started = process_time()
         for name, h in self.by_head.items():
             self.versions[name] = {}
             self.pos[name] = (h.tick_new, len(h.tick_new))
             self.upos[name] = (h.undo, len(h.undo))
         self.retired = []
         self.valid = True
+        # what the re-derivation pays for the versions (forgetting them, then ``settle``
+        # ranking its rows): measured until ``derived`` (see ``budget``)
+        self.timing = True
+        self.over = process_time() - started
         # the indexes that find a key's derivations, built with the view (whose derivation
-        # costs its size anyway) rather than by the first retraction
+        # costs its size anyway) rather than by the first retraction, and those of the other
+        # inputs the rules probe (``edge`` by ``src``): not part of what a re-derivation costs
+        # (``derived``), since they are built once and then kept up to date by the inputs'
+        # changes. Counted in, the first derivation cost 1.6-2x a later one (reachability
+        # on a random graph), and the budget of the retractions up to the first fallback,
+        # priced on it, was as much too large
+        started = process_time()
+        heads = self.by_head
         for r in self.rules:
             j, cols, _ = r.inv
             r.rels[j].index(cols)
+            if r.fz is not None:
+                for probes in r.fz.cols:
+                    for j, cols in probes:
+                        rel = r.rels[j]
+                        if rel.name not in heads and cols != rel.key_cols:
+                            rel.index(cols)
+        self.index_cost = process_time() - started
 
     def memory(self, name: str) -> tuple[int, int]:
         """(versions kept, estimated bytes) for head ``name`` (``Program.memory``)."""
@@ -306,9 +359,24 @@ class DRed:
 
     def derived(self, seconds: float) -> None:
         """The heads were just re-derived in full, in ``seconds`` of CPU time: the measure of
-        what a retraction may spend before falling back."""
-        self.full_cost = seconds
-        self.full_rows = sum(len(h.store) for h in self.heads)
+        what a retraction may spend before falling back (less what the ``reset`` before it
+        spent building indexes)."""
+        cost = max(seconds - self.index_cost, 0.0)
+        over = min(self.over, cost)
+        self.index_cost = 0.0
+        self.timing = False
+        rows = self.full_rows = sum(len(h.store) for h in self.heads)
+        # priced on the cheapest of the last ``samples`` derivations, per row: on a shared
+        # machine one measure can be 1.5x another of the same work, and a budget priced on
+        # a dear one let the next fallback cost 2x the reference's tick
+        per = max(rows, 64)
+        costs = self.costs
+        costs.append((cost / per, over / per))
+        if len(costs) > self.samples:
+            del costs[0]
+        best = min(costs)
+        self.full_cost = best[0] * per
+        self.over = best[1] * per
 
     def budget(self, gone: int = 0, found: float = 0.0) -> float:
         """CPU seconds a retraction may spend on checks (see ``limit_share``; ``found`` is the
@@ -320,17 +388,32 @@ class DRed:
         re-derives 30% of it, and a budget priced on all of it would cost 0.4x that re-
         derivation before falling back to it."""
         rows = sum(len(h.store) for h in self.heads) - gone
-        est = self.full_cost * max(rows, 1) / max(self.full_rows, 64)
-        est = max(est, self.limit_floor)
-        share = self.limit_share
-        share += (self.limit_share_found - share) * min(max(found, 0.0), 1.0)
-        return share * est + self.limit_floor
+        scale = max(rows, 1) / max(self.full_rows, 64)
+        est = max(self.full_cost * scale, self.limit_floor)
+        found = min(max(found, 0.0), 1.0)
+        share = self.limit_share + (self.limit_share_found - self.limit_share) * found
+        # a fallback pays what it spent, the re-derivation, and the versions' cost in it
+        # (``over``): kept within ``limit_fallback`` times the re-derivation proper
+        over = self.over * scale
+        cap = (self.limit_fallback - 1.0) * (est - over) - over
+        floor = self.limit_floor + (self.limit_floor_found - self.limit_floor) * found
+        return min(share * est, max(cap, 0.0)) + floor
 
     def settle(self) -> None:
         """Give every row the heads stored since the last call a version, ranked above all
         existing ones. The unit calls this after every rule's evaluation and after every
         other store into the heads, so that the rows a call finds in one head are one
         evaluation's results, derived from rows stored before it: they share one rank."""
+        if self.timing:  # in a full re-derivation: what ranking adds to it (``budget``)
+            # the wall clock: read in ~50 ns where the process clock takes a system call
+            # (~1.5 us: a re-derivation of 500 nodes' distances calls this 118 times)
+            started = perf_counter()
+            self._settle()
+            self.over += perf_counter() - started
+        else:
+            self._settle()
+
+    def _settle(self) -> None:
         rank = self.next_rank
         cap = self.cap
         for name, h in self.by_head.items():
@@ -503,17 +586,25 @@ class DRed:
         tick_in = rt.tick_in
         work = 0
         items: list[tuple[str, list[Any]]] = [(n, rows) for n, rows in removed.items() if rows]
-        cands: list[tuple[str, Any]] = []
+        # candidates by the rank of their stored version, lowest first (a heap of (rank,
+        # seq, head, key)): a key is checked once every candidate that could have been part
+        # of its ranked derivation is decided (see ``_rank``)
+        cands: list[tuple[int, int, str, Any]] = []
+        seq = 0
         for name, rows in items:
             if name in heads:  # a head's own input rows left: their keys are candidates
                 h = heads[name]
-                cands.extend((name, h.key_of(r)) for r in rows)
+                for r in rows:
+                    k = h.key_of(r)
+                    seq += 1
+                    cands.append((_rank(versions[name].get(k)), seq, name, k))
+        heapify(cands)
         items = [(n, rows) for n, rows in items if n not in heads]
         if self.retired:
             for name, row in self.retired:
                 items.append((name, [row]))
             self.retired = []
-        queued: set[tuple[str, Any]] = set(cands)
+        queued: set[tuple[str, Any]] = {(c[2], c[3]) for c in cands}
         first = True
         while items or cands:
             while items:
@@ -531,7 +622,8 @@ class DRed:
                             if c in queued or k in gone[hn] or k not in store:
                                 continue
                             queued.add(c)
-                            cands.append(c)
+                            seq += 1
+                            heappush(cands, (_rank(versions[hn].get(k)), seq, hn, k))
             if first:
                 # the estimate, before any check: the first wave of candidates at the mean
                 # cost of a check (each is checked at least once)
@@ -541,7 +633,7 @@ class DRed:
                     return False
             if not cands:
                 break
-            name, k = cands.pop()
+            _, _, name, k = heappop(cands)
             queued.discard((name, k))
             g = gone[name]
             if k in g:
@@ -694,6 +786,24 @@ class DRed:
                                 todo.append((hn, j))
         self.next_rank = rank
         return checks
+
+
+def _rank(v: Any) -> int:
+    """The rank of a key's stored version (``versions[head][key]``; -1 for none): a
+    candidate of the backward phase checked after every lower-ranked one sees its ranked
+    derivations decided, since a version is derived from versions ranked below it. Checked
+    in any other order (last queued first), a key's check could find a derivation through a
+    version about to be found gone, and be checked again when it is: on a random graph whose
+    view a delete empties, half the checks "found" a derivation that way, raising the budget
+    towards ``limit_share_found`` for a retraction that re-derives nothing."""
+    if v is None:
+        return -1
+    t = type(v)
+    if t is int:
+        return v  # type: ignore[no-any-return]
+    if t is tuple:
+        return v[0]  # type: ignore[no-any-return]
+    return v[-1][0]  # type: ignore[no-any-return]
 
 
 def _current(rel: Relation, cols: tuple[int, ...]) -> Any:

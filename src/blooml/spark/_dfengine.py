@@ -23,7 +23,9 @@ smallest input when the count fits the session's broadcast threshold.
 
 The parts live in modules of their own: planning (:mod:`blooml.spark._dfplan`), evaluating
 rule bodies (:mod:`blooml.spark._dfeval`), the state and its overlays (:mod:`blooml.spark.
-_dfstate`) and the tick driver (:mod:`blooml.spark._dftick`); this module gathers their names.
+_dfstate`), how a state is materialized and kept (checkpoints, state files:
+:mod:`blooml.spark._dffiles`), lookups of stored rows (:mod:`blooml.spark._dflookup`) and the
+tick driver (:mod:`blooml.spark._dftick`); this module gathers their names.
 
 This module knows the IR and nothing of the DSL.
 """
@@ -31,6 +33,18 @@ This module knows the IR and nothing of the DSL.
 from __future__ import annotations
 
 from blooml.spark._dfeval import _aggregate, _Lowering, _Run
+from blooml.spark._dffiles import (
+    STATE_ROW_GROUP,
+    STATE_ROW_GROUPS,
+    _checkpoint,
+    _checkpoint_observed,
+    _count,
+    _is_connect,
+    checkpoint_dir,
+    delete_files,
+    keep_state,
+    merge_saved,
+)
 from blooml.spark._dfplan import (
     _AGGS,
     _CELL,
@@ -38,32 +52,22 @@ from blooml.spark._dfplan import (
     _INCREMENTAL,
     _OPS,
     DataFramePlan,
+    _cell_merge_sql,
     _Unlowerable,
 )
 from blooml.spark._dfstate import (
     SMALL_DELTA,
-    STATE_ROW_GROUP,
-    STATE_ROW_GROUPS,
     _any_sql,
     _atomic,
     _broadcast_bytes,
-    _cell_merge_sql,
-    _checkpoint,
-    _checkpoint_observed,
     _combine,
-    _count,
-    _is_connect,
     _local_frame,
     _local_ok,
     _local_rows,
     _matches,
     _State,
     anti_join,
-    checkpoint_dir,
-    delete_files,
-    keep_state,
     learn_types,
-    merge_saved,
 )
 from blooml.spark._dftick import (
     Carry,

@@ -21,7 +21,7 @@ from blooml.ir import Scan
 __all__ = ["Lookups", "lookup_columns", "reads_of", "sorted_copy", "with_sorted_copies"]
 
 #: a collection's materialized frame (its state files) -> column -> a copy of the same rows
-#: written sorted by that column (:func:`blooml.spark._dfstate.keep_state`), which lookups by
+#: written sorted by that column (:func:`blooml.spark._dffiles.keep_state`), which lookups by
 #: that column filter instead, so that Parquet skips to the pages of their values
 _SORTED: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 

@@ -50,6 +50,25 @@ _OPS = {"+", "-", "*"}
 _CMPS = {"<", "<=", "==", "!=", ">", ">="}
 
 
+def _cell_join(cls: type, a: Any, b: Any) -> Any:
+    """Two cells of a lattice column of class ``cls`` (a :data:`_CELL` class) merged on the
+    driver as :func:`_cell_merge_sql` merges them in SQL: NULL is bottom; ``lbool``'s bottom
+    is false."""
+    if cls is lbool:
+        return bool(a) or bool(b)
+    if a is None or b is None:
+        return b if a is None else a
+    return max(a, b) if _CELL[cls] == "max" else min(a, b)
+
+
+def _cell_merge_sql(cls: type, c: str) -> str:
+    """The SQL aggregate merging column ``c`` of a lattice column of class ``cls`` (a
+    :data:`_CELL` class) across rows: NULL is bottom; ``lbool``'s bottom is false."""
+    if cls is lbool:
+        return f"coalesce(bool_or({c}), false)"
+    return f"{_CELL[cls]}({c})"
+
+
 class _Unlowerable(Exception):
     """Raised while planning: this construct has no DataFrame translation."""
 

@@ -15,13 +15,13 @@ from blooml.ir import Group, Lat, LatConst, LatMethod, LatVar, Node, Rule, Scan,
 from blooml.lattices._base import Lattice
 from blooml.spark import _dfnotin, _dfpython, _jobs
 from blooml.spark._dfeval import _aggregate, _Run
+from blooml.spark._dffiles import _checkpoint
 from blooml.spark._dflookup import in_chunk
 from blooml.spark._dfplan import _INCREMENTAL, DataFramePlan
 from blooml.spark._dfstate import (
     SMALL_DELTA,
     Overlay,
     _atomic,
-    _checkpoint,
     _local_frame,
     _local_plan,
     _local_rows,
