@@ -463,9 +463,7 @@ def test_a_keyed_view_s_batch_gets_bare_ranks_and_keeps_the_replaced_row() -> No
     dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
     vers = dred.versions["d"]
     first = p._rt.rels["d"].store[5]
-    assert 5 not in vers and dred.npending["d"] == 21  # the derivation's ranks: pending
-    dred.materialize()
-    assert type(vers[5]) is int and not dred.pending
+    assert type(vers[5]) is int and not dred.pending  # a first derivation ranks at once
     for q in (p, ref):
         q.edge.insert([(0, 30, 1), (30, 5, 1)])  # type: ignore[attr-defined]
         q.tick()
@@ -623,3 +621,216 @@ def test_a_fallback_stays_within_limit_fallback_of_the_re_derivation() -> None:
     assert dred.budget(found=0.0) == pytest.approx(DRed.limit_share + low)
     dred.over = 0.0
     assert dred.budget(found=1.0) == pytest.approx(min(DRed.limit_share_found, 0.5) + high)
+
+
+# -- a fallback's ranking deferred to the next tick that runs the unit ----------------------
+
+
+def _dreds(p: Program) -> list[DRed]:
+    return [u.dred for us in p._rt.units for u in us if u.dred is not None]
+
+
+def _norm(d: DRed) -> dict[str, dict[Any, list[tuple[int, Any]]]]:
+    """The versions as ``(rank, row)`` lists (a bare rank stands for the stored row)."""
+    out: dict[str, dict[Any, list[tuple[int, Any]]]] = {}
+    for name, vers in d.versions.items():
+        store = d.by_head[name].store
+        keyed = d.by_head[name].keyfn is not None
+        one: dict[Any, list[tuple[int, Any]]] = {}
+        for k, v in vers.items():
+            if type(v) is int:
+                v = [(v, store[k] if keyed else k)]
+            elif type(v) is tuple:
+                v = [v]
+            one[k] = [(r, tuple(row)) for r, row in v]
+        out[name] = one
+    return out
+
+
+def _tree_ops(seed: int, nodes: int, ticks: int) -> list[tuple[str, str, list[Any]]]:
+    """``(mode, kind, args)``: cuts of a random tree with cross edges (``mode`` "early": the
+    retraction falls back before it ranks what is pending, "late": after, "keep": it is
+    maintained), re-inserts, inserts, cuts right after cuts, and a key conflict now and
+    then (the tick fails in both modes and is rolled back)."""
+    rnd = random.Random(seed)
+    edges = {(rnd.randrange(i), i): rnd.randrange(4) for i in range(1, nodes)}
+    for _ in range(nodes // 4):
+        edges.setdefault((rnd.randrange(nodes), rnd.randrange(nodes)), rnd.randrange(4))
+    ops: list[tuple[str, str, list[Any]]] = [
+        ("keep", "ins", [(s, t, w) for (s, t), w in edges.items()]),
+        ("keep", "root+", [0]),
+    ]
+    gone: list[tuple[int, int, int]] = []
+    for _ in range(ticks):
+        r = rnd.random()
+        mode = rnd.choice(["early", "late", "keep"])
+        if r < 0.5 and edges:
+            k = rnd.choice(sorted(edges))
+            gone.append((*k, edges.pop(k)))
+            ops.append((mode, "del", [k]))
+        elif r < 0.8 and gone:
+            e = gone.pop(rnd.randrange(len(gone)))
+            edges[e[:2]] = e[2]
+            ops.append((mode, "ins", [e]))
+        elif r < 0.95:
+            k = (rnd.randrange(nodes), rnd.randrange(nodes))
+            if k not in edges:
+                edges[k] = rnd.randrange(4)
+                ops.append((mode, "ins", [(*k, edges[k])]))
+        else:
+            ops.append((mode, "conflict", [(*rnd.choice(sorted(edges)), 9)]))
+    return ops
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_a_fallback_leaves_its_ranks_pending_for_the_next_tick(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fallback's re-derivation records its batches of new keys with their ranks instead
+    of ranking them (``DRed.pending``); the next tick that runs the unit ranks them first,
+    and a retraction before its clock starts. Over random cuts (falling back before or
+    after that ranking, or maintained), inserts and cuts right after cuts, the rows are the
+    reference's at every tick, and whenever nothing is pending the versions are exactly
+    those of ranking at once (the same ranks, the same rows). The CPU clock of the checks
+    is stopped, so that both instances decide alike."""
+    import blooml.engine._dred as dred_mod
+
+    monkeypatch.setattr(dred_mod, "process_time", lambda: 0.0)
+    eager = [False]
+    real = DRed._settle
+
+    def settle(self: DRed, defer: bool) -> None:
+        real(self, defer)
+        if eager[0]:
+            self.materialize()
+
+    monkeypatch.setattr(DRed, "_settle", settle)
+    inc, now, ref = Rec(), Rec(), Rec(incremental=False)
+    left = compared = 0
+    for t, (mode, kind, args) in enumerate(_tree_ops(seed, 30, 45)):
+        share, cap = (-100.0, 1.5) if mode == "early" else (100.0, 1000.0)
+        monkeypatch.setattr(DRed, "limit_share", share)
+        monkeypatch.setattr(DRed, "limit_fallback", cap)
+        results = []
+        for p in (inc, now, ref):
+            for d in _dreds(p):
+                d.per_check = 1e9 if mode == "late" else None
+            apply(p, kind, args)
+            eager[0] = p is now
+            try:
+                p.tick()
+                results.append("ok")
+            except Exception as exc:
+                results.append(type(exc).__name__)
+                p.discard_pending()
+            eager[0] = False
+        assert results[0] == results[1] == results[2], (t, kind, args, results)
+        assert contents(inc) == contents(ref) == contents(now), f"tick {t} ({kind} {args})"
+        for a, b in zip(_dreds(inc), _dreds(now), strict=True):
+            assert not b.pending
+            if a.pending:
+                left += 1
+                assert results[0] == "ok" and a.timing is False
+            elif a.valid and b.valid:
+                assert a.next_rank == b.next_rank
+                assert _norm(a) == _norm(b), f"tick {t} ({kind} {args})"
+                compared += 1
+    assert left > 3 and compared > 40, (left, compared)
+
+
+class Trap(Program):
+    """Reachability, and a stratum above it that fails once node 99 is reached."""
+
+    e = table(["s", "t"], ["w"])
+    root = table(["n"])
+    reach = scratch(["n"])
+    bad = scratch(["n"])
+
+    @bloom
+    def rules(self) -> None:
+        self.reach <= self.root
+        self.reach <= self.reach.join(self.e, self.reach.n == self.e.s).map(lambda r, e: (e.t,))
+        self.bad <= self.reach.map(lambda r: (1 // (r.n - 99),))
+
+
+def test_a_rolled_back_fallback_drops_its_pending_ranks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tick that falls back (its ranks left pending) and then fails in a stratum above
+    is rolled back: the pending ranks go with it, and the versions are marked invalid (the
+    next retraction re-derives); the ticks after it match the reference, including a cut
+    right after a fallback that is maintained rather than re-derived."""
+    seen: list[int] = []
+    real = DRed.rollback
+
+    def rollback(self: DRed) -> None:
+        seen.append(len(self.pending))
+        real(self)
+
+    monkeypatch.setattr(DRed, "rollback", rollback)
+    inc, ref = Trap(), Trap(incremental=False)
+    chain = [(i, i + 1, 1) for i in range(60)] + [(0, 70, 1), (70, 71, 1)]
+
+    def both(share: float, change: Any, fails: bool = False) -> None:
+        monkeypatch.setattr(DRed, "limit_share", share)
+        monkeypatch.setattr(DRed, "limit_fallback", max(share, 1.5))
+        for p in (inc, ref):
+            change(p)
+            if fails:
+                with pytest.raises(ZeroDivisionError):
+                    p.tick()
+                p.discard_pending()
+            else:
+                p.tick()
+        assert contents(inc) == contents(ref)
+
+    both(1.0, lambda p: (p.e.insert(chain), p.root.insert([(0,)])))
+    (dred,) = _dreds(inc)
+    both(-100.0, lambda p: p.e.delete([(30, 31, 1)]))  # falls back: ranks pending
+    assert dred.fallbacks == 1 and dred.npending["reach"] > 0
+    # falls back, then the stratum above fails: rolled back with its ranks pending
+    both(-100.0, lambda p: (p.e.delete([(10, 11, 1)]), p.e.insert([(71, 99, 1)])), fails=True)
+    assert seen and seen[-1] > 0
+    assert not dred.pending and not any(dred.npending.values()) and not dred.valid
+    both(100.0, lambda p: p.e.delete([(20, 21, 1)]))  # invalid versions: re-derived
+    assert dred.fallbacks == 3 and dred.npending["reach"] > 0 and dred.valid
+    both(100.0, lambda p: p.e.delete([(15, 16, 1)]))  # right after a fallback: maintained
+    assert dred.kept == 1 and not dred.pending
+    both(100.0, lambda p: p.e.insert([(30, 31, 1), (20, 21, 1), (15, 16, 1)]))
+    assert len(inc._rt.rels["reach"].store) == 61 + 2
+
+
+def test_a_retraction_after_a_fallback_ranks_before_its_clock_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ranking a fallback left pending is paid by the next retraction before it reads
+    its clock: charged to its budget (ranking costs about a sixteenth of a re-derivation,
+    as much as the budget of a cut), every retraction right after a fallback fell back.
+    Here the ranking takes 10 s of the stubbed clock, the budget 1/16 of 1 s."""
+    import blooml.engine._dred as dred_mod
+
+    clock = _Clock(0.0)
+    monkeypatch.setattr(dred_mod, "process_time", clock)
+    real = DRed.materialize
+
+    def materialize(self: DRed) -> None:
+        if self.pending:
+            clock.t += 10.0
+        real(self)
+
+    monkeypatch.setattr(DRed, "materialize", materialize)
+    p = GraphReach()
+    p.edge.insert([(i, i + 1, 1) for i in range(200)])  # type: ignore[attr-defined]
+    p.root.insert([(0,)])  # type: ignore[attr-defined]
+    p.tick()
+    (dred,) = _dreds(p)
+    assert not dred.pending  # a first derivation ranks at once
+    monkeypatch.setattr(DRed, "limit_share", -100.0)
+    p.edge.delete([(180, 181, 1)])  # type: ignore[attr-defined]
+    p.tick()
+    assert dred.fallbacks == 1 and dred.pending
+    monkeypatch.setattr(DRed, "limit_share", 1 / 16)
+    dred.costs.clear()
+    dred.derived(1.0)
+    p.edge.delete([(150, 151, 1)])  # type: ignore[attr-defined]
+    p.tick()
+    assert (dred.kept, dred.fallbacks) == (1, 1) and not dred.pending
+    assert sorted(p.reach) == [(i,) for i in range(151)]  # type: ignore[attr-defined]

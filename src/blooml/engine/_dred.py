@@ -192,6 +192,7 @@ class DRed:
     __slots__ = (
         "by_head",
         "costs",
+        "defer",
         "fallbacks",
         "full_cost",
         "full_rows",
@@ -276,6 +277,10 @@ class DRed:
         # the order stored, and the rows pending per head (see ``settle`` and ``ranked``)
         self.pending: list[tuple[str, list[Any], int]] = []
         self.npending: dict[str, int] = {h.name: 0 for h in heads}
+        # whether the re-derivation under way, or the next one, follows a fallback (only
+        # those leave their ranks pending: a program's first derivation, or one forced by a
+        # non-monotone input, ranks at once, rather than charge the next small tick for it)
+        self.defer = (False, False)
         # whether the versions describe the heads (not before a full derivation, nor after
         # a rolled-back tick)
         self.valid = False
@@ -319,6 +324,7 @@ class DRed:
         self.retired = []
         self._drop_pending()
         self.timing = False  # a re-derivation that failed measures nothing
+        self.defer = (False, False)
 
     def children(self) -> list[Any]:
         """Nothing below (the runtime's journal walk)."""
@@ -333,6 +339,7 @@ class DRed:
             self.upos[name] = (h.undo, len(h.undo))
         self.retired = []
         self._drop_pending()
+        self.defer = (self.defer[1], False)
         self.valid = True
         # what the re-derivation pays for the versions (forgetting them, then ``settle``
         # ranking its rows): measured until ``derived`` (see ``budget``)
@@ -373,6 +380,7 @@ class DRed:
         over = min(self.over, cost)
         self.index_cost = 0.0
         self.timing = False
+        self.defer = (False, False)
         rows = self.full_rows = sum(len(h.store) for h in self.heads)
         # priced on the cheapest of the last ``samples`` derivations, per row: on a shared
         # machine one measure can be 1.5x another of the same work, and a budget priced on
@@ -413,8 +421,8 @@ class DRed:
         other store into the heads, so that the rows a call finds in one head are one
         evaluation's results, derived from rows stored before it: they share one rank.
 
-        In a full re-derivation (``reset`` to ``derived``) a batch of keys new to the heads
-        is only recorded with its rank (``pending``), and ranked at the next call outside
+        In a full re-derivation after a fallback (``run`` returned ``False``, then ``reset``
+        to ``derived``) a batch of keys new to the heads is only recorded with its rank (``pending``), and ranked at the next call outside
         one, or by the next retraction before its clock starts (:meth:`materialize`): a
         fallback tick pays its checks and the re-derivation, and the next tick that runs
         the unit (an insert, typically) the ranking. Any other batch (a key improved, a
@@ -424,7 +432,7 @@ class DRed:
             # the wall clock: read in ~50 ns where the process clock takes a system call
             # (~1.5 us: a re-derivation of 500 nodes' distances calls this 118 times)
             started = perf_counter()
-            self._settle(True)
+            self._settle(self.defer[0])
             self.over += perf_counter() - started
         else:
             if self.pending:
@@ -587,6 +595,7 @@ class DRed:
             self.kept += 1
         else:
             self.fallbacks += 1
+            self.defer = (False, True)  # the re-derivation that follows leaves ranks pending
         return ok
 
     def _retract(self, rt: Any, removed: dict[str, list[Any]]) -> bool:
