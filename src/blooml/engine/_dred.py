@@ -192,7 +192,6 @@ class DRed:
     __slots__ = (
         "by_head",
         "costs",
-        "defer",
         "fallbacks",
         "full_cost",
         "full_rows",
@@ -201,9 +200,7 @@ class DRed:
         "journal",
         "kept",
         "next_rank",
-        "npending",
         "over",
-        "pending",
         "per_check",
         "pos",
         "retired",
@@ -273,14 +270,6 @@ class DRed:
         self.upos: dict[str, tuple[Any, int]] = {h.name: (None, 0) for h in heads}
         # (head, row): versions dropped by ``settle``, whose dependents the next run checks
         self.retired: list[tuple[str, Any]] = []
-        # a full re-derivation's batches of new keys, not ranked yet: (head, rows, rank) in
-        # the order stored, and the rows pending per head (see ``settle`` and ``ranked``)
-        self.pending: list[tuple[str, list[Any], int]] = []
-        self.npending: dict[str, int] = {h.name: 0 for h in heads}
-        # whether the re-derivation under way, or the next one, follows a fallback (only
-        # those leave their ranks pending: a program's first derivation, or one forced by a
-        # non-monotone input, ranks at once, rather than charge the next small tick for it)
-        self.defer = (False, False)
         # whether the versions describe the heads (not before a full derivation, nor after
         # a rolled-back tick)
         self.valid = False
@@ -322,9 +311,7 @@ class DRed:
         retraction re-derives them in full (which rebuilds the versions)."""
         self.valid = False
         self.retired = []
-        self._drop_pending()
         self.timing = False  # a re-derivation that failed measures nothing
-        self.defer = (False, False)
 
     def children(self) -> list[Any]:
         """Nothing below (the runtime's journal walk)."""
@@ -338,8 +325,6 @@ class DRed:
             self.pos[name] = (h.tick_new, len(h.tick_new))
             self.upos[name] = (h.undo, len(h.undo))
         self.retired = []
-        self._drop_pending()
-        self.defer = (self.defer[1], False)
         self.valid = True
         # what the re-derivation pays for the versions (forgetting them, then ``settle``
         # ranking its rows): measured until ``derived`` (see ``budget``)
@@ -368,7 +353,7 @@ class DRed:
     def memory(self, name: str) -> tuple[int, int]:
         """(versions kept, estimated bytes) for head ``name`` (``Program.memory``)."""
         vers = self.versions[name]
-        n = sum(len(v) if type(v) is list else 1 for v in vers.values()) + self.npending[name]
+        n = sum(len(v) if type(v) is list else 1 for v in vers.values())
         lists = sum(1 for v in vers.values() if type(v) is list)
         return n, sys.getsizeof(vers) + n * 64 + lists * 88
 
@@ -380,7 +365,6 @@ class DRed:
         over = min(self.over, cost)
         self.index_cost = 0.0
         self.timing = False
-        self.defer = (False, False)
         rows = self.full_rows = sum(len(h.store) for h in self.heads)
         # priced on the cheapest of the last ``samples`` derivations, per row: on a shared
         # machine one measure can be 1.5x another of the same work, and a budget priced on
@@ -419,51 +403,17 @@ class DRed:
         """Give every row the heads stored since the last call a version, ranked above all
         existing ones. The unit calls this after every rule's evaluation and after every
         other store into the heads, so that the rows a call finds in one head are one
-        evaluation's results, derived from rows stored before it: they share one rank.
-
-        In a full re-derivation after a fallback (``run`` returned ``False``, then ``reset``
-        to ``derived``) a batch of keys new to the heads is only recorded with its rank (``pending``), and ranked at the next call outside
-        one, or by the next retraction before its clock starts (:meth:`materialize`): a
-        fallback tick pays its checks and the re-derivation, and the next tick that runs
-        the unit (an insert, typically) the ranking. Any other batch (a key improved, a
-        row replaced) ranks what is pending first, so the ranks and the versions are those
-        an immediate ranking gives."""
+        evaluation's results, derived from rows stored before it: they share one rank."""
         if self.timing:  # in a full re-derivation: what ranking adds to it (``budget``)
             # the wall clock: read in ~50 ns where the process clock takes a system call
             # (~1.5 us: a re-derivation of 500 nodes' distances calls this 118 times)
             started = perf_counter()
-            self._settle(self.defer[0])
+            self._settle()
             self.over += perf_counter() - started
         else:
-            if self.pending:
-                self.materialize()
-            self._settle(False)
+            self._settle()
 
-    def materialize(self) -> None:
-        """Rank the batches a full re-derivation left pending (see ``settle``), in the order
-        they were stored: one C-level ``update`` of ``key -> rank`` each. A batch whose keys
-        turn out not to be new (which the count ``settle`` checks rules out) marks the
-        versions invalid: the next retraction re-derives."""
-        pending = self.pending
-        if not pending:
-            return
-        self.pending = []
-        for name in self.npending:
-            self.npending[name] = 0
-        for name, rows, rank in pending:
-            vers = self.versions[name]
-            keyfn = self.by_head[name].keyfn
-            before = len(vers)
-            vers.update(zip(rows if keyfn is None else map(keyfn, rows), repeat(rank)))
-            if len(vers) - before != len(rows):
-                self.valid = False
-
-    def _drop_pending(self) -> None:
-        self.pending = []
-        for name in self.npending:
-            self.npending[name] = 0
-
-    def _settle(self, defer: bool) -> None:
+    def _settle(self) -> None:
         rank = self.next_rank
         cap = self.cap
         for name, h in self.by_head.items():
@@ -479,18 +429,6 @@ class DRed:
                 continue
             m = n - p
             seg = new[p:n]
-            if self.npending[name] or defer:
-                # every key stored is ranked or pending (a full re-derivation drops none):
-                # the batch's keys are all new, and distinct, when the store grew by them
-                if len(h.store) == len(vers) + self.npending[name] + m and defer:
-                    self.pending.append((name, seg, rank))
-                    self.npending[name] += m
-                    rank += 1
-                    self.pos[name] = (new, n)
-                    self.upos[name] = (h.undo, len(h.undo))
-                    continue
-                if self.npending[name]:  # a key improved or replaced: as if ranked at once
-                    self.materialize()
             todo: Any = range(m)
             if m >= 16:
                 # a batch, ranked by C loops while its rows are in the cache: in a Python
@@ -595,7 +533,6 @@ class DRed:
             self.kept += 1
         else:
             self.fallbacks += 1
-            self.defer = (False, True)  # the re-derivation that follows leaves ranks pending
         return ok
 
     def _retract(self, rt: Any, removed: dict[str, list[Any]]) -> bool:
@@ -604,11 +541,6 @@ class DRed:
         budget = self.budget()
         if budget <= 0:
             return False
-        # the ranks a fallback's re-derivation left pending, before the clock starts: that
-        # ranking is what the re-derivation did not pay, not part of this retraction's work
-        # (charged to its budget, which it exceeds, every retraction after a fallback would
-        # fall back)
-        self.materialize()
         start = process_time()
         deadline = start + budget
         ngone = 0  # keys found gone
