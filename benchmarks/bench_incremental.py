@@ -889,7 +889,8 @@ def run_recursion(args: Any, v: Verdicts) -> None:
     print(
         f"\n   recursion on random graphs: {cycles} cycles of (delete, re-insert, insert, delete)"
         " per size; and a random tree of as many nodes, an edge out of its root (or into a"
-        " random node) cut and re-inserted; CPU ms per tick; ref = re-deriving (fewer ticks"
+        " random node) cut and re-inserted (every third root cut followed at once by a second one);"
+        " CPU ms per tick; ref = re-deriving (fewer ticks"
         " at the large size);"
         " max/ref = the worst tick over the reference's median, max/rmax over its worst,"
         " worst/same = the largest ratio of a tick to the reference's on the same change"
