@@ -388,9 +388,12 @@ def _latency(
         b.first()
     warm = min(100, n // 10)
     out: dict[str, Any] = {"node": [], "echo": [], "bare": [], "wrong": 0}
+    # the echo's round trips right after the node's, and the others (see ``latency``)
+    out["echo_after_node"], out["echo_apart"] = [], []
     echoes: list[bytes] = [b""]
     clock = time.perf_counter
     order = ["node", "echo"] if b is None else ["node", "echo", "bare"]
+    prev = ""
     for i in range(1, n):
         # rotate which goes first, so that none always follows another
         k = i % len(order)
@@ -406,6 +409,9 @@ def _latency(
             t = clock() - t0
             if i >= warm:
                 out[side].append(t)
+                if side == "echo":
+                    out["echo_after_node" if prev == "node" else "echo_apart"].append(t)
+            prev = side
     out["wrong"] = c.wrong() + sum(e != c.frames[i][4:] for i, e in enumerate(echoes) if i)
     if b is not None:
         out["wrong"] += b.wrong()
@@ -662,6 +668,7 @@ def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int, stages: bool 
         timed.install()
     sides = ("echo", "bare", "node")
     via: dict[str, list[float]] = {s: [] for s in sides}
+    split: dict[str, list[float]] = {"echo_after_node": [], "echo_apart": []}
     wrong = 0
     threads = {"node": node(kvs)._thread, "echo": echo_thread, "bare": bare_thread}
     tids = {s: t.native_id if t is not None else None for s, t in threads.items()}
@@ -679,6 +686,8 @@ def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int, stages: bool 
                 if a is not None and b is not None:
                     waited[s] += b[1] - a[1]
                 via[s] += out[s]
+            for key, xs in split.items():
+                xs += out[key]
             wrong += out["wrong"]
     finally:
         stop_echo()
@@ -705,6 +714,18 @@ def latency(v: Verdicts, kvs: KVS, n: int, keys: int, rounds: int, stages: bool 
         f"   CPU {cpu['bare'] / max(cpu['echo'], 1e-9):.2f}x (the node's codec and reads "
         f"without the engine: what the transport costs)"
     )
+    # The three servers share this process's GIL: a server's own work after its reply has
+    # left (the node's: the commit's bookkeeping, counters, the loop's round) delays the
+    # server the client asks next. The echo comes right after the node in two rotations of
+    # three: its median right after the node's request, and apart from it.
+    after, apart = split["echo_after_node"], split["echo_apart"]
+    if after and apart:
+        print(
+            f"   the echo right after a node request: median {pct(after, 0.5) * 1e6:.0f} us, "
+            f"otherwise {pct(apart, 0.5) * 1e6:.0f} us (the node's work after its reply holds "
+            f"the GIL the servers share); node/echo against the latter: median "
+            f"{pct(via['node'], 0.5) / pct(apart, 0.5):.2f}x"
+        )
     v.check("latency replies", wrong == 0, f"{wrong} wrong or lost of {3 * done:,}")
     v.check(
         "latency median", ratios[0.5] <= LATENCY_MEDIAN, f"{ratios[0.5]:.2f}x <= {LATENCY_MEDIAN}x"

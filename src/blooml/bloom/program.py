@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import inspect
+import operator
 import threading
 import time
 import types
@@ -82,6 +83,16 @@ class _IRAccess:
         return owner._get_ir()  # type: ignore[attr-defined]
 
 
+class _Running(threading.local):
+    """The program running a tick on this thread (``None`` between ticks)."""
+
+    rt: Any = None
+
+
+def _set_rt(proxy: _Self, rt: Any) -> None:
+    proxy._tls.rt = rt
+
+
 class _Self:
     """What ``self`` is inside a ``@bloom`` block and inside the rule functions it creates.
 
@@ -98,18 +109,14 @@ class _Self:
         self._handles = handles
         # The running program, per thread: instances of one class tick concurrently in
         # different threads (network nodes), each thread's rule functions see its own.
-        self._tls = threading.local()
+        self._tls = _Running()
 
-    @property
-    def _rt(self) -> Any:
-        return getattr(self._tls, "rt", None)
-
-    @_rt.setter
-    def _rt(self, rt: Any) -> None:
-        self._tls.rt = rt
+    #: The running program (per thread; ``None`` outside a tick), read without a Python
+    #: call (a tick sets and restores it, a rule function's ``self.<var>`` reads it).
+    _rt = property(operator.attrgetter("_tls.rt"), _set_rt)
 
     def __getattr__(self, name: str) -> Any:
-        rt = self._rt
+        rt = self._tls.rt
         if rt is not None:
             return rt.read_attr(name)
         h = self._handles.get(name)

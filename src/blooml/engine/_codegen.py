@@ -158,7 +158,8 @@ class FusedMapEval(Eval):
 
     def full(self) -> list[Any]:
         ins = self.inputs
-        d = min(range(len(ins)), key=lambda i: ins[i].size())  # the smallest drives
+        # the smallest drives (a map over one input: that one, without sizing it)
+        d = 0 if len(ins) == 1 else min(range(len(ins)), key=lambda i: ins[i].size())
         return self._out(self._drive(d, ins[d].full()))
 
     def delta(self) -> list[Any]:

@@ -9,7 +9,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from blooml.engine._coltypes import families
-from blooml.engine.relation import MISSING
+from blooml.engine.relation import MISSING, CheckedRows
 from blooml.engine.trace import message_key
 from blooml.errors import ProgramError
 from blooml.ir.coltypes import check_column_types
@@ -46,7 +46,7 @@ def send_outbox(
     _sending.info = (rt.addr, ids)
     try:
         for addr, batch in batches.items():
-            rt.send(addr, batch)
+            send(rt, addr, batch)  # (``rt.send``, without the method's call)
     finally:
         _sending.info = prev
 
@@ -101,17 +101,33 @@ def receive_batch(rt: Runtime, sender: Any, batches: Any, refuse_conflicts: bool
     Returns the number of rows queued. The one place messages enter a program (tracing
     hooks here).
     """
-    checked = []
-    staged: dict[str, dict[Any, Any]] = {}
+    n = 0
+    for _chan, rows in receive_checked(rt, sender, batches, refuse_conflicts):
+        n += len(rows)
+    return n
+
+
+def receive_checked(
+    rt: Runtime, sender: Any, batches: Any, refuse_conflicts: bool = True
+) -> list[tuple[str, list[Any]]]:
+    """:func:`receive_batch`, returning the ``(channel, rows)`` it queued: each ``rows`` a
+    list of checked rows of its own (``CheckedRows``), which the queue holds a copy of (a
+    transport keeps them as the input unit of what it received; see ``blooml.net``). The
+    one pass of every check ``receive_batch`` makes, in the same order; the message's
+    origin is spelled out only for an error."""
+    rels = rt.rels
+    pend = rt.pending
+    spark = refuse_conflicts and rt.column_types == "spark"
+    checked: list[tuple[str, list[Any]]] = []
+    staged: dict[str, dict[Any, Any]] | None = None
     for chan, rows in batches:
-        rel = rt.rels.get(chan)
+        rel = rels.get(chan)
         if rel is None or rel.info.kind != "channel":
             raise ProgramError(
                 f"message on {chan!r} from {sender!r}: this program has no channel of that name"
             )
-        where = f"message on {chan}"
-        out = rel.check_rows(list(rows), where)
-        if refuse_conflicts and rt.column_types == "spark":
+        out = rel.check_rows(rows if type(rows) is list else list(rows), f"message on {chan}")
+        if spark:
             # a value its column cannot hold would fail the tick for every message: refuse
             # this message instead (nothing queued)
             check_column_types(chan, rel.columns, out, families(rt, chan))
@@ -119,33 +135,53 @@ def receive_batch(rt: Runtime, sender: Any, batches: Any, refuse_conflicts: bool
             for r in out:
                 hash(r)
         except TypeError:
-            raise ProgramError(f"{where} from {sender!r}: an unhashable value in {r!r}") from None
-        if refuse_conflicts and rel.keyfn is not None:
+            raise ProgramError(
+                f"message on {chan} from {sender!r}: an unhashable value in {r!r}"
+            ) from None
+        keyfn = rel.keyfn
+        if refuse_conflicts and keyfn is not None:
             # a key conflict with a message already queued for this tick would fail the
             # whole tick: refuse this message instead (nothing queued)
-            keyfn = rel.keyfn
-            queued = rt.pending.chan_keys.get(chan, {})
-            mine = staged.setdefault(chan, {})
+            queued = pend.chan_keys.get(chan, _NONE)
+            if staged is None:
+                staged = {}
+            mine = staged.get(chan)
+            if mine is None:
+                mine = staged[chan] = {}
             for r in out:
                 k = keyfn(r)
-                old = mine.get(k, queued.get(k, MISSING))
+                old = mine.get(k, MISSING)
+                if old is MISSING:
+                    old = queued.get(k, MISSING)
                 if old is MISSING:
                     mine[k] = r
                 elif old != r:
                     try:
                         mine[k] = rel._merge(k, old, r)
                     except Exception as exc:
-                        raise ProgramError(f"{where} from {sender!r}: {exc}") from None
+                        raise ProgramError(f"message on {chan} from {sender!r}: {exc}") from None
         checked.append((chan, out))
-    n = 0
+    inserts = pend.inserts
     for chan, rows in checked:
-        rt.pending.add("inserts", chan, rows)
-        n += len(rows)
-    for chan, keyed in staged.items():
-        rt.pending.chan_keys.setdefault(chan, {}).update(keyed)
+        have = inserts.get(chan)
+        if have is None:
+            inserts[chan] = CheckedRows(rows)
+        else:  # (checked rows added to unchecked ones stay checked at the tick)
+            have.extend(rows)
+    if staged is not None:
+        keys = pend.chan_keys
+        for chan, keyed in staged.items():
+            have_keys = keys.get(chan)
+            if have_keys is None:
+                keys[chan] = keyed
+            else:
+                have_keys.update(keyed)
     if rt.tracer is not None:
         trace_receipts(rt, sender, checked)
-    return n
+    return checked
+
+
+_NONE: dict[Any, Any] = {}
 
 
 def trace_receipts(rt: Runtime, sender: Any, checked: list[tuple[str, list[Any]]]) -> None:

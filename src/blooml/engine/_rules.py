@@ -42,6 +42,9 @@ def note(exc: BaseException, text: str) -> None:
 def _to_rows(rel: Relation, out: Any, where: str) -> list[Any]:
     """Rule results as rows of ``rel`` (for the facts queued for the next tick)."""
     make = rel.make_row
+    if type(out) is list and len(out) == 1:  # one result (a request's reply): no loop
+        r = out[0]
+        return [] if r is None else [make(r, where)]
     return [make(r, where) for r in out if r is not None]
 
 
@@ -157,8 +160,14 @@ class CompiledRule:
                 return True
             if head is not None and head.ttl is not None:
                 return True  # each derivation refreshes a soft-state row's lifetime
-            return any(v.incs for v in self.read_vars)
-        return bool(self.read_vars) and any(v.hi > v.lo for v in self.read_vars)
+            for v in self.read_vars:  # noqa: SIM110 - a loop: no generator on the hot path
+                if v.incs:
+                    return True
+            return False
+        for v in self.read_vars:  # noqa: SIM110 - a loop: no generator on the hot path
+            if v.hi > v.lo:
+                return True
+        return False
 
     def read(self, var: LatVarState) -> Any:
         """``self.<var>`` read by one of this rule's functions (verified against the IR)."""

@@ -19,11 +19,13 @@ class LatVarState:
     ``incs``).
     """
 
-    __slots__ = ("changes", "cls", "hi", "incs", "lo", "name", "start", "value")
+    __slots__ = ("changes", "cls", "exact", "hi", "incs", "lo", "name", "start", "value")
 
     def __init__(self, name: str, cls: Any, initial: Any) -> None:
         self.name = name
         self.cls = cls
+        # ``cls.merge_is_exact``, as the class itself declares it (never inherited)
+        self.exact = bool(vars(cls).get("merge_is_exact", False))
         self.value = initial
         self.start = initial
         self.incs: list[Any] = []
@@ -42,8 +44,10 @@ class LatVarState:
         cur = self.value
         new = cur.merge(v)
         # Did it grow? Comparing new == cur costs O(size) for a large collection lattice;
-        # asking whether the (small) increment was already below costs O(increment).
-        if new is cur or v <= cur:
+        # asking whether the (small) increment was already below costs O(increment); a
+        # class whose merge returns ``cur`` itself whenever ``v <= cur`` (``merge_is_exact``)
+        # grew when it returned anything else.
+        if new is cur or (not self.exact and v <= cur):
             return False
         self.value = new
         self.incs.append(v)

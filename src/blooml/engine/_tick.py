@@ -95,7 +95,9 @@ def run_tick(rt: Runtime) -> None:
         touched = rt._touched = {r: r.begin() for r in rt.rels.values()}
         for z in rt._stateful:  # (a tick commits or rolls back its journals: a defect's)
             z.journal = []
-    lat_tokens = [(v, v.begin()) for v in rt.lats.values()]
+    lat_tokens = []
+    for v in rt.lats.values():  # (a loop: no comprehension's frame)
+        lat_tokens.append((v, v.begin()))
     flags = rt._flags = []
     rt._failed = None
     families = None
@@ -150,6 +152,29 @@ def run_tick(rt: Runtime) -> None:
         rt.tick_rows = {n: rt.rels[n].tick_new for n in rt.watched}
     if rt.changes_of:
         rt.tick_changes = {n: rt.rels[n].tick_delta() for n in rt.changes_of}
+    rt.tick_count += 1
+    outbox, rt.outbox = rt.outbox, []
+    if rec is None and outbox:
+        # the tick has committed (nothing from here on fails it): its messages leave first
+        # (the transport only queues or writes them), the commit's bookkeeping follows, off
+        # the way of a reply
+        try:
+            send_outbox(rt, outbox, None)
+        finally:
+            finish_commit(rt, touched, families)
+    else:
+        finish_commit(rt, touched, families)
+        if rec is not None:
+            ids = report_tick(rt, rec, outbox, debug)
+            if outbox:
+                send_outbox(rt, outbox, ids)
+    if rt.lat_watch:
+        rt._notify_lats()
+
+
+def finish_commit(rt: Runtime, touched: dict[Any, Any], families: Any) -> None:
+    """The end of a committed tick: the collections it began commit (their undo logs and
+    windows go), and so do the journals of the incremental state."""
     for r in touched:
         r.commit()
     if families:
@@ -160,15 +185,6 @@ def run_tick(rt: Runtime) -> None:
         # them (the next tick, however small, freed a bulk tick's: 4 ms after 100k upserts)
         for z in stateful:
             z.journal = []
-    rt.tick_count += 1
-    outbox, rt.outbox = rt.outbox, []
-    ids: dict[str, list[str]] | None = None
-    if rec is not None:
-        ids = report_tick(rt, rec, outbox, debug)
-    if outbox:
-        send_outbox(rt, outbox, ids)
-    if rt.lat_watch:
-        rt._notify_lats()
 
 
 def rollback_incremental(
@@ -309,7 +325,10 @@ def apply_pending(rt: Runtime, pend: Pending, now: float) -> None:
         refill(feeds, now)
     for name, rows in pend.inserts.items():
         if name in maintained:
-            _gather(tick_in, name, rows)
+            if name in tick_in:
+                _gather(tick_in, name, rows)
+            else:  # (the first rows: the queued list itself, as _gather keeps it)
+                tick_in[name] = rows
             continue
         rel = rels[name]
         begin_once(touched, rel)
@@ -390,7 +409,8 @@ def turnover(rt: Runtime) -> None:
         elif name in rt._rec_heads:
             rt.rec_dirty.add(name)  # a recursive unit's head: re-derived
         else:  # input rows alone: emptied, as a scratch of the reference is
-            begin_once(touched, rel)
+            if rel not in touched:  # (begin_once, inline: once a tick per input channel)
+                touched[rel] = rel.begin()
             rel.clear()
 
 
@@ -403,7 +423,8 @@ def store_inputs(rt: Runtime, now: float) -> None:
         if not rows:
             continue  # (its rows deleted in the same tick)
         rel = rt.rels[name]
-        begin_once(touched, rel)
+        if rel not in touched:  # (begin_once, inline: once a tick per input channel)
+            touched[rel] = rel.begin()
         where = f"input to {name}"
         try:
             if type(rows) is not CheckedRows:  # checked at insert already: stored as is

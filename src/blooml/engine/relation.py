@@ -137,6 +137,10 @@ def _join_one(a: Any, b: Any) -> Any:
     return _SAME if m is a or m == a else m
 
 
+#: value types that are never a lattice (a key of these alone needs no lattice check)
+_PLAIN_TYPES = frozenset({int, str, float, bool, bytes, type(None)})
+
+
 def _has_lattice(rows: Iterable[Any]) -> bool:
     return any(issubclass(t, Lattice) for t in set(map(type, chain.from_iterable(rows))))
 
@@ -287,9 +291,11 @@ class Relation:
             r = rows[0]
             if (type(r) is tuple or type(r) is rt) and len(r) == self.arity:
                 row = _new_tuple(rt, r)
-                for v in row if self.full_key else row[: self.nkeys]:
-                    if isinstance(v, Lattice):
-                        self.info.check_keys(row)
+                key = row if self.full_key else row[: self.nkeys]
+                if not _PLAIN_TYPES.issuperset(map(type, key)):  # (else no lattice in it)
+                    for v in key:
+                        if isinstance(v, Lattice):
+                            self.info.check_keys(row)
                 return CheckedRows([row])
         if set(map(type, rows)) <= {tuple, rt} and set(map(len, rows)) <= {self.arity}:
             out = list(map(_new_tuple, repeat(rt, len(rows)), rows))

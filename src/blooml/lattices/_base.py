@@ -120,10 +120,15 @@ class Lattice:
 
     Class attributes:
         wrapper_name: the name the lattice is known by in Bloom^L programs (``"lset"``).
+        merge_is_exact: ``True`` when ``x.merge(y) is x`` whenever ``y <= x``, so that a
+            merge returning another object grew ``x``: a lattice variable then skips the
+            ``<=`` test after each merge. Read on the class that sets it only (a subclass
+            that overrides ``merge`` does not inherit the promise).
     """
 
     __slots__ = ("_h", "_v")
     wrapper_name: ClassVar[str] = ""
+    merge_is_exact: ClassVar[bool] = False
 
     _v: Any
     _h: int | None

@@ -48,7 +48,8 @@ class KeyedTrie(Lattice):
             return big
         items = trie_items(sv)
         get = bv.get
-        if get(items[0][0]) is None:
+        first = get(items[0][0])
+        if first is None:
             # Probably disjoint keys (growth): one Rust-side update, no Python loop (one key:
             # an insert, half the cost of an update with a one-entry dict)
             if len(items) == 1:
@@ -58,6 +59,10 @@ class KeyedTrie(Lattice):
                 return type(self)._make(grown)
         join = big._join_value
         updates = {}
+        if len(items) == 1:  # one key, stored already (a put into a large map): one lookup
+            bk, v = items[0]
+            m = join(bk[0], first, v)
+            return big if m is None else type(self)._make(bv.insert(bk, m))
         for bk, v in items:
             old = get(bk)
             if old is None:

@@ -67,6 +67,8 @@ class lbag(KeyedTrie):
 
     __slots__ = ()
     wrapper_name = "lbag"
+    # (KeyedTrie.merge returns the larger side itself when no multiplicity of it grows)
+    merge_is_exact = True
     _v: HashTrieMap
 
     def __init__(self, values: Mapping[Any, int] | Iterable[Any] = ()) -> None:

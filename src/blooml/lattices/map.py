@@ -104,6 +104,8 @@ class lmap(KeyedTrie):
 
     __slots__ = ()
     wrapper_name = "lmap"
+    # (KeyedTrie.merge returns the larger side itself when no value of it grows)
+    merge_is_exact = True
     _v: HashTrieMap
 
     def __init__(self, values: Mapping[Any, Lattice] | Iterable[tuple[Any, Lattice]] = ()) -> None:

@@ -165,6 +165,7 @@ class lmax(_Ordered):
     __slots__ = ()
     wrapper_name = "lmax"
     raw_order = "max"
+    merge_is_exact = True  # the larger operand itself, ``self`` on a tie
 
     def merge(self, other: lmax) -> lmax:
         """Return the larger of the two (⊥ is the identity)."""
@@ -238,6 +239,7 @@ class lmin(_Ordered):
     __slots__ = ()
     wrapper_name = "lmin"
     raw_order = "min"
+    merge_is_exact = True  # the smaller operand itself, ``self`` on a tie
 
     def merge(self, other: lmin) -> lmin:
         """Return the smaller of the two (⊥ is the identity)."""

@@ -45,22 +45,48 @@ class Unit:
         result: the call's return value (the future's result once the input commits).
     """
 
-    __slots__ = ("_what", "fut", "pend", "result", "sender")
+    __slots__ = ("_pend", "_received", "_what", "fut", "result", "sender")
 
     def __init__(
         self,
         what: str | None,
-        pend: Pending,
+        pend: Pending | None,
         fut: concurrent.futures.Future[Any] | None = None,
         result: Any = None,
         sender: str | None = None,
+        received: list[tuple[str, list[Any]]] | None = None,
     ) -> None:
         self._what = what  # None: "datagram from <sender>", spelled out when read
-        self.pend = pend
+        self._pend = pend
+        #: a received message's ``(channel, checked rows)`` pairs, until ``pend`` is read:
+        #: a tick that commits (the common case) never builds the ``Pending``
+        self._received = received
         self.fut = fut
         self.result = result
         #: the address of the node that sent it (a datagram or frame), else ``None``
         self.sender = sender
+
+    @property
+    def pend(self) -> Pending:
+        """The items it queued (a ``Pending``; built from the received rows when first
+        read)."""
+        pend = self._pend
+        if pend is None:
+            pend = self._pend = Pending()
+            inserts = pend.inserts
+            for chan, rows in self._received or ():
+                have = inserts.get(chan)
+                if have is None:
+                    inserts[chan] = rows
+                else:  # (a channel twice in one envelope)
+                    have.extend(rows)
+            self._received = None
+        return pend
+
+    @pend.setter
+    def pend(self, pend: Pending) -> None:
+        self._pend = pend
+        self._received = None
 
     @property
     def what(self) -> str:

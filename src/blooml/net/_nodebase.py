@@ -69,6 +69,7 @@ class NodeBase:
     _reassembly: Reassembler | None
     _closing: bool
     _thread: threading.Thread | None
+    _ident: int | None
     _loop: asyncio.AbstractEventLoop | None
     _wake: asyncio.Event | None
     _parked: bool
@@ -176,7 +177,7 @@ class NodeBase:
 
     def on_own_thread(self) -> bool:
         """Whether the caller runs on this node's thread."""
-        return threading.current_thread() is self._thread
+        return threading.get_ident() == self._ident
 
     def _wake_soon(self) -> None:
         if self._wake is not None and self._loop is not None:

@@ -31,19 +31,24 @@ class _Peer:
         self.written: deque[int] = deque(maxlen=100_000)
         self.event = asyncio.Event()
         self.writer: asyncio.StreamWriter | None = None
+        self.out: asyncio.WriteTransport | None = None  # the writer's transport
         self.task = asyncio.get_running_loop().create_task(self.run())
 
     def push(self, frame: bytes) -> None:
-        w = self.writer
-        if w is not None and not self.frames:
-            t = w.transport
-            if not t.is_closing() and t.get_write_buffer_size() == 0:
-                # an idle connection: write now, from the tick that sent it (one syscall,
-                # no hand-off to the peer's task); what the socket did not take waits in
-                # the transport, and the next frames queue behind it for the task
-                t.write(frame)
-                self.written.append(len(frame))
-                return
+        t = self.out
+        if (
+            t is not None
+            and self.writer is not None
+            and not self.frames
+            and not t.is_closing()
+            and t.get_write_buffer_size() == 0
+        ):
+            # an idle connection: write now, from the tick that sent it (one syscall,
+            # no hand-off to the peer's task); what the socket did not take waits in
+            # the transport, and the next frames queue behind it for the task
+            t.write(frame)
+            self.written.append(len(frame))
+            return
         if self.queued + len(frame) > self.limit:
             self.node._count("send_dropped")  # a dead or slow peer: drop, never grow
             return
@@ -90,6 +95,7 @@ class _Peer:
                     continue
                 backoff = 0.02
                 self.writer = writer
+                self.out = writer.transport
                 asyncio.get_running_loop().create_task(self._watch(reader, writer))
             if not self.frames:
                 self.event.clear()

@@ -40,9 +40,11 @@ class Scheduler(NodeBase):
     def _thread_main(self, ready: threading.Event, failure: list[BaseException]) -> None:
         loop = asyncio.new_event_loop()
         self._loop = loop
+        self._ident = threading.get_ident()
         try:
             loop.run_until_complete(self._main(ready, failure))
         finally:
+            self._ident = None  # (an ident is reused by threads started later)
             loop.close()
             self.running = False
             ready.set()
@@ -157,22 +159,27 @@ class Scheduler(NodeBase):
             wake.set()  # the task is awake, or stopping: it steps
             return
         rt = self.rt
-        timers = (self._fail_backoff_until, rt.next_due())
+        backoff = self._fail_backoff_until
+        due = rt.next_due() if rt.periodic else None
         try:
             self._step()
         finally:
             self._step_soon = False
-        if self._work_ready() or (self._fail_backoff_until, rt.next_due()) != timers:
+        if (
+            self._work_ready()
+            or self._fail_backoff_until != backoff
+            or (rt.next_due() if rt.periodic else None) != due
+        ):
             wake.set()
 
     def _work_ready(self) -> bool:
         if self._closing:
             return True
-        if self.rt.clock() < self._fail_backoff_until:
-            return False  # a rule keeps failing: wait (new datagrams wait in the inbox)
-        return bool(
-            self._inbox or self._calls or self._units or self._slow or self.rt.has_pending()
-        )
+        if not (self._inbox or self._calls or self._units or self._slow or self.rt.has_pending()):
+            return False
+        backoff = self._fail_backoff_until  # (0.0 when no rule is failing: no clock read)
+        # a rule keeps failing: wait (new datagrams wait in the inbox)
+        return not (backoff and self.rt.clock() < backoff)
 
     def _timer_delay(self) -> float | None:
         now = self.rt.clock()
@@ -187,7 +194,8 @@ class Scheduler(NodeBase):
         """Apply arrived datagrams, run one queued call, tick if there is anything to do."""
         t0 = time.perf_counter()
         rt = self.rt
-        if not self._closing and rt.clock() < self._fail_backoff_until:
+        backoff = self._fail_backoff_until  # (0.0 when no rule is failing: no clock read)
+        if backoff and not self._closing and rt.clock() < backoff:
             return
         # the event loop reads one datagram per wake-up: take what else has arrived from
         # the socket now, so that a tick applies what arrived (up to batch_limit), not one

@@ -15,11 +15,10 @@ import contextlib
 import ipaddress
 import socket
 import struct
+import threading
 import time
 from typing import Any, cast
 
-from blooml.engine._state import Pending
-from blooml.engine.relation import CheckedRows
 from blooml.errors import (
     BloomlError,
     CodecError,
@@ -301,7 +300,11 @@ class Transport(NodeBase):
                 except ProgramError as exc:
                     self._send_failed(str(addr), exc, len(batch))  # one per refused row
                 return
-            self._deliver(rt, addr, batch)
+            if len(batch) == 1:  # one row (a reply): one envelope, its size checked at its rule
+                chan, _row, wire = batch[0]
+                self._send(addr, {chan: [wire]})
+            else:
+                self._deliver(rt, addr, batch)
         except Exception as exc:
             self._send_failed(str(addr), exc)
 
@@ -319,10 +322,7 @@ class Transport(NodeBase):
             )
 
     def _deliver(self, rt: Any, addr: Any, batch: list[tuple[str, tuple[Any, ...], Any]]) -> None:
-        if len(batch) == 1:  # one row (a reply): one envelope, its size checked at its rule
-            chan, _row, wire = batch[0]
-            self._send(addr, {chan: [wire]})
-            return
+        """Several rows for ``addr``: as few envelopes as hold them (``deliver``)."""
         budget = (
             self.max_datagram - ENVELOPE_SLACK - len(str(rt.addr))
             if self.transport == "udp"
@@ -353,19 +353,16 @@ class Transport(NodeBase):
 
     def _send(self, addr: str, groups: dict[str, list[bytes]]) -> None:
         now = time.time()
-        self._seq += 1
+        seq = self._seq = self._seq + 1
         head = self._heads.get(addr)
         if head is None or self._heads_of != self.rt.addr:
             head = self._head(addr)
         # signed (with a key) over the whole body: the head's sender and destination, the
         # sequence number and the timestamp included
-        data = encode_envelope_after(head, groups.items(), self.key, now, self._seq)
+        data = encode_envelope_after(head, groups.items(), self.key, now, seq)
         stats = self._stats
         stats["sent"] += 1
-        n = 0
-        for rows in groups.values():
-            n += len(rows)
-        stats["sent_tuples"] += n
+        stats["sent_tuples"] += sum(map(len, groups.values()))
         if self.transport == "udp":
             if REFUSED_CHANNEL not in groups:
                 self._sent_to(addr)
@@ -381,8 +378,8 @@ class Transport(NodeBase):
             self._stats["injected_drops"] += 1  # fault injection: lost on the way
             return
         frame = _FRAME.pack(len(data)) + data
-        self._stats["sent_bytes"] += len(frame)
-        if not self.running or not self.on_own_thread():
+        stats["sent_bytes"] += len(frame)
+        if not self.running or threading.get_ident() != self._ident:  # (not on_own_thread)
             limit = self._send_limit()
             if self._pre_start_size + len(frame) > limit:  # bounded until the node starts
                 self._count("send_dropped")
@@ -390,7 +387,10 @@ class Transport(NodeBase):
             self._pre_start.append((addr, frame))
             self._pre_start_size += len(frame)
             return
-        self._peer(addr).push(frame)
+        peer = self._peers.get(addr)
+        if peer is None:
+            peer = self._peer(addr)
+        peer.push(frame)
 
     def _udp_out(self, addr: str, data: bytes) -> None:
         """One datagram on its way: fault injection (loss, delay), then the socket."""
@@ -671,7 +671,8 @@ class Transport(NodeBase):
         """Check one datagram and queue its tuples for the next tick; a bad one is dropped
         and counted (``stats()["dropped"]``). Returns whether it was accepted."""
         try:
-            env = decode_envelope(data, self.key, self.guard, dest=self.addressed_to)
+            key = self.key  # (the destination is checked with a key only)
+            env = decode_envelope(data, key, self.guard, dest=self.addressed_to if key else None)
         except CodecError as exc:
             self._drop(exc.reason, str(exc))
             return False
@@ -723,46 +724,34 @@ class Transport(NodeBase):
         return self._enqueue(sender, batches)
 
     def _enqueue(self, sender: str, batches: Any) -> bool:
-        """Queue a checked datagram's rows for the next tick, as one input unit."""
-        try:
-            n = self._queue_received(sender, batches)
+        """Queue a checked datagram's rows for the next tick, as one input unit.
+
+        ``rt.receive_batch`` of the rows, remembered as one input unit: what ``_queue`` does
+        for any call, at the cost of the datagram's rows (``receive_checked`` returns the
+        checked rows it queued, which the unit keeps; ``_queue`` would compare every queued
+        list before and after)."""
+        rt = self.rt
+        pend = rt.pending
+        try:  # all or nothing: raises with nothing queued
+            checked = rt.receive_checked(sender, batches)
         except BloomlError as exc:
             self._drop("rejected", f"from {sender!r}: {exc}")
             return False
         except Exception as exc:
             self._drop("rejected", f"from {sender!r}: {type(exc).__name__}: {exc}")
             return False
+        n = 0
+        for _chan, rows in checked:
+            n += len(rows)
+        if rt.pending is pend and n:  # (else a receive hook that ticked: the general way)
+            # what: "datagram from <sender>"; its Pending built only if something reads it
+            self._units.append(Unit(None, None, None, n, sender, checked))
         stats = self._stats
         stats["received"] += 1
         stats["received_tuples"] += n
         if self.transport == "udp":
             self._ack_later(sender)
         return True
-
-    def _queue_received(self, sender: str, batches: Any) -> int:
-        """``rt.receive_batch`` of a datagram's rows, remembered as one input unit: what
-        ``_queue`` does for any call, at the cost of the datagram's channels (the rows
-        ``receive_batch`` queues are the tails of their channels' lists; ``_queue`` would
-        compare every queued list before and after)."""
-        rt = self.rt
-        pend = rt.pending
-        inserts = pend.inserts
-        if len(batches) == 1:  # one channel (a request): no dict of marks
-            chan = batches[0][0]
-            before = {chan: len(inserts.get(chan, ()))}
-        else:
-            before = {chan: len(inserts.get(chan, ())) for chan, _ in batches}
-        n: int = rt.receive_batch(sender, batches)  # all or nothing: raises with nothing queued
-        if rt.pending is not pend or not n:  # (a receive hook that ticked: the general way)
-            return n
-        mine = Pending()
-        mine_inserts = mine.inserts
-        for chan, n0 in before.items():
-            items = inserts[chan]
-            new = items[n0:] if n0 else items.copy()
-            mine_inserts[chan] = CheckedRows(new) if type(items) is CheckedRows else new
-        self._units.append(Unit(None, mine, None, n, sender))  # what: "datagram from <sender>"
-        return n
 
 
 def _group(pairs: Any) -> list[tuple[str, list[Any]]]:

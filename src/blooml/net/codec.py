@@ -349,7 +349,11 @@ def _default(obj: Any) -> Any:
 
 
 def _packb(obj: Any) -> bytes:
-    return _packers().pack(obj)
+    try:  # (``_packers()``, without its call)
+        ps = _local.packers
+    except AttributeError:
+        ps = _packers()
+    return ps.pack(obj)  # type: ignore[no-any-return]
 
 
 def encode(value: Any) -> bytes:
@@ -429,6 +433,10 @@ def encode_for_channel(
     return wire
 
 
+#: the msgpack headers of arrays of 0..15 items (one byte each)
+_FIX_ARRAYS = [bytes((0x90 | n,)) for n in range(16)]
+
+
 def _array_header(n: int) -> bytes:
     if n < 16:
         return bytes((0x90 | n,))
@@ -483,17 +491,30 @@ def encode_envelope_after(
     (sender, destination, sequence, timestamp and rows) when ``key`` is given."""
     parts = []
     n = 0
+    heads = _CHAN_HEADS
     for chan, rows in batches:
         n += 1
-        parts.append(b"\x92" + _chan_head(chan) + _array_header(len(rows)) + b"".join(rows))
+        k = len(rows)
+        parts.append(
+            b"\x92"
+            + (heads.get(chan) or _chan_head(chan))
+            + (_FIX_ARRAYS[k] if k < 16 else _array_header(k))
+            + b"".join(rows)
+        )
     stamp = int((time.time() if ts is None else ts) * 1000)
     # sequence and timestamp: plain ints, one call of the plain packer for both (an array
     # of 2 whose one-byte header, 0x92, is dropped: its items follow the destination)
-    body = head + _packers().plain.pack((seq, stamp))[1:] + _array_header(n) + b"".join(parts)
+    body = (
+        head
+        + _packers().plain.pack((seq, stamp))[1:]
+        + (_FIX_ARRAYS[n] if n < 16 else _array_header(n))
+        + b"".join(parts)
+    )
     sig = _sign(key, body) if key is not None else None
+    size = len(body)
     return (
         _OUTER_HEAD
-        + _bin_header(len(body))
+        + (_BIN8[size] if size < 0x100 else _bin_header(size))
         + body
         + (b"\xc0" if sig is None else _bin_header(len(sig)) + sig)
     )
@@ -514,6 +535,10 @@ def _chan_head(chan: str) -> bytes:
 
 #: ``[FORMAT_VERSION, ...`` of an envelope's outer array of 3, packed.
 _OUTER_HEAD = b"\x93" + bytes((FORMAT_VERSION,))
+
+
+#: the msgpack ``bin`` headers of 0..255 bytes
+_BIN8 = [b"\xc4" + bytes((n,)) for n in range(0x100)]
 
 
 def _bin_header(n: int) -> bytes:
@@ -618,7 +643,9 @@ def _build(kind: _Kind, state: Any) -> Any:
 def decode(data: bytes) -> Any:
     """Decode one value; raise :class:`~blooml.errors.CodecError` on malformed bytes."""
     try:
-        return _Decoder().unpack(data)
+        return msgpack.unpackb(  # (``_Decoder().unpack``, one call less)
+            data, ext_hook=_Decoder(), use_list=False, raw=False, strict_map_key=False
+        )
     except CodecError:
         raise
     except msgpack.exceptions.StackError:
@@ -627,6 +654,9 @@ def decode(data: bytes) -> Any:
         raise CodecError("too_deep", "value nested too deeply") from None
     except Exception as exc:  # msgpack raises several types on garbage
         raise CodecError("malformed", f"not a valid message: {exc}") from None
+
+
+_tuple_new = tuple.__new__
 
 
 class Envelope(NamedTuple):
@@ -787,7 +817,8 @@ def decode_envelope(
         for r in rows:  # (a loop, not all() over a generator: no frame per batch)
             if not isinstance(r, tuple):
                 raise CodecError("malformed", "bad channel batch")
-    return Envelope(version, sender, stamp / 1000.0, raw, to, seq)
+    # (``Envelope(...)`` without its Python ``__new__``: the same named tuple)
+    return _tuple_new(Envelope, (version, sender, stamp / 1000.0, raw, to, seq))
 
 
 def _is_int(v: Any) -> bool:
@@ -819,7 +850,7 @@ def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
     """
     n = len(data)
     # the common case read at once: version 2, a body of under 64 KiB, no signature
-    if n > 5 and data[0] == 0x93 and data[1] == FORMAT_VERSION and data[-1] == 0xC0:
+    if n > 5 and data[-1] == 0xC0 and data[:2] == _V2_HEAD:
         head = data[2]
         if head == 0xC4:
             start = 4
@@ -840,6 +871,10 @@ def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
     if body is None:
         raise CodecError("malformed", "envelope body is not bytes")
     return version, body, sig
+
+
+#: the first two bytes of a version-2 envelope (an array of 3, its version)
+_V2_HEAD = bytes((0x93, FORMAT_VERSION))
 
 
 def split_outer(data: bytes, n: int) -> tuple[int, list[bytes | None]] | None:

@@ -203,6 +203,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self.running = False
         self._closing = False
         self._thread: threading.Thread | None = None
+        self._ident: int | None = None  # the node thread's ident while it runs
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._parked = False  # the node's task waits for work (see Scheduler._arrived)
