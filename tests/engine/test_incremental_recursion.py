@@ -612,7 +612,10 @@ def test_a_fallback_stays_within_limit_fallback_of_the_re_derivation() -> None:
     p.root.insert([(0,)])  # type: ignore[attr-defined]
     p.tick()
     dred = next(u.dred for us in p._rt.units for u in us if u.dred is not None)
-    assert 0 < dred.over < dred.full_cost  # measured by the derivation above
+    # measured by the derivation above (the versions' share on the wall clock, the
+    # derivation's in CPU time: on a loaded machine the share can reach the whole, and is
+    # clamped to it)
+    assert 0 < dred.over <= dred.full_cost
     dred.costs.clear()
     dred.derived(1.0)
     dred.over = 0.2  # of that 1 s, 0.2 s ranked and forgot versions
