@@ -438,8 +438,9 @@ _FIX_ARRAYS = [bytes((0x90 | n,)) for n in range(16)]
 
 
 def _array_header(n: int) -> bytes:
+    """The msgpack array header of ``n`` items."""
     if n < 16:
-        return bytes((0x90 | n,))
+        return _FIX_ARRAYS[n]
     if n < 0x10000:
         return b"\xdc" + struct.pack(">H", n)
     return b"\xdd" + struct.pack(">I", n)
@@ -544,7 +545,7 @@ _BIN8 = [b"\xc4" + bytes((n,)) for n in range(0x100)]
 def _bin_header(n: int) -> bytes:
     """The msgpack ``bin`` header of ``n`` bytes (what the packer writes before them)."""
     if n < 0x100:
-        return b"\xc4" + bytes((n,))
+        return _BIN8[n]
     if n < 0x10000:
         return b"\xc5" + struct.pack(">H", n)
     return b"\xc6" + struct.pack(">I", n)
@@ -850,7 +851,7 @@ def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
     """
     n = len(data)
     # the common case read at once: version 2, a body of under 64 KiB, no signature
-    if n > 5 and data[-1] == 0xC0 and data[:2] == _V2_HEAD:
+    if n > 5 and data[-1] == 0xC0 and data[:2] == _OUTER_HEAD:
         head = data[2]
         if head == 0xC4:
             start = 4
@@ -871,10 +872,6 @@ def _split_envelope(data: bytes) -> tuple[int, bytes, bytes | None]:
     if body is None:
         raise CodecError("malformed", "envelope body is not bytes")
     return version, body, sig
-
-
-#: the first two bytes of a version-2 envelope (an array of 3, its version)
-_V2_HEAD = bytes((0x93, FORMAT_VERSION))
 
 
 def split_outer(data: bytes, n: int) -> tuple[int, list[bytes | None]] | None:
