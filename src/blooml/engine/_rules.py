@@ -462,14 +462,17 @@ def defer(rt: Runtime, cr: CompiledRule, out: Any) -> None:
         loc = rel.info.loc
         assert loc is not None
         sent = rt._sent
+        name = rel.name
+        outbox = rt.outbox
         for row in rows:
             # a channel holds a set of messages per tick: one derived twice is sent once
-            key = (rel.name, row)
+            key = (name, row)
             if key in sent:
                 continue
             sent.add(key)
-            wire = check_addr(rt, row[loc], rel.name, row, cr.where)
-            rt.outbox.append((row[loc], rel.name, tuple(row), wire))
+            addr = row[loc]
+            wire = check_addr(rt, addr, name, row, cr.where)
+            outbox.append((addr, name, tuple(row), wire))
         return
     kind = {"<+": "inserts", "<-": "deletes", "<+-": "replaces"}[op]
     if kind != "inserts":
