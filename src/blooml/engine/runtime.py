@@ -451,10 +451,8 @@ class Runtime:
         """
         return _net_entry.receive_batch(self, sender, batches, refuse_conflicts)
 
-    def receive_checked(
-        self, sender: Any, batches: Any, refuse_conflicts: bool = True
-    ) -> list[tuple[str, list[Any]]]:
-        """:meth:`receive_batch`, returning the ``(channel, rows)`` pairs it queued, each
-        ``rows`` a list of checked rows of its own (the queue holds a copy): what a
-        transport remembers as the input unit of a message it received."""
-        return _net_entry.receive_checked(self, sender, batches, refuse_conflicts)
+    #: :meth:`receive_batch`, returning the ``(channel, rows)`` pairs it queued, each
+    #: ``rows`` a list of checked rows of its own (the queue holds a copy): what a transport
+    #: remembers as the input unit of a message it received. (The function itself as the
+    #: method: a request's way in has no wrapper's call.)
+    receive_checked = _net_entry.receive_checked

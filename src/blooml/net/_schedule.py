@@ -135,9 +135,9 @@ class Scheduler(NodeBase):
                 loop = self._loop
                 assert loop is not None
                 # asyncio's queue of this round's callbacks (absent from other loops)
-                if not getattr(loop, "_ready", True):
+                if not getattr(loop, "_ready", True) and not self._closing:
                     try:
-                        self._step_now()
+                        self._step_parked(wake)  # (parked, not woken: checked above)
                     except Exception as exc:  # as the loop reports a failing callback: the
                         # connection whose read this is must not be the one to pay for it
                         loop.call_exception_handler(
@@ -158,6 +158,10 @@ class Scheduler(NodeBase):
             self._step_soon = False
             wake.set()  # the task is awake, or stopping: it steps
             return
+        self._step_parked(wake)
+
+    def _step_parked(self, wake: asyncio.Event) -> None:
+        """``_step_now``'s step, the node's task parked and not woken (``wake``: its event)."""
         rt = self.rt
         backoff = self._fail_backoff_until
         due = rt.next_due() if rt.periodic else None
