@@ -573,12 +573,11 @@ _SCALAR_HEAD = [
 
 
 class _Decoder:
-    """``ext_hook`` that rebuilds frozensets and lattices, bounding their nesting."""
+    """``ext_hook`` that rebuilds frozensets and lattices, bounding their nesting (one per
+    decoded message; no ``__init__``: a message without extension types never sets
+    ``depth`` on its instance)."""
 
-    __slots__ = ("depth",)
-
-    def __init__(self) -> None:
-        self.depth = 0
+    depth = 0
 
     def __call__(self, code: int, data: bytes) -> Any:
         if code in _SCALAR_CODES and data and _SCALAR_HEAD[data[0]]:
