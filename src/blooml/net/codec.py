@@ -416,7 +416,14 @@ def encode_for_channel(
     (``udp`` and ``max_datagram`` no longer limit it: over UDP a tuple larger than a datagram
     travels in fragments)."""
     try:  # the common case first: the message's origin is spelled out only for an error
-        wire = _packb(tuple(row))
+        try:  # (``_packers()``, without its call)
+            ps = _local.packers
+        except AttributeError:
+            ps = _packers()
+        try:  # plain values (a reply): the packer without the lattices' hook, the same bytes
+            wire = ps.plain.pack(tuple(row))
+        except (TypeError, OverflowError):  # a lattice, a set, a big int: the full packer
+            wire = ps.pack(tuple(row))
     except (CodecError, ValueError, TypeError, OverflowError):
         wire = encode_row(row, f"{where}: channel {chan!r}", columns)  # raises, naming it
     room = max_message - ENVELOPE_SLACK - len(chan) - len(str(sender))
