@@ -883,6 +883,26 @@ def show_stages(cpu: dict[str, float], total: float, requests: int, indent: str 
 NAMES = {"echo": "asyncio echo", "bare": "protocol, no engine", "node": "blooml node"}
 
 
+def judge(v: Verdicts, ratios: dict[str, dict[float, float]]) -> None:
+    """Check the node/echo ratios (``ratios[arrangement][quantile]``, see ``latency``)
+    against the targets: a target is met when it is met in rotation and back to back; when
+    the two disagree, that is said plainly and the target is not met."""
+    rot, b2b = ratios["rotation"], ratios["back-to-back"]
+    for name, p, target in (("median", 0.5, LATENCY_MEDIAN), ("p99", 0.99, LATENCY_P99)):
+        met = (rot[p] <= target, b2b[p] <= target)
+        if met[0] != met[1]:
+            print(
+                f"   THE ARRANGEMENTS DISAGREE at the {name}: node/echo {rot[p]:.2f}x in "
+                f"rotation, {b2b[p]:.2f}x back to back, against {target}x. Met in one "
+                "arrangement only is not met."
+            )
+        v.check(
+            f"latency {name}",
+            all(met),
+            f"{rot[p]:.2f}x in rotation, {b2b[p]:.2f}x back to back <= {target}x",
+        )
+
+
 def latency(
     v: Verdicts,
     kvs: KVS | None,
@@ -891,7 +911,7 @@ def latency(
     rounds: int,
     stages: bool = False,
     verdict: bool = True,
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[float, float]]:
     """Section 1: request round trips through the node against an asyncio echo, and through
     the protocol server (``_Bare``: the node's codec and reads, no engine) for where the
     difference lies; in rotation and back to back (see the module's docstring). With
@@ -943,7 +963,7 @@ def latency(
     finally:
         servers.close()
     done = n * rounds  # requests each server answered per arrangement
-    ratios: dict[str, dict[str, float]] = {}
+    ratios: dict[str, dict[float, float]] = {}
     for mode in modes:
         xs = via[mode]
         print(
@@ -989,20 +1009,7 @@ def latency(
     if not verdict:
         print(f"   (the {servers.layout} layout is for comparison: no verdict on its ratios)")
         return ratios
-    rot, b2b = ratios["rotation"], ratios["back-to-back"]
-    for name, p, target in (("median", 0.5, LATENCY_MEDIAN), ("p99", 0.99, LATENCY_P99)):
-        met = (rot[p] <= target, b2b[p] <= target)
-        if met[0] != met[1]:
-            print(
-                f"   THE ARRANGEMENTS DISAGREE at the {name}: node/echo {rot[p]:.2f}x in "
-                f"rotation, {b2b[p]:.2f}x back to back, against {target}x. Met in one "
-                "arrangement only is not met."
-            )
-        v.check(
-            f"latency {name}",
-            all(met),
-            f"{rot[p]:.2f}x in rotation, {b2b[p]:.2f}x back to back <= {target}x",
-        )
+    judge(v, ratios)
     return ratios
 
 
