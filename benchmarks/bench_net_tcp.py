@@ -992,7 +992,7 @@ def latency(
     done = n * rounds  # requests each server answered per arrangement
     ratios: dict[str, dict[float, float]] = {}
     for mode in modes:
-        xs = via[mode]
+        ts = via[mode]
         print(
             "   in rotation (one request to each server in turn):"
             if mode == "rotation"
@@ -1001,20 +1001,20 @@ def latency(
         )
         for s in SIDES:
             print(
-                f"   {NAMES[s]:>22}: median {pct(xs[s], 0.5) * 1e6:5.0f} us   p90 "
-                f"{pct(xs[s], 0.9) * 1e6:5.0f} us   p99 {pct(xs[s], 0.99) * 1e6:5.0f} us   "
+                f"   {NAMES[s]:>22}: median {pct(ts[s], 0.5) * 1e6:5.0f} us   p90 "
+                f"{pct(ts[s], 0.9) * 1e6:5.0f} us   p99 {pct(ts[s], 0.99) * 1e6:5.0f} us   "
                 f"(its thread's CPU {cpu[mode][s] / done * 1e6:.0f} us a request, runnable "
                 f"but waiting for a CPU {waited[mode][s] / done * 1e6:.0f})"
             )
         if stages:
             show_stages(staged[mode], cpu[mode]["node"], done)
-        ratios[mode] = {p: pct(xs["node"], p) / pct(xs["echo"], p) for p in (0.5, 0.9, 0.99)}
+        ratios[mode] = {p: pct(ts["node"], p) / pct(ts["echo"], p) for p in (0.5, 0.9, 0.99)}
         rt = ratios[mode]
         print(
             f"      node/echo: median {rt[0.5]:.2f}x   p90 {rt[0.9]:.2f}x   p99 "
             f"{rt[0.99]:.2f}x   CPU {cpu[mode]['node'] / max(cpu[mode]['echo'], 1e-9):.2f}x\n"
             f"      protocol server/echo: median "
-            f"{pct(xs['bare'], 0.5) / pct(xs['echo'], 0.5):.2f}x   CPU "
+            f"{pct(ts['bare'], 0.5) / pct(ts['echo'], 0.5):.2f}x   CPU "
             f"{cpu[mode]['bare'] / max(cpu[mode]['echo'], 1e-9):.2f}x (the node's codec and "
             "reads without the engine: what the transport costs)"
         )
