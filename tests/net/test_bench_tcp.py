@@ -47,6 +47,11 @@ def test_a_target_met_in_one_arrangement_only_is_missed(capsys: pytest.CaptureFi
     v = bt.Verdicts()
     bt.judge(v, {"rotation": {0.5: 1.9, 0.99: 2.0}, "back-to-back": {0.5: 1.8, 0.99: 2.9}})
     assert v.missed == []
+    assert "DISAGREE" not in capsys.readouterr().out
+    v = bt.Verdicts()  # both miss, but one says 2.8x and the other 5x: said too
+    bt.judge(v, {"rotation": {0.5: 2.8, 0.99: 2.0}, "back-to-back": {0.5: 5.0, 0.99: 2.9}})
+    assert v.missed == ["latency median"]
+    assert "DISAGREE on the size of the gap" in capsys.readouterr().out
 
 
 @pytest.mark.slow
