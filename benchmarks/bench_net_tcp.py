@@ -40,8 +40,8 @@ against one in flight, and sustained tuples/s between two nodes (issues 12 and 2
    arrangements**: when they disagree the output says so and the target is missed (a
    ratio that holds in one arrangement only is the arrangement's, not the node's); node/echo
    medians more than 1.25x apart are said to disagree too. On a 2-CPU machine they do: in
-   rotation every server wakes with its caches cold and the echo's round trip about
-   doubles, which flatters the node (docs/net.md).
+   rotation each server runs after the others have run, its thread spends more CPU a
+   request and the echo's round trip about doubles, which flatters the node (docs/net.md).
 2. **Concurrency** (issue 25). The same ``KVS`` node served by 16 clients at once (each with
    one request in flight, its own connection and reply address; one ``epoll`` loop in the
    child drives them all), against one client with one request in flight, in alternating
