@@ -15,14 +15,43 @@ from _examples import load_benchmark
 bt = load_benchmark("bench_net_tcp")
 
 
+@pytest.mark.slow
 def test_requests_through_the_kvs_node_get_their_replies() -> None:
+    # the old layout (--one-process): the three servers as threads of this process, around
+    # this node (slow since the default layout's test below took its place in the default run)
     v = bt.Verdicts()
     kvs = bt.start_kvs(1_000)
     try:
-        bt.latency(v, kvs, 40, 1_000, 1)
+        ratios = bt.latency(v, kvs, 40, 1_000, 1, verdict=False)
     finally:
         kvs.stop()
     assert "latency replies" not in v.missed
+    assert set(ratios) == {"rotation", "back-to-back"}
+    assert not {"latency median", "latency p99"} & set(v.missed)  # no verdict asked
+
+
+def test_requests_through_servers_in_processes_of_their_own_get_their_replies() -> None:
+    # the default layout: node, echo and protocol server each in a child process, their
+    # clocks (stages included) read there and reported as JSON
+    v = bt.Verdicts()
+    ratios = bt.latency(v, None, 30, 200, 1, stages=True)
+    assert "latency replies" not in v.missed
+    assert all(r > 0 for rs in ratios.values() for r in rs.values())
+
+
+def test_a_target_met_in_one_arrangement_only_is_missed(capsys: pytest.CaptureFixture[str]) -> None:
+    v = bt.Verdicts()
+    bt.judge(v, {"rotation": {0.5: 1.6, 0.99: 1.0}, "back-to-back": {0.5: 5.3, 0.99: 1.7}})
+    assert v.missed == ["latency median"]
+    assert "DISAGREE at the median" in capsys.readouterr().out
+    v = bt.Verdicts()
+    bt.judge(v, {"rotation": {0.5: 1.9, 0.99: 2.0}, "back-to-back": {0.5: 1.8, 0.99: 2.9}})
+    assert v.missed == []
+    assert "DISAGREE" not in capsys.readouterr().out
+    v = bt.Verdicts()  # both miss, but one says 2.8x and the other 5x: said too
+    bt.judge(v, {"rotation": {0.5: 2.8, 0.99: 2.0}, "back-to-back": {0.5: 5.0, 0.99: 2.9}})
+    assert v.missed == ["latency median"]
+    assert "DISAGREE on the size of the gap" in capsys.readouterr().out
 
 
 @pytest.mark.slow
