@@ -130,16 +130,13 @@ class _FakeNode:
         self._stats = {"received_bytes": 0}
         self.dropped: list[str] = []
         self.inbox: deque[bytes] = deque()
+        self._inbox = self.inbox
+        self.inbox_limit = 10_000
+        self.inbox_bytes: int | None = None
+        self._inbox_size = 0
         self._conns: set[Any] = set()
 
         self.told = 0  # frames queued when the scheduler was last told (``_arrived``)
-
-    def _inbox_put(self, data: bytes, notify: bool = True) -> bool:
-        assert type(data) is bytes
-        self.inbox.append(data)
-        if notify:
-            self._arrived()
-        return True
 
     def _arrived(self) -> None:
         self.told = len(self.inbox)
@@ -180,13 +177,34 @@ def test_frames_are_cut_out_of_any_chunking_of_the_stream(
     edges = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
     for a, b in itertools.pairwise(edges):
         _feed(proto, stream[a:b])
-    assert list(fake.inbox) == bodies
+    assert list(fake.inbox) == bodies and all(type(b) is bytes for b in fake.inbox)
+    assert fake._inbox_size == sum(map(len, bodies))
     assert fake.told == len(bodies)  # the scheduler is told of every frame, last included
     assert fake._stats["received_bytes"] == len(stream)
     assert not proto.pending() and not fake.dropped and not transport.closed
     assert len(proto.buf) <= max(chunk, 304)  # grown for a frame at most, shrunk back
     proto.connection_lost(None)
     assert not fake._conns
+
+
+def test_frames_past_the_inbox_limits_are_dropped_and_counted() -> None:
+    """A read of several frames fills the inbox up to ``inbox_limit`` frames and
+    ``inbox_bytes`` bytes (with what is queued already); the rest are dropped
+    (``inbox_full``), counted as received, and the connection stays open."""
+    for most, room, queued in ((2, None, 2), (10, 250, 2), (10, 50, 0)):
+        fake = _FakeNode(max_message=1_000)
+        fake.inbox_limit, fake.inbox_bytes = most, room
+        fake._inbox_size = 10
+        proto = _Frames(fake)  # type: ignore[arg-type]
+        transport = _FakeTransport()
+        proto.connection_made(transport)  # type: ignore[arg-type]
+        stream = b"".join(_frame(bytes([i]) * 100) for i in range(3))
+        _feed(proto, stream)
+        assert list(fake.inbox) == [bytes([i]) * 100 for i in range(queued)]
+        assert fake._inbox_size == 10 + 100 * queued
+        assert fake.dropped == ["inbox_full"] * (3 - queued)
+        assert fake.told == (queued or 0) and not transport.closed
+        assert fake._stats["received_bytes"] == len(stream) and not proto.pending()
 
 
 def test_a_frame_over_max_message_closes_the_connection_before_it_is_read() -> None:
