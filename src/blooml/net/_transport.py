@@ -35,6 +35,7 @@ from blooml.net.codec import (
     decode_envelope,
     encode_envelope,
     encode_envelope_after,
+    encode_fitting,
     encode_for_channel,
     encode_row,
     envelope_head,
@@ -264,6 +265,10 @@ class Transport(NodeBase):
             return None  # loopback: delivered in-process
         if not (type(addr) is str and addr in _PARSED) and not _is_addr(addr):  # seen good
             return None  # refused in deliver (after commit: trial ticks count nothing)
+        room = self.max_message - ENVELOPE_SLACK - len(chan) - len(str(rt.addr))
+        wire = encode_fitting(row, room)
+        if wire is not None:  # (the common case: the checks below, and their errors, else)
+            return wire
         return encode_for_channel(
             row,
             chan,

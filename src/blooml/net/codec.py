@@ -433,6 +433,17 @@ def encode_for_channel(
     return wire
 
 
+def encode_fitting(row: Sequence[Any], room: int) -> bytes | None:
+    """Tuple ``row`` encoded, if it encodes (plain values and registered lattices) in at
+    most ``room`` bytes; else ``None``, and :func:`encode_for_channel` says why (a node's
+    ``check`` at the sending rule takes this short way for every row that travels)."""
+    try:
+        wire = _packb(tuple(row))
+    except (CodecError, ValueError, TypeError, OverflowError):
+        return None
+    return wire if len(wire) <= room else None
+
+
 #: the msgpack headers of arrays of 0..15 items (one byte each)
 _FIX_ARRAYS = [bytes((0x90 | n,)) for n in range(16)]
 
@@ -490,27 +501,27 @@ def encode_envelope_after(
     """:func:`encode_envelope` with its sender and destination packed already
     (:func:`envelope_head`): the same bytes, and the same signature over the whole body
     (sender, destination, sequence, timestamp and rows) when ``key`` is given."""
-    parts = []
-    n = 0
+    stamp = int((time.time() if ts is None else ts) * 1000)
+    try:  # (``_packers()``, without its call)
+        plain = _local.packers.plain
+    except AttributeError:
+        plain = _packers().plain
+    # the body, joined once: the head; the sequence and timestamp (plain ints, one call of
+    # the plain packer for both: an array of 2 whose one-byte header, 0x92, is dropped, its
+    # items following the destination); the batches' array header (set after the loop);
+    # each batch's head (its array of 2 and the channel's name), its rows' array header and
+    # its rows
+    parts = [head, plain.pack((seq, stamp))[1:], b""]
     heads = _CHAN_HEADS
+    n = 0
     for chan, rows in batches:
         n += 1
         k = len(rows)
-        parts.append(
-            b"\x92"
-            + (heads.get(chan) or _chan_head(chan))
-            + (_FIX_ARRAYS[k] if k < 16 else _array_header(k))
-            + b"".join(rows)
-        )
-    stamp = int((time.time() if ts is None else ts) * 1000)
-    # sequence and timestamp: plain ints, one call of the plain packer for both (an array
-    # of 2 whose one-byte header, 0x92, is dropped: its items follow the destination)
-    body = (
-        head
-        + _packers().plain.pack((seq, stamp))[1:]
-        + (_FIX_ARRAYS[n] if n < 16 else _array_header(n))
-        + b"".join(parts)
-    )
+        parts.append(heads.get(chan) or _chan_head(chan))
+        parts.append(_FIX_ARRAYS[k] if k < 16 else _array_header(k))
+        parts += rows
+    parts[2] = _FIX_ARRAYS[n] if n < 16 else _array_header(n)
+    body = b"".join(parts)
     sig = _sign(key, body) if key is not None else None
     size = len(body)
     return (
@@ -521,14 +532,15 @@ def encode_envelope_after(
     )
 
 
-#: channel names packed, as envelopes begin each channel's rows (a program has a few)
+#: the start of each channel's batch in an envelope: its array of 2 and the channel's name,
+#: packed (a program has a few channels)
 _CHAN_HEADS: dict[str, bytes] = {}
 
 
 def _chan_head(chan: str) -> bytes:
     hit = _CHAN_HEADS.get(chan)
     if hit is None:
-        hit = _packb(chan)
+        hit = b"\x92" + _packb(chan)
         if type(chan) is str and len(_CHAN_HEADS) < 1024:
             _CHAN_HEADS[chan] = hit
     return hit
