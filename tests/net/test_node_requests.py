@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from blooml import Program, bloom, channel, lmap, lmax, table
 from blooml.net import decode_envelope, encode_envelope, encode_row, node
+from blooml.net._peers import _raw_socket
 from blooml.net._transport import _Frames
 
 _FRAME = struct.Struct(">I")
@@ -217,6 +218,33 @@ def test_a_frame_over_max_message_closes_the_connection_before_it_is_read() -> N
     assert fake.told == 1  # and the scheduler is told of it
     assert fake.dropped == ["too_large"] and transport.closed
     assert not proto.pending()  # nothing of it is buffered
+
+
+def test_a_peer_writes_its_socket_directly_only_on_asyncios_selector_transport() -> None:
+    """``push`` writes an idle connection's socket itself only when the transport is
+    asyncio's selector transport of a non-blocking TCP socket; any other transport (another
+    event loop's, a fake) is written through its ``write``."""
+
+    async def main() -> tuple[Any, Any]:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            return _raw_socket(writer.transport), writer.transport.get_extra_info("socket")
+        finally:
+            writer.close()
+            server.close()
+
+    raw, seen = asyncio.run(main())
+    assert type(raw) is socket.socket
+    assert seen is not None
+    assert _raw_socket(_FakeTransport()) is None  # type: ignore[arg-type]
+    with socket.socket() as blocking:
+
+        class Other:
+            _sock = blocking
+
+        assert _raw_socket(Other()) is None  # type: ignore[arg-type]
 
 
 def test_frames_to_a_peer_arrive_in_order_written_directly_or_queued(nodes: list[Any]) -> None:
