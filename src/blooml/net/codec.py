@@ -437,12 +437,20 @@ def encode_fitting(row: Sequence[Any], room: int) -> bytes | None:
     """Tuple ``row`` encoded, if it encodes (plain values and registered lattices) in at
     most ``room`` bytes; else ``None``, and :func:`encode_for_channel` says why (a node's
     ``check`` at the sending rule takes this short way for every row that travels)."""
+    try:  # (``_packb``, without its call)
+        ps = _local.packers
+    except AttributeError:
+        ps = _packers()
+    d = ps.depth
     try:
-        try:  # (``_packb``, without its call)
-            ps = _local.packers
-        except AttributeError:
-            ps = _packers()
-        wire: bytes = ps.pack(tuple(row))
+        if d < len(ps.stack):  # (``_Packers.pack``, without its call)
+            ps.depth = d + 1
+            try:
+                wire: bytes = ps.stack[d].pack(tuple(row))
+            finally:
+                ps.depth = d
+        else:
+            wire = ps.pack(tuple(row))
     except (CodecError, ValueError, TypeError, OverflowError):
         return None
     return wire if len(wire) <= room else None
