@@ -220,31 +220,40 @@ def test_a_frame_over_max_message_closes_the_connection_before_it_is_read() -> N
     assert not proto.pending()  # nothing of it is buffered
 
 
-def test_a_peer_writes_its_socket_directly_only_on_asyncios_selector_transport() -> None:
+def test_a_peer_writes_its_socket_directly_only_on_asyncios_selector_transport(
+    monkeypatch: Any,
+) -> None:
     """``push`` writes an idle connection's socket itself only when the transport is
-    asyncio's selector transport of a non-blocking TCP socket; any other transport (another
-    event loop's, a fake) is written through its ``write``."""
+    asyncio's selector transport of a non-blocking TCP socket on a selector loop; any other
+    transport (another event loop's, a fake) is written through its ``write``."""
 
-    async def main() -> tuple[Any, Any]:
+    class Other:
+        _sock = socket.socket()  # a blocking socket
+
+    class NoSuchLoop:
+        pass
+
+    async def main() -> list[Any]:
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         _reader, writer = await asyncio.open_connection("127.0.0.1", port)
         try:
-            return _raw_socket(writer.transport), writer.transport.get_extra_info("socket")
+            found = [_raw_socket(t) for t in (writer.transport, _FakeTransport(), Other())]
+            with monkeypatch.context() as m:  # the same transport on a loop of another kind
+                m.setattr(asyncio, "SelectorEventLoop", NoSuchLoop)
+                found.append(_raw_socket(writer.transport))
+            return found
         finally:
             writer.close()
             server.close()
 
-    raw, seen = asyncio.run(main())
-    assert type(raw) is socket.socket
-    assert seen is not None
-    assert _raw_socket(_FakeTransport()) is None  # type: ignore[arg-type]
-    with socket.socket() as blocking:
-
-        class Other:
-            _sock = blocking
-
-        assert _raw_socket(Other()) is None  # type: ignore[arg-type]
+    loop = asyncio.SelectorEventLoop()
+    try:
+        found = loop.run_until_complete(main())
+    finally:
+        loop.close()
+        Other._sock.close()
+    assert type(found[0]) is socket.socket and found[1:] == [None, None, None]
 
 
 def test_frames_to_a_peer_arrive_in_order_written_directly_or_queued(nodes: list[Any]) -> None:

@@ -20,7 +20,10 @@ def _raw_socket(transport: asyncio.BaseTransport) -> socket.socket | None:
     """The socket of asyncio's selector transport for a TCP connection, which ``push``
     writes while the transport holds nothing (as the transport's own ``write`` does first,
     without its checks and calls: a reply costs some 4,800 instructions less); ``None``
-    for any other transport (another event loop's), which is then written through."""
+    for any other transport (another event loop's: uvloop's, Windows' proactor), which is
+    then written through. Called on the loop."""
+    if not isinstance(asyncio.get_running_loop(), asyncio.SelectorEventLoop):
+        return None
     sock = getattr(transport, "_sock", None)
     if type(sock) is socket.socket and sock.type == socket.SOCK_STREAM and not sock.getblocking():
         return sock
