@@ -256,20 +256,23 @@ class Isolation(NodeBase):
             return exc
         self._latency.append(time.perf_counter() - t0)
         self._stats["ticks"] += 1
-        for name, fns in watches.items():
-            if name in rt.lats:
-                v = rt.lats[name].value
-                new = [v] if v is not lat_before.get(name) and v != lat_before.get(name) else []
-            else:
-                rel = rt.rels[name]
-                new = [tuple.__new__(rel.named, r) for r in rt.tick_rows.get(name, ())]
-            if new:
-                for fn in fns:
-                    self._call(fn, new)
+        if watches:
+            for name, fns in watches.items():
+                if name in rt.lats:
+                    v = rt.lats[name].value
+                    was = lat_before.get(name)
+                    new = [v] if v is not was and v != was else []
+                else:
+                    rel = rt.rels[name]
+                    new = [tuple.__new__(rel.named, r) for r in rt.tick_rows.get(name, ())]
+                if new:
+                    for fn in fns:
+                        self._call(fn, new)
         if rt.tick_rows:
             rt.tick_rows = {}
-        for fn in self._tick_cbs:
-            self._call(fn, self.program)
+        if self._tick_cbs:
+            for fn in self._tick_cbs:
+                self._call(fn, self.program)
         return None
 
     def _hold(self, exc: BaseException, units: list[Unit]) -> None:
