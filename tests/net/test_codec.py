@@ -227,6 +227,32 @@ def test_an_envelope_head_packed_once_is_signed_with_the_body() -> None:
     assert ei.value.reason == "bad_signature"
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=40),
+            st.lists(st.tuples(st.integers(-(2**63), 2**64 - 1), st.text(max_size=5)), max_size=20),
+        ),
+        max_size=18,
+    ),
+    seq=st.integers(min_value=0, max_value=2**40),
+)
+def test_an_envelope_is_msgpacks_own_packing_of_its_fields(
+    batches: list[tuple[str, list[tuple[int, str]]]], seq: int
+) -> None:
+    """The envelope's body, joined from its packed pieces (``encode_envelope_after``), is
+    byte for byte what msgpack packs for the same fields: any number of batches and rows
+    (array headers of 15, 16 and more), any channel name, any sequence number."""
+    rows = [(chan, [encode_row(r) for r in rs]) for chan, rs in batches]
+    data = encode_envelope("a:1", rows, None, 5.5, dest="b:2", seq=seq)
+    body = msgpack.packb(
+        ["a:1", "b:2", seq, 5500, [[c, [list(r) for r in rs]] for c, rs in batches]]
+    )
+    assert data == msgpack.packb([2, body, None])
+    assert decode_envelope(data).batches == tuple((c, tuple(rs)) for c, rs in batches)
+
+
 def test_an_envelope_body_that_is_not_rows_is_malformed() -> None:
     """The body's checks, each field: a bool is not a sequence number, a batch is a pair of
     a name and rows, every row an array."""

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from blooml import Program, bloom, channel, lmap, lmax, table
 from blooml.net import decode_envelope, encode_envelope, encode_row, node
+from blooml.net._peers import _raw_socket
 from blooml.net._transport import _Frames
 
 _FRAME = struct.Struct(">I")
@@ -130,16 +131,13 @@ class _FakeNode:
         self._stats = {"received_bytes": 0}
         self.dropped: list[str] = []
         self.inbox: deque[bytes] = deque()
+        self._inbox = self.inbox
+        self.inbox_limit = 10_000
+        self.inbox_bytes: int | None = None
+        self._inbox_size = 0
         self._conns: set[Any] = set()
 
         self.told = 0  # frames queued when the scheduler was last told (``_arrived``)
-
-    def _inbox_put(self, data: bytes, notify: bool = True) -> bool:
-        assert type(data) is bytes
-        self.inbox.append(data)
-        if notify:
-            self._arrived()
-        return True
 
     def _arrived(self) -> None:
         self.told = len(self.inbox)
@@ -180,13 +178,34 @@ def test_frames_are_cut_out_of_any_chunking_of_the_stream(
     edges = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
     for a, b in itertools.pairwise(edges):
         _feed(proto, stream[a:b])
-    assert list(fake.inbox) == bodies
+    assert list(fake.inbox) == bodies and all(type(b) is bytes for b in fake.inbox)
+    assert fake._inbox_size == sum(map(len, bodies))
     assert fake.told == len(bodies)  # the scheduler is told of every frame, last included
     assert fake._stats["received_bytes"] == len(stream)
     assert not proto.pending() and not fake.dropped and not transport.closed
     assert len(proto.buf) <= max(chunk, 304)  # grown for a frame at most, shrunk back
     proto.connection_lost(None)
     assert not fake._conns
+
+
+def test_frames_past_the_inbox_limits_are_dropped_and_counted() -> None:
+    """A read of several frames fills the inbox up to ``inbox_limit`` frames and
+    ``inbox_bytes`` bytes (with what is queued already); the rest are dropped
+    (``inbox_full``), counted as received, and the connection stays open."""
+    for most, room, queued in ((2, None, 2), (10, 250, 2), (10, 50, 0)):
+        fake = _FakeNode(max_message=1_000)
+        fake.inbox_limit, fake.inbox_bytes = most, room
+        fake._inbox_size = 10
+        proto = _Frames(fake)  # type: ignore[arg-type]
+        transport = _FakeTransport()
+        proto.connection_made(transport)  # type: ignore[arg-type]
+        stream = b"".join(_frame(bytes([i]) * 100) for i in range(3))
+        _feed(proto, stream)
+        assert list(fake.inbox) == [bytes([i]) * 100 for i in range(queued)]
+        assert fake._inbox_size == 10 + 100 * queued
+        assert fake.dropped == ["inbox_full"] * (3 - queued)
+        assert fake.told == (queued or 0) and not transport.closed
+        assert fake._stats["received_bytes"] == len(stream) and not proto.pending()
 
 
 def test_a_frame_over_max_message_closes_the_connection_before_it_is_read() -> None:
@@ -199,6 +218,42 @@ def test_a_frame_over_max_message_closes_the_connection_before_it_is_read() -> N
     assert fake.told == 1  # and the scheduler is told of it
     assert fake.dropped == ["too_large"] and transport.closed
     assert not proto.pending()  # nothing of it is buffered
+
+
+def test_a_peer_writes_its_socket_directly_only_on_asyncios_selector_transport(
+    monkeypatch: Any,
+) -> None:
+    """``push`` writes an idle connection's socket itself only when the transport is
+    asyncio's selector transport of a non-blocking TCP socket on a selector loop; any other
+    transport (another event loop's, a fake) is written through its ``write``."""
+
+    class Other:
+        _sock = socket.socket()  # a blocking socket
+
+    class NoSuchLoop:
+        pass
+
+    async def main() -> list[Any]:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            found = [_raw_socket(t) for t in (writer.transport, _FakeTransport(), Other())]
+            with monkeypatch.context() as m:  # the same transport on a loop of another kind
+                m.setattr(asyncio, "SelectorEventLoop", NoSuchLoop)
+                found.append(_raw_socket(writer.transport))
+            return found
+        finally:
+            writer.close()
+            server.close()
+
+    loop = asyncio.SelectorEventLoop()
+    try:
+        found = loop.run_until_complete(main())
+    finally:
+        loop.close()
+        Other._sock.close()
+    assert type(found[0]) is socket.socket and found[1:] == [None, None, None]
 
 
 def test_frames_to_a_peer_arrive_in_order_written_directly_or_queued(nodes: list[Any]) -> None:

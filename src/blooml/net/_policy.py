@@ -256,31 +256,24 @@ class Isolation(NodeBase):
             return exc
         self._latency.append(time.perf_counter() - t0)
         self._stats["ticks"] += 1
-        if watches:  # (no iterator for none)
-            self._notify_watches(watches, lat_before)
+        if watches:
+            for name, fns in watches.items():
+                if name in rt.lats:
+                    v = rt.lats[name].value
+                    was = lat_before.get(name)
+                    new = [v] if v is not was and v != was else []
+                else:
+                    rel = rt.rels[name]
+                    new = [tuple.__new__(rel.named, r) for r in rt.tick_rows.get(name, ())]
+                if new:
+                    for fn in fns:
+                        self._call(fn, new)
         if rt.tick_rows:
             rt.tick_rows = {}
         if self._tick_cbs:
             for fn in self._tick_cbs:
                 self._call(fn, self.program)
         return None
-
-    def _notify_watches(
-        self, watches: dict[str, list[Callable[[list[Any]], Any]]], lat_before: dict[str, Any]
-    ) -> None:
-        """After a committed tick: call each ``watch`` callback with what its collection or
-        lattice variable gained in the tick."""
-        rt = self.rt
-        for name, fns in watches.items():
-            if name in rt.lats:
-                v = rt.lats[name].value
-                new = [v] if v is not lat_before.get(name) and v != lat_before.get(name) else []
-            else:
-                rel = rt.rels[name]
-                new = [tuple.__new__(rel.named, r) for r in rt.tick_rows.get(name, ())]
-            if new:
-                for fn in fns:
-                    self._call(fn, new)
 
     def _hold(self, exc: BaseException, units: list[Unit]) -> None:
         """The tick fails with no input to blame: keep the input queued and retry after a

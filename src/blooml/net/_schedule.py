@@ -129,39 +129,40 @@ class Scheduler(NodeBase):
         wake = self._wake
         if wake is None:
             return
-        if self._parked and not wake.is_set():
+        if self._parked and not self._closing and not wake.is_set():
             if not self._step_soon:
                 self._step_soon = True  # until the step has run: no second one meanwhile
                 loop = self._loop
-                assert loop is not None
                 # asyncio's queue of this round's callbacks (absent from other loops)
-                if not getattr(loop, "_ready", True) and not self._closing:
+                if not getattr(loop, "_ready", True):
                     try:
-                        self._step_parked(wake)  # (parked, not woken: checked above)
+                        self._step_parked()  # (parked and not woken: what _step_now checks)
                     except Exception as exc:  # as the loop reports a failing callback: the
                         # connection whose read this is must not be the one to pay for it
-                        loop.call_exception_handler(
+                        loop.call_exception_handler(  # type: ignore[union-attr]
                             {"message": f"{self.rt.addr}: a step raised", "exception": exc}
                         )
                 else:
-                    loop.call_soon(self._step_now)
+                    loop.call_soon(self._step_now)  # type: ignore[union-attr]
             return
         wake.set()
 
     def _step_now(self) -> None:
-        """The step ``_arrived`` ran or scheduled; the task takes over again (woken) when
-        more work waits (what arrived during the step included) or the step moved a timer
-        (a periodic that fired, a failure's back-off)."""
+        """The step ``_arrived`` scheduled for the loop's next round (see ``_step_parked``),
+        unless the task has been woken meanwhile: then it steps."""
         wake = self._wake
         assert wake is not None
         if not self._parked or wake.is_set() or self._closing:
             self._step_soon = False
             wake.set()  # the task is awake, or stopping: it steps
             return
-        self._step_parked(wake)
+        self._step_parked()
 
-    def _step_parked(self, wake: asyncio.Event) -> None:
-        """``_step_now``'s step, the node's task parked and not woken (``wake``: its event)."""
+    def _step_parked(self) -> None:
+        """A step while the node's task is parked (not woken; ``stop()`` wakes it, so not
+        stopping either); the task takes over again (woken) when more work waits (what
+        arrived during the step included) or the step moved a timer (a periodic that fired,
+        a failure's back-off)."""
         rt = self.rt
         backoff = self._fail_backoff_until
         due = rt.next_due() if rt.periodic else None
@@ -169,12 +170,17 @@ class Scheduler(NodeBase):
             self._step()
         finally:
             self._step_soon = False
+        # (``_work_ready()``, without its call: not closing, as the task is parked)
         if (
-            self._work_ready()
+            (
+                (self._inbox or self._calls or self._units or self._slow or rt.has_pending())
+                and not (self._fail_backoff_until and rt.clock() < self._fail_backoff_until)
+            )
+            or self._closing
             or self._fail_backoff_until != backoff
             or (rt.next_due() if rt.periodic else None) != due
         ):
-            wake.set()
+            self._wake.set()  # type: ignore[union-attr]
 
     def _work_ready(self) -> bool:
         if self._closing:
@@ -206,16 +212,21 @@ class Scheduler(NodeBase):
         if self._udp is not None:
             self._drain_udp()
         inbox = self._inbox
-        taken = 0
-        for _ in range(min(len(inbox), self.batch_limit)):
-            if self._closing and time.monotonic() >= self._stop_deadline:
-                break
-            if taken and taken + len(inbox[0]) > self.batch_bytes:
-                break
-            data = inbox.popleft()
-            self._inbox_size -= len(data)
-            taken += len(data)
-            self.accept(data)
+        if inbox:
+            taken = 0
+            closing = self._closing
+            budget = self.batch_bytes
+            try:
+                for _ in range(min(len(inbox), self.batch_limit)):
+                    if closing and time.monotonic() >= self._stop_deadline:
+                        break
+                    size = len(inbox[0])
+                    if taken and taken + size > budget:
+                        break
+                    taken += size
+                    self.accept(inbox.popleft())
+            finally:
+                self._inbox_size -= taken
         # one queued call per tick (as Bud's sync_do/async_do): what it inserts is applied
         # by a tick of its own
         if self._calls:

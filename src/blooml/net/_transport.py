@@ -35,6 +35,7 @@ from blooml.net.codec import (
     decode_envelope,
     encode_envelope,
     encode_envelope_after,
+    encode_fitting,
     encode_for_channel,
     encode_row,
     envelope_head,
@@ -161,9 +162,7 @@ class _Frames(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if not self.end and len(self.buf) == self.chunk:
-            # everything read was cut out (no frame on its way) into a buffer of the usual
-            # size: the whole buffer, as the checks below would return it (a request's read)
-            return self.view
+            return self.view  # empty, of its usual size (the common case): all of it
         size = len(self.buf)
         rest = self.end - self.start
         want = max(self.chunk, self.need, rest + 1)
@@ -181,15 +180,22 @@ class _Frames(asyncio.BufferedProtocol):
         return self.view[self.end :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        # the node's inbox is filled here, not through ``_inbox_put`` (a call a frame): the
+        # same limits, read once a read
         node = self.node
         view = self.view
-        start, end = self.start, self.end + nbytes
+        first = start = self.start
+        end = self.end + nbytes
         limit = node.max_message
         need = 0
         queued = False
+        inbox = node._inbox
+        most = node.inbox_limit
+        room = (4 * limit if node.inbox_bytes is None else node.inbox_bytes) - node._inbox_size
         while end - start >= 4:
             (n,) = _FRAME.unpack_from(view, start)
             if n > limit:  # refused before a byte of it is read
+                node._stats["received_bytes"] += start - first
                 node._drop("too_large", f"a TCP frame of {n} bytes (max_message)")
                 self.start = self.end = self.need = 0
                 if self.transport is not None:
@@ -200,12 +206,18 @@ class _Frames(asyncio.BufferedProtocol):
             if end - start - 4 < n:
                 need = 4 + n  # the rest of this frame is still on its way
                 break
-            frame = bytes(view[start + 4 : start + 4 + n])  # one copy of the frame
+            if len(inbox) >= most or n > room:
+                node._drop("inbox_full", "the inbox is full (a flood?)")
+            else:
+                inbox.append(bytes(view[start + 4 : start + 4 + n]))  # one copy of the frame
+                node._inbox_size += n
+                room -= n
+                queued = True
             start += 4 + n
-            node._stats["received_bytes"] += n + 4
-            queued = node._inbox_put(frame, False) or queued
-        if start == end:
-            start = end = 0  # all cut out: the next read starts at the front
+        if start != first:
+            node._stats["received_bytes"] += start - first
+            if start == end:
+                start = end = 0  # all cut out: the next read starts at the front
         self.start, self.end, self.need = start, end, need
         if queued:  # once the buffer is consistent: the node may step now, on every frame
             node._arrived()
@@ -253,6 +265,10 @@ class Transport(NodeBase):
             return None  # loopback: delivered in-process
         if not (type(addr) is str and addr in _PARSED) and not _is_addr(addr):  # seen good
             return None  # refused in deliver (after commit: trial ticks count nothing)
+        room = self.max_message - ENVELOPE_SLACK - len(chan) - len(str(rt.addr))
+        wire = encode_fitting(row, room)
+        if wire is not None:  # (the common case: the checks below, and their errors, else)
+            return wire
         return encode_for_channel(
             row,
             chan,
@@ -678,7 +694,10 @@ class Transport(NodeBase):
         and counted (``stats()["dropped"]``). Returns whether it was accepted."""
         try:
             key = self.key  # (the destination is checked with a key only)
-            env = decode_envelope(data, key, self.guard, dest=self.addressed_to if key else None)
+            if key:
+                env = decode_envelope(data, key, self.guard, dest=self.addressed_to)
+            else:
+                env = decode_envelope(data)
         except CodecError as exc:
             self._drop(exc.reason, str(exc))
             return False

@@ -416,14 +416,7 @@ def encode_for_channel(
     (``udp`` and ``max_datagram`` no longer limit it: over UDP a tuple larger than a datagram
     travels in fragments)."""
     try:  # the common case first: the message's origin is spelled out only for an error
-        try:  # (``_packers()``, without its call)
-            ps = _local.packers
-        except AttributeError:
-            ps = _packers()
-        try:  # plain values (a reply): the packer without the lattices' hook, the same bytes
-            wire = ps.plain.pack(tuple(row))
-        except (TypeError, OverflowError):  # a lattice, a set, a big int: the full packer
-            wire = ps.pack(tuple(row))
+        wire = _packb(tuple(row))
     except (CodecError, ValueError, TypeError, OverflowError):
         wire = encode_row(row, f"{where}: channel {chan!r}", columns)  # raises, naming it
     room = max_message - ENVELOPE_SLACK - len(chan) - len(str(sender))
@@ -438,6 +431,29 @@ def encode_for_channel(
             origin,
         )
     return wire
+
+
+def encode_fitting(row: Sequence[Any], room: int) -> bytes | None:
+    """Tuple ``row`` encoded, if it encodes (plain values and registered lattices) in at
+    most ``room`` bytes; else ``None``, and :func:`encode_for_channel` says why (a node's
+    ``check`` at the sending rule takes this short way for every row that travels)."""
+    try:  # (``_packb``, without its call)
+        ps = _local.packers
+    except AttributeError:
+        ps = _packers()
+    d = ps.depth
+    try:
+        if d < len(ps.stack):  # (``_Packers.pack``, without its call)
+            ps.depth = d + 1
+            try:
+                wire: bytes = ps.stack[d].pack(tuple(row))
+            finally:
+                ps.depth = d
+        else:
+            wire = ps.pack(tuple(row))
+    except (CodecError, ValueError, TypeError, OverflowError):
+        return None
+    return wire if len(wire) <= room else None
 
 
 #: the msgpack headers of arrays of 0..15 items (one byte each)
@@ -497,27 +513,27 @@ def encode_envelope_after(
     """:func:`encode_envelope` with its sender and destination packed already
     (:func:`envelope_head`): the same bytes, and the same signature over the whole body
     (sender, destination, sequence, timestamp and rows) when ``key`` is given."""
-    parts = []
-    n = 0
+    stamp = int((time.time() if ts is None else ts) * 1000)
+    try:  # (``_packers()``, without its call)
+        plain = _local.packers.plain
+    except AttributeError:
+        plain = _packers().plain
+    # the body, joined once: the head; the sequence and timestamp (plain ints, one call of
+    # the plain packer for both: an array of 2 whose one-byte header, 0x92, is dropped, its
+    # items following the destination); the batches' array header (set after the loop);
+    # each batch's head (its array of 2 and the channel's name), its rows' array header and
+    # its rows
+    parts = [head, plain.pack((seq, stamp))[1:], b""]
     heads = _CHAN_HEADS
+    n = 0
     for chan, rows in batches:
         n += 1
         k = len(rows)
-        parts.append(
-            b"\x92"
-            + (heads.get(chan) or _chan_head(chan))
-            + (_FIX_ARRAYS[k] if k < 16 else _array_header(k))
-            + b"".join(rows)
-        )
-    stamp = int((time.time() if ts is None else ts) * 1000)
-    # sequence and timestamp: plain ints, one call of the plain packer for both (an array
-    # of 2 whose one-byte header, 0x92, is dropped: its items follow the destination)
-    body = (
-        head
-        + _packers().plain.pack((seq, stamp))[1:]
-        + (_FIX_ARRAYS[n] if n < 16 else _array_header(n))
-        + b"".join(parts)
-    )
+        parts.append(heads.get(chan) or _chan_head(chan))
+        parts.append(_FIX_ARRAYS[k] if k < 16 else _array_header(k))
+        parts += rows
+    parts[2] = _FIX_ARRAYS[n] if n < 16 else _array_header(n)
+    body = b"".join(parts)
     sig = _sign(key, body) if key is not None else None
     size = len(body)
     return (
@@ -528,14 +544,15 @@ def encode_envelope_after(
     )
 
 
-#: channel names packed, as envelopes begin each channel's rows (a program has a few)
+#: the start of each channel's batch in an envelope: its array of 2 and the channel's name,
+#: packed (a program has a few channels)
 _CHAN_HEADS: dict[str, bytes] = {}
 
 
 def _chan_head(chan: str) -> bytes:
     hit = _CHAN_HEADS.get(chan)
     if hit is None:
-        hit = _packb(chan)
+        hit = b"\x92" + _packb(chan)
         if type(chan) is str and len(_CHAN_HEADS) < 1024:
             _CHAN_HEADS[chan] = hit
     return hit
@@ -543,6 +560,8 @@ def _chan_head(chan: str) -> bytes:
 
 #: ``[FORMAT_VERSION, ...`` of an envelope's outer array of 3, packed.
 _OUTER_HEAD = b"\x93" + bytes((FORMAT_VERSION,))
+#: the same, followed by the ``bin 8`` header of a body under 256 bytes
+_SHORT_HEAD = _OUTER_HEAD + b"\xc4"
 
 
 #: the msgpack ``bin`` headers of 0..255 bytes
@@ -580,9 +599,10 @@ _SCALAR_HEAD = [
 
 
 class _Decoder:
-    """``ext_hook`` that rebuilds frozensets and lattices, bounding their nesting (one per
-    decoded message; no ``__init__``: a message without extension types never sets
-    ``depth`` on its instance)."""
+    """``ext_hook`` that rebuilds frozensets and lattices, bounding their nesting. One is
+    made per decoded value; it has no ``__init__`` (its depth starts at the class's 0, and
+    an instance gets its own only when it meets an extension type): one Python call less
+    for every value decoded."""
 
     depth = 0
 
@@ -647,6 +667,15 @@ def _build(kind: _Kind, state: Any) -> Any:
     return v
 
 
+def _decode_error(exc: Exception) -> CodecError:
+    """The error :func:`decode` raises for ``exc``, raised by msgpack or an ext hook."""
+    if isinstance(exc, CodecError):
+        return exc
+    if isinstance(exc, (msgpack.exceptions.StackError, RecursionError)):
+        return CodecError("too_deep", "value nested too deeply")
+    return CodecError("malformed", f"not a valid message: {exc}")
+
+
 def decode(data: bytes) -> Any:
     """Decode one value; raise :class:`~blooml.errors.CodecError` on malformed bytes."""
     try:
@@ -655,12 +684,8 @@ def decode(data: bytes) -> Any:
         )
     except CodecError:
         raise
-    except msgpack.exceptions.StackError:
-        raise CodecError("too_deep", "value nested too deeply") from None
-    except RecursionError:
-        raise CodecError("too_deep", "value nested too deeply") from None
     except Exception as exc:  # msgpack raises several types on garbage
-        raise CodecError("malformed", f"not a valid message: {exc}") from None
+        raise _decode_error(exc) from None
 
 
 _tuple_new = tuple.__new__
@@ -775,7 +800,12 @@ def decode_envelope(
     ``version``, ``too_deep``, ``lattice_rejected``, ``unknown_lattice``, ``unsigned``,
     ``bad_signature``, ``misdirected``, ``stale``, ``replay``.
     """
-    version, body, sig = _split_envelope(data)
+    # the common case read at once (as ``_split_envelope`` reads it first): version 2, a
+    # body of under 256 bytes, no signature
+    if not key and data[-1:] == b"\xc0" and data[:3] == _SHORT_HEAD and data[3] == len(data) - 5:
+        version, body, sig = FORMAT_VERSION, data[4:-1], None
+    else:
+        version, body, sig = _split_envelope(data)
     if key:
         if version != FORMAT_VERSION:
             raise CodecError(
@@ -793,7 +823,14 @@ def decode_envelope(
             raise CodecError("misdirected", f"the datagram is addressed to {to!r}", to)
         if guard is not None:  # a replay is refused before its rows are decoded
             guard.check(sig, stamp / 1000.0, time.time() if now is None else now)
-    inner = decode(body)
+    try:  # (``decode(body)``, one call less)
+        inner = msgpack.unpackb(
+            body, ext_hook=_Decoder(), use_list=False, raw=False, strict_map_key=False
+        )
+    except CodecError:
+        raise
+    except Exception as exc:
+        raise _decode_error(exc) from None
     if not isinstance(inner, tuple):
         raise CodecError("malformed", "bad envelope body")
     if version == 1:
