@@ -137,6 +137,11 @@ class Verdicts:
         if not ok:
             self.missed.append(name)
 
+    def unjudged(self, name: str, detail: str, why: str) -> None:
+        """Print a check this run does not judge (a smoke run too small for it), saying
+        why, so that its number is never read as a target met."""
+        print(f"   [not judged] {name}: {detail} ({why})")
+
     def exit_code(self) -> int:
         """0 when every target was met, else 1 (after printing which were missed)."""
         if self.missed:

@@ -19,7 +19,8 @@ counted and refused (printed when it happens): their good rows are not waited fo
 Printed: each workload's median and 90th percentile rows/s, and its ratio to the
 clean run of the same round (median and p90 of the ratios). Target (issue 25): the poison
 sender case keeps >= 50% of clean throughput at the median. Exit status 1 when it does not,
-or a good row is lost.
+or a good row is lost. ``--quick`` (one round of 100 frames, a smoke run) prints the ratio
+as ``[not judged]``: a single short round swings too much to judge it.
 
     python benchmarks/bench_net_poison.py [--quick] [--frames N] [--repeat R]
 """
@@ -175,11 +176,12 @@ def main(argv: list[str] | None = None) -> int:
         print(line)
     v = Verdicts()
     med = statistics.median(ratios["one poison sender"])
-    v.check(
-        "one poison sender keeps >= 50% of clean throughput",
-        args.quick or med >= TARGET,
-        f"median ratio {med:.2f} (target {TARGET})",
-    )
+    name = "one poison sender keeps >= 50% of clean throughput"
+    detail = f"median ratio {med:.2f} (target {TARGET})"
+    if args.quick:  # a smoke run: one round of 100 frames swings 0.16-0.54x from run to run
+        v.unjudged(name, detail, "--quick: one round of 100 frames is too short to judge")
+    else:
+        v.check(name, med >= TARGET, detail)
     return v.exit_code()
 
 
