@@ -311,6 +311,39 @@ def test_one_received_row_is_checked_as_a_batch_of_them() -> None:
     assert type(row) is rt.rels["put"].row_type and tuple(row) == ("a:1", "b:2", 7, 3, 4)
 
 
+_ONE_ROW = st.tuples(
+    st.sampled_from(["put", "get", "nope"]),
+    st.sampled_from(["a:1", "a:1", "a:1", lmax(1)]),  # a lattice in a key column
+    st.integers(0, 1),  # the id: a key column (few: conflicts)
+    st.sampled_from([1, 1, 2, [3]]),  # a value, or an unhashable one
+    st.sampled_from([False, False, False, True]),  # a wrong arity
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(_ONE_ROW, min_size=2, max_size=8))
+def test_one_received_row_is_queued_as_in_a_batch(msgs: list[Any]) -> None:
+    """A message of one row (a request) takes a shorter way through ``receive_checked``:
+    every message refused or queued as the general path (the same message with an empty
+    batch beside it) does, with the same error, and the same queue after each."""
+    one, many = KVS()._rt, KVS()._rt
+    for chan, src, i, v, short in msgs:
+        row: tuple[Any, ...] = ("me", src, i, 3, v)[: 4 if chan == "get" else 5]
+        if short:
+            row = row[:-1]
+        outcome = []
+        for rt, batches in ((one, [(chan, [row])]), (many, [(chan, [row]), (chan, [])])):
+            try:
+                got = rt.receive_checked("x:1", batches)
+            except Exception as exc:
+                outcome.append((type(exc), str(exc)))
+            else:
+                outcome.append([(c, list(rows)) for c, rows in got if rows])
+        assert outcome[0] == outcome[1]
+        assert one.pending.inserts == many.pending.inserts
+        assert one.pending.chan_keys == many.pending.chan_keys
+
+
 class _FakeLoop:
     """What ``Scheduler._arrived`` reads of asyncio's loop: this round's queue of callbacks
     (``_ready``) and ``call_soon``."""

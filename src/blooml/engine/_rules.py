@@ -324,7 +324,7 @@ def run_temporal(rt: Runtime) -> None:
         elif scan is None and idle(cr):
             continue
         # (a map over a collection that gained rows this tick is never idle)
-        cr.keep_flags(flags)
+        flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))  # (keep_flags, inline)
         open_inputs(cr)
         fire(rt, cr, True)
 
@@ -455,21 +455,30 @@ def defer(rt: Runtime, cr: CompiledRule, out: Any) -> None:
         return
     rel = cr.head_rel
     assert rel is not None
-    rows = _to_rows(rel, out, cr.where)
-    if not rows:
-        return
+    if type(out) is list and len(out) == 1:  # one result (a request's reply): no call
+        r = out[0]
+        if r is None:
+            return
+        rows = [rel.make_row(r, cr.where)]
+    else:
+        rows = _to_rows(rel, out, cr.where)
+        if not rows:
+            return
     if op == "<~":
         loc = rel.info.loc
         assert loc is not None
         sent = rt._sent
+        name = rel.name
+        outbox = rt.outbox
         for row in rows:
             # a channel holds a set of messages per tick: one derived twice is sent once
-            key = (rel.name, row)
+            key = (name, row)
             if key in sent:
                 continue
             sent.add(key)
-            wire = check_addr(rt, row[loc], rel.name, row, cr.where)
-            rt.outbox.append((row[loc], rel.name, tuple(row), wire))
+            addr = row[loc]
+            wire = check_addr(rt, addr, name, row, cr.where)
+            outbox.append((addr, name, tuple(row), wire))
         return
     kind = {"<+": "inserts", "<-": "deletes", "<+-": "replaces"}[op]
     if kind != "inserts":

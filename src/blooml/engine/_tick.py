@@ -85,12 +85,18 @@ def run_tick(rt: Runtime) -> None:
     if rt.tracer is not None or debug:
         rec = rt._rec = TickRecorder(rt, rt.tracer.limit if rt.tracer else 0)
         rec.inputs(consumed)
-    if rt.incremental and rt._scoped and rec is None and not reset:
+    # the class settings, read once a tick (a read through the instance is a dict and a
+    # type lookup each time)
+    incremental = rt.incremental
+    spark = rt.column_types == "spark"
+    if incremental and rt._scoped and rec is None and not reset:
         touched = rt._touched = {}
-        for rel in rt._ttl_rels:  # expired below
-            touched[rel] = rel.begin()
-        for feed in rt.feeds:  # ``unfeed``/``refill`` change their heads
-            begin_once(touched, feed.head)
+        if rt._ttl_rels:  # (no iterator for none: a request's tick has none)
+            for rel in rt._ttl_rels:  # expired below
+                touched[rel] = rel.begin()
+        if rt.feeds:
+            for feed in rt.feeds:  # ``unfeed``/``refill`` change their heads
+                begin_once(touched, feed.head)
     else:  # the reference, a tick rebuilding the state, an observed tick: all of them
         touched = rt._touched = {r: r.begin() for r in rt.rels.values()}
         for z in rt._stateful:  # (a tick commits or rolls back its journals: a defect's)
@@ -102,7 +108,7 @@ def run_tick(rt: Runtime) -> None:
     rt._failed = None
     families = None
     try:
-        if rt.column_types == "spark":
+        if spark:
             check_input_families(rt, consumed)
         try:
             apply_pending(rt, consumed, now)
@@ -110,7 +116,7 @@ def run_tick(rt: Runtime) -> None:
             note(exc, "while applying the facts queued for this tick (<+, <-, <+-, inserts)")
             raise
         if rec is None:
-            if rt.incremental:
+            if incremental:
                 for units in rt.units:
                     run_units(rt, units)
             else:
@@ -122,7 +128,7 @@ def run_tick(rt: Runtime) -> None:
             run_temporal(rt)
         else:
             run_strata_timed(rt, rec)
-        if rt.column_types == "spark":
+        if spark:
             families = check_families(rt)
         if rt.durable is not None:
             # the last step: one transaction on disk; if it fails, the tick rolls back

@@ -242,7 +242,7 @@ def run_units(rt: Runtime, units: list[Unit]) -> None:
         for rel in u.heads:
             begin_once(touched, rel)
         for cr in u.rules:
-            cr.keep_flags(flags)
+            flags.append((cr, cr.fresh, cr.zfresh, cr.seen_removals))  # (keep_flags, inline)
         if u.recursive:
             run_recursive(rt, u)
             continue

@@ -92,6 +92,64 @@ class Runtime:
     the column cannot hold raises :class:`~blooml.errors.ColumnValueError` and changes nothing.
     """
 
+    # Every attribute ``__init__`` sets, as a slot: a runtime has some fifty, and CPython
+    # (3.11) keeps an instance with more than thirty in a dict of its own, through which no
+    # method lookup (``rt.tick()``) is specialized and every attribute is a hash lookup; a
+    # slot is read at a fixed offset. ``__dict__`` keeps any other attribute settable (the
+    # class settings below, set on an instance, live there).
+    __slots__ = (
+        "__dict__",
+        "_failed",
+        "_flags",
+        "_rec",
+        "_rec_heads",
+        "_reset",
+        "_sent",
+        "_stateful",
+        "_touched",
+        "_transient",
+        "_transient_set",
+        "_ttl_rels",
+        "_views",
+        "addr",
+        "changes_of",
+        "clock",
+        "col_families",
+        "data_dir",
+        "disabled_rules",
+        "durable",
+        "failed_rule",
+        "feeds",
+        "firing",
+        "ir",
+        "last_in",
+        "lat_watch",
+        "lats",
+        "network",
+        "node",
+        "now",
+        "outbox",
+        "pending",
+        "periodic",
+        "prev_in",
+        "prio_heads",
+        "program",
+        "proxy",
+        "rec_dirty",
+        "rels",
+        "rules",
+        "strata",
+        "support",
+        "temporal",
+        "tick_changes",
+        "tick_count",
+        "tick_in",
+        "tick_rows",
+        "tracer",
+        "units",
+        "watched",
+    )
+
     pause_gc: bool = True
     prioritize: bool = True
     inline: bool = True
@@ -451,10 +509,8 @@ class Runtime:
         """
         return _net_entry.receive_batch(self, sender, batches, refuse_conflicts)
 
-    def receive_checked(
-        self, sender: Any, batches: Any, refuse_conflicts: bool = True
-    ) -> list[tuple[str, list[Any]]]:
-        """:meth:`receive_batch`, returning the ``(channel, rows)`` pairs it queued, each
-        ``rows`` a list of checked rows of its own (the queue holds a copy): what a
-        transport remembers as the input unit of a message it received."""
-        return _net_entry.receive_checked(self, sender, batches, refuse_conflicts)
+    #: :meth:`receive_batch`, returning the ``(channel, rows)`` pairs it queued, each
+    #: ``rows`` a list of checked rows of its own (the queue holds a copy): what a transport
+    #: remembers as the input unit of a message it received. (The function itself as the
+    #: method: a request's way in has no wrapper's call.)
+    receive_checked = _net_entry.receive_checked

@@ -322,7 +322,7 @@ class Transport(NodeBase):
                 return
             if len(batch) == 1:  # one row (a reply): one envelope, its size checked at its rule
                 chan, _row, wire = batch[0]
-                self._send(addr, {chan: [wire]})
+                self._send(addr, {chan: [wire]}, 1)
             else:
                 self._deliver(rt, addr, batch)
         except Exception as exc:
@@ -371,7 +371,9 @@ class Transport(NodeBase):
         head = heads[addr] = envelope_head(sender, addr)
         return head
 
-    def _send(self, addr: str, groups: dict[str, list[bytes]]) -> None:
+    def _send(self, addr: str, groups: dict[str, list[bytes]], tuples: int = 0) -> None:
+        """One envelope of ``groups`` (encoded rows per channel) to ``addr``; ``tuples``:
+        how many rows it holds, when the caller knows (else they are counted here)."""
         now = time.time()
         seq = self._seq = self._seq + 1
         head = self._heads.get(addr)
@@ -382,7 +384,7 @@ class Transport(NodeBase):
         data = encode_envelope_after(head, groups.items(), self.key, now, seq)
         stats = self._stats
         stats["sent"] += 1
-        stats["sent_tuples"] += sum(map(len, groups.values()))
+        stats["sent_tuples"] += tuples or sum(map(len, groups.values()))
         if self.transport == "udp":
             if REFUSED_CHANNEL not in groups:
                 self._sent_to(addr)

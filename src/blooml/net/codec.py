@@ -842,24 +842,25 @@ def decode_envelope(
         if len(inner) != 5:
             raise CodecError("malformed", "bad envelope body")
         sender, to, seq, stamp, raw = inner
+    # (``type(x) is``: msgpack decodes these to exactly str, int and tuple, never bool for
+    # an int; a value an extension hook built, a lattice even if it subclasses one, is
+    # refused here as it should be)
     if not (
-        isinstance(sender, str)
-        and isinstance(to, str)
-        and isinstance(stamp, int)
-        and not isinstance(stamp, bool)
-        and isinstance(seq, int)
-        and not isinstance(seq, bool)
-        and isinstance(raw, tuple)
+        type(sender) is str
+        and type(to) is str
+        and type(stamp) is int
+        and type(seq) is int
+        and type(raw) is tuple
     ):
         raise CodecError("malformed", "bad envelope body")
     for b in raw:
-        if not (isinstance(b, tuple) and len(b) == 2):
+        if not (type(b) is tuple and len(b) == 2):
             raise CodecError("malformed", "bad channel batch")
         chan, rows = b
-        if not (isinstance(chan, str) and isinstance(rows, tuple)):
+        if not (type(chan) is str and type(rows) is tuple):
             raise CodecError("malformed", "bad channel batch")
         for r in rows:  # (a loop, not all() over a generator: no frame per batch)
-            if not isinstance(r, tuple):
+            if type(r) is not tuple:
                 raise CodecError("malformed", "bad channel batch")
     # (``Envelope(...)`` without its Python ``__new__``: the same named tuple)
     return _tuple_new(Envelope, (version, sender, stamp / 1000.0, raw, to, seq))
