@@ -160,10 +160,7 @@ def receive_checked(
                 if old is MISSING:
                     mine[k] = r
                 elif old != r:
-                    try:
-                        mine[k] = rel._merge(k, old, r)
-                    except Exception as exc:
-                        raise ProgramError(f"message on {chan} from {sender!r}: {exc}") from None
+                    mine[k] = _merge_queued(rel, chan, sender, k, old, r)
         checked.append((chan, out))
     inserts = pend.inserts
     for chan, rows in checked:
@@ -186,6 +183,16 @@ def receive_checked(
 
 
 _NONE: dict[Any, Any] = {}
+
+
+def _merge_queued(rel: Any, chan: str, sender: Any, k: Any, old: Any, r: Any) -> Any:
+    """Row ``r`` merged into ``old``, queued under key ``k`` of channel ``chan`` for this
+    tick; a merge that fails (two rows the key cannot hold) refuses the message from
+    ``sender`` with a :class:`ProgramError` (nothing queued)."""
+    try:
+        return rel._merge(k, old, r)
+    except Exception as exc:
+        raise ProgramError(f"message on {chan} from {sender!r}: {exc}") from None
 
 
 def _receive_one(
@@ -221,10 +228,7 @@ def _receive_one(
             if old is MISSING:
                 keys[k] = r
             elif old != r:
-                try:
-                    keys[k] = rel._merge(k, old, r)
-                except Exception as exc:
-                    raise ProgramError(f"message on {chan} from {sender!r}: {exc}") from None
+                keys[k] = _merge_queued(rel, chan, sender, k, old, r)
     have = pend.inserts.get(chan)
     if have is None:
         pend.inserts[chan] = CheckedRows(out)
