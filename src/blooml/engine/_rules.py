@@ -145,7 +145,9 @@ class CompiledRule:
 
     def keep_flags(self, flags: list[tuple[CompiledRule, bool, bool, int]]) -> None:
         """Append this rule's incremental flags to ``flags`` (``Runtime._flags``), which a
-        failed tick restores in reverse: the rule runs after this call in the tick."""
+        failed tick restores in reverse: the rule runs after this call in the tick. The hot
+        loops of ``run_temporal`` and ``_units.run_units`` append the same tuple inline (a
+        call less a rule): a flag added here must be added there."""
         flags.append((self, self.fresh, self.zfresh, self.seen_removals))
 
     def full_mode(self, first_round: bool) -> bool:
