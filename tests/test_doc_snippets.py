@@ -24,6 +24,7 @@ page listed in ``SPARK_PAGES`` (docs/spark.md) is a Spark block without a mark.
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import textwrap
@@ -123,6 +124,26 @@ def run_snippets(
 
 
 _FILES = doc_files()
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Any:
+    """Put the logging configuration back after each test: a page's snippet may configure
+    it as a reader would (``docs/tools.md`` sets ``blooml.engine`` to DEBUG, which makes every
+    later tick an observed one), and later tests must not inherit it."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    levels = {
+        name: lg.level
+        for name, lg in logging.root.manager.loggerDict.items()
+        if isinstance(lg, logging.Logger)
+    }
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    for name, lg in logging.root.manager.loggerDict.items():
+        if isinstance(lg, logging.Logger):
+            lg.setLevel(levels.get(name, logging.NOTSET))
 
 
 @pytest.mark.parametrize("path", _FILES, ids=[p.relative_to(ROOT).as_posix() for p in _FILES])
