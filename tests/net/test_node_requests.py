@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from blooml import Program, bloom, channel, lmap, lmax, table
 from blooml.net import decode_envelope, encode_envelope, encode_row, node
 from blooml.net._peers import _raw_socket
-from blooml.net._transport import _Frames
+from blooml.net._transport import Transport, _Frames
 
 _FRAME = struct.Struct(">I")
 
@@ -141,6 +141,8 @@ class _FakeNode:
 
     def _arrived(self) -> None:
         self.told = len(self.inbox)
+
+    _inbox_capacity = Transport._inbox_capacity
 
     def _drop(self, reason: str, detail: str) -> None:
         self.dropped.append(reason)

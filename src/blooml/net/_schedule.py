@@ -170,13 +170,8 @@ class Scheduler(NodeBase):
             self._step()
         finally:
             self._step_soon = False
-        # (``_work_ready()``, without its call: not closing, as the task is parked)
         if (
-            (
-                (self._inbox or self._calls or self._units or self._slow or rt.has_pending())
-                and not (self._fail_backoff_until and rt.clock() < self._fail_backoff_until)
-            )
-            or self._closing
+            self._work_ready()
             or self._fail_backoff_until != backoff
             or (rt.next_due() if rt.periodic else None) != due
         ):

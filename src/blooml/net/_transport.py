@@ -191,7 +191,7 @@ class _Frames(asyncio.BufferedProtocol):
         queued = False
         inbox = node._inbox
         most = node.inbox_limit
-        room = (4 * limit if node.inbox_bytes is None else node.inbox_bytes) - node._inbox_size
+        room = node._inbox_capacity() - node._inbox_size
         while end - start >= 4:
             (n,) = _FRAME.unpack_from(view, start)
             if n > limit:  # refused before a byte of it is read
@@ -675,12 +675,18 @@ class Transport(NodeBase):
                 return
             self._datagram(data, source)
 
+    def _inbox_capacity(self) -> int:
+        """The bytes the inbox may hold (``inbox_bytes``, by default four messages)."""
+        return 4 * self.max_message if self.inbox_bytes is None else self.inbox_bytes
+
     def _inbox_put(self, data: bytes, notify: bool = True) -> bool:
         """Queue a received message for the next step; whether it was queued (a full inbox
         drops it). ``notify``: tell the scheduler (``_arrived``) now; a caller queuing
         several at once tells it once, after the last."""
-        limit = 4 * self.max_message if self.inbox_bytes is None else self.inbox_bytes
-        if len(self._inbox) >= self.inbox_limit or self._inbox_size + len(data) > limit:
+        if (
+            len(self._inbox) >= self.inbox_limit
+            or self._inbox_size + len(data) > self._inbox_capacity()
+        ):
             self._drop("inbox_full", "the inbox is full (a flood?)")
             return False
         self._inbox.append(data)
