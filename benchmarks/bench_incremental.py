@@ -873,9 +873,10 @@ GRAPH_SHAPES = ("reachability", "datalog reachability", "lmin shortest paths")
 #: No tick of a recursive workload may cost more than re-deriving (the reference's tick on
 #: the same change; past the ticks it ran, its worst) times this, plus ``WORST_MS``:
 #: the budget (``DRed.limit_share``, 1/16 of a re-derivation while the checks find nothing,
-#: growing to ``DRed.limit_share_found``, 3/8, as they find derivations) bounds what a
-#: retraction spends before it falls back, and the fallback costs about one re-derivation
-#: plus its own fixed cost (ranking the rows it derives), which dominates a tiny view.
+#: growing to ``DRed.limit_share_found``, a half, under ``DRed.limit_fallback``'s cap, as they
+#: find derivations) bounds what a retraction spends before it falls back, and the fallback
+#: costs about one re-derivation plus its own fixed cost (ranking the rows it derives),
+#: which dominates a tiny view.
 WORST_RATIO = 1.5
 WORST_MS = 1.0
 

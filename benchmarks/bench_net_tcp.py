@@ -47,7 +47,10 @@ against one in flight, and sustained tuples/s between two nodes (issues 12 and 2
    child drives them all), against one client with one request in flight, in alternating
    rounds; then the protocol server and the asyncio echo with the same clients, for scale
    (what concurrency buys a server without an engine, and one that only reads and writes,
-   on this machine). Requests that arrive together are applied by one tick. Printed:
+   on this machine). Requests that arrive together are applied by one tick. The servers run
+   as in the latency section: each in a process of its own by default (``--layout``
+   applies to both sections), their clocks and the node's counters read in that process
+   at the client's marks (the start and the end of its timed loop). Printed:
    requests/s of each, their ratios, each server thread's and the client's CPU per request,
    the shares of the wall time each spent on a CPU, runnable but waiting for one, and idle
    (is the client saturated? is the server idle?), per tick the node's requests, sends,
@@ -73,11 +76,11 @@ accept, the tick, the reply, the step's own) of the latency section (per arrange
 inside the node's process) and of the 16-client rounds, each from the thread's own clock
 around the node's methods.
 
-The concurrency section still runs its node, protocol server and echo in this process, one
-at a time (one server is asked per measurement, so none is charged another's work after its
-reply; they still share the GIL with this process's idle threads), and the stream section
-runs its two nodes in this process: moving them would mean carrying the loop-round
-counters, ``stats()`` and the stage wrappers over a pipe, not done yet.
+Until issue 25's tenth round the concurrency section ran its three servers as threads of
+this process (``--layout one`` still does): there the node's one request in flight took
+about 250 us a round trip, against about 200 us in a process of its own, which flattered
+the ratio of 16 clients to one. The stream section runs its two nodes in this process (it
+measures what one node sends another, not a server against a baseline).
 """
 
 from __future__ import annotations
@@ -701,10 +704,6 @@ class Stages:
         for name in self.NAMES:
             self.node.__dict__.pop(name, None)
 
-    def show(self, total: float, requests: int) -> None:
-        """Print each stage's CPU a request (``total``: the thread's CPU in the rounds)."""
-        show_stages(self.cpu, total, requests, "   ")
-
 
 # -- where the latency section's servers run ------------------------------------------------
 #
@@ -718,16 +717,29 @@ SIDES = ("echo", "bare", "node")
 BLOCK = 20  # back to back: requests to one server before the client moves to the next
 
 
-def _clock(thread: threading.Thread | None, timed: Stages | None) -> dict[str, Any]:
-    """A server thread's clocks: its CPU so far (``cpu``), its time runnable but waiting for
-    a CPU (``wait``; ``None`` without ``/proc``) and, for a node with ``--stages``, its CPU
-    per stage (``stages``)."""
+def _clock(
+    thread: threading.Thread | None,
+    timed: Stages | None,
+    kvs: KVS | None = None,
+    loop: LoopRounds | None = None,
+) -> dict[str, Any]:
+    """A server thread's clocks: its CPU so far (``cpu``), its time on a CPU and runnable
+    but waiting for one (``run``, ``wait``; ``None`` without ``/proc``), for a node with
+    ``--stages`` its CPU per stage (``stages``), and for a node whose loop rounds are counted
+    (``loop``, the concurrency section) its ``ticks`` and ``sent`` so far and its loop's
+    ``rounds`` and ready ``events``."""
     sched = schedstat(thread.native_id if thread is not None else None)
-    return {
+    out: dict[str, Any] = {
         "cpu": thread_cpu(thread),
+        "run": None if sched is None else sched[0],
         "wait": None if sched is None else sched[1],
         "stages": None if timed is None else dict(timed.cpu),
     }
+    if kvs is not None and loop is not None:
+        stats = kvs.stats()
+        out["ticks"], out["sent"] = stats["ticks"], stats["sent"]
+        out["rounds"], out["events"] = loop.read()
+    return out
 
 
 def start_server(kind: str, keys: int) -> tuple[str, Any, threading.Thread | None, KVS | None]:
@@ -753,16 +765,19 @@ def server_main(spec: dict[str, Any]) -> None:
     timed = Stages(kvs) if kvs is not None and spec.get("stages") else None
     if timed is not None:
         timed.install()
+    loop = LoopRounds(kvs) if kvs is not None and spec.get("rounds") else None
     print(json.dumps({"addr": addr}), flush=True)
     try:
         for line in sys.stdin:
             if line.strip() == "clock":
-                print(json.dumps(_clock(thread, timed)), flush=True)
+                print(json.dumps(_clock(thread, timed, kvs, loop)), flush=True)
             elif line.strip() == "stop":
                 break
     finally:
         if timed is not None:
             timed.remove()
+        if loop is not None:
+            loop.remove()
         stop()
 
 
@@ -788,8 +803,10 @@ class OneProcess(Servers):
 
     layout = "threads of one process"
 
-    def __init__(self, kvs: KVS, stages: bool = False) -> None:
+    def __init__(self, kvs: KVS, stages: bool = False, rounds: bool = False) -> None:
+        self.kvs = kvs
         self.timed = Stages(kvs) if stages else None
+        self.loop = LoopRounds(kvs) if rounds else None
         echo, self.stop_echo, echo_thread, _ = start_server("echo", 0)
         try:
             bare, self.stop_bare, bare_thread, _ = start_server("bare", 0)
@@ -803,12 +820,18 @@ class OneProcess(Servers):
 
     def clock(self) -> dict[str, dict[str, Any]]:
         """Each server thread's clocks now."""
-        return {s: _clock(t, self.timed if s == "node" else None) for s, t in self.threads.items()}
+        return {
+            s: _clock(t, self.timed, self.kvs, self.loop) if s == "node" else _clock(t, None)
+            for s, t in self.threads.items()
+        }
 
     def close(self) -> None:
-        """Stop the echo and the protocol server; take the stage wrappers off the node."""
+        """Stop the echo and the protocol server; take the stage wrappers and the loop's
+        round counter off the node."""
         if self.timed is not None:
             self.timed.remove()
+        if self.loop is not None:
+            self.loop.remove()
         self.stop_echo()
         self.stop_bare()
 
@@ -820,7 +843,9 @@ class Processes(Servers):
 
     layout = "a process each"
 
-    def __init__(self, keys: int, stages: bool = False, timeout: float = 300.0) -> None:
+    def __init__(
+        self, keys: int, stages: bool = False, timeout: float = 300.0, rounds: bool = False
+    ) -> None:
         env = dict(os.environ)
         src = str(Path(__file__).resolve().parents[1] / "src")
         env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
@@ -828,7 +853,12 @@ class Processes(Servers):
         self.addrs = {}
         try:
             for kind in SIDES:
-                spec = {"kind": kind, "keys": keys, "stages": stages and kind == "node"}
+                spec = {
+                    "kind": kind,
+                    "keys": keys,
+                    "stages": stages and kind == "node",
+                    "rounds": rounds and kind == "node",
+                }
                 self.procs[kind] = subprocess.Popen(
                     [sys.executable, __file__, "--server", json.dumps(spec)],
                     stdin=subprocess.PIPE,
@@ -1052,21 +1082,35 @@ def latency(
 
 
 def concurrency(
-    v: Verdicts, kvs: KVS, n: int, clients: int, keys: int, rounds: int, stages: bool = False
+    v: Verdicts,
+    kvs: KVS | None,
+    n: int,
+    clients: int,
+    keys: int,
+    rounds: int,
+    stages: bool = False,
+    verdict: bool = True,
 ) -> None:
     """Section 2: ``clients`` clients at once against one request in flight, through the
-    node and, for scale, through the asyncio echo with the same clients: what a server
-    that does nothing but read and write gets from concurrency on this machine. Printed
-    with it, what bounds it: each side's time on a CPU, waiting for one and idle (per
-    request and as shares of the wall time), the node loop's rounds, reads, requests and
-    sends per tick and (``stages``) the node thread's CPU per stage."""
-    print(
-        f"-- concurrency: {clients} clients x {n:,} requests vs 1 client x {n * clients // 4:,} "
-        f"requests, {rounds} rounds; the node, the protocol server without an engine, the "
-        "asyncio echo"
+    node and, for scale, through the protocol server and the asyncio echo with the same
+    clients: what a server that does nothing but read and write gets from concurrency on
+    this machine. With ``kvs`` the servers are threads of this process around that node;
+    without, each runs in a process of its own (a node of ``keys`` keys), as in the latency
+    section. Printed with it, what bounds it: each side's time on a CPU, waiting for one and
+    idle (per request and as shares of the wall time), the node loop's rounds, reads,
+    requests and sends per tick and (``stages``) the node thread's CPU per stage; all read
+    in the server's process over the client's timed loop. ``verdict``: whether the ratio is
+    checked against the target (the replies always are)."""
+    servers: Servers = (
+        Processes(keys, stages, rounds=True)
+        if kvs is None
+        else OneProcess(kvs, stages, rounds=True)
     )
-    port, stop_echo, echo_thread = start_echo()
-    bare, stop_bare, bare_thread = start_bare()
+    print(
+        f"-- concurrency ({servers.layout}): {clients} clients x {n:,} requests vs 1 client x "
+        f"{n * clients // 4:,} requests, {rounds} rounds; the node, the protocol server without "
+        f"an engine, the asyncio echo; {load_average()} at the start"
+    )
     sides = ("node", "bare", "echo")
     keys_ = [(s, c) for s in sides for c in (1, clients)]
     rates: dict[tuple[str, int], list[float]] = {k: [] for k in keys_}
@@ -1077,76 +1121,66 @@ def concurrency(
     shares: dict[tuple[str, int], list[tuple[float, float, float, float]]] = {k: [] for k in keys_}
     # per tick: (loop rounds, reads, requests, sends)
     per_tick: dict[int, list[tuple[float, float, float, float]]] = {1: [], clients: []}
-    loop = LoopRounds(kvs)
-    timed = Stages(kvs) if stages else None
-    staged = 0.0
+    staged = dict.fromkeys(Stages.NAMES, 0.0)
+    staged_cpu = 0.0
     staged_n = 0
     wrong = 0
     try:
         for r in range(rounds):
             for c, each in ((1, n * clients // 4), (clients, n)):
                 for side in sides:
-                    target = bare if side == "bare" else kvs.addr
-                    spec = {"kind": "concurrency", "node": target, "clients": c, "n": each}
+                    spec: dict[str, Any] = {
+                        "kind": "concurrency",
+                        "node": servers.addrs["bare" if side == "bare" else "node"],
+                        "clients": c,
+                        "n": each,
+                        "keys": keys,
+                        "seed": 1000 * r + c,
+                    }
                     if side == "echo":
-                        spec["echo"] = port
-                    thread = {"node": node(kvs)._thread, "bare": bare_thread}.get(side, echo_thread)
-                    tid = thread.native_id if thread is not None else None
-                    s0 = kvs.stats()
-                    l0 = loop.read()
-                    cpu0 = thread_cpu(thread)
-                    marks: dict[str, tuple[float, float] | None] = {}
+                        spec["echo"] = int(servers.addrs["echo"].rsplit(":", 1)[1])
+                    marks: dict[str, dict[str, Any]] = {}
 
                     def mark(
-                        name: str,
-                        tid: int | None = tid,
-                        marks: dict[str, tuple[float, float] | None] = marks,
+                        name: str, marks: dict[str, dict[str, Any]] = marks, side: str = side
                     ) -> None:
-                        marks[name] = schedstat(tid)
+                        marks[name] = servers.clock()[side]
 
-                    if timed is not None and side == "node" and c == clients:
-                        timed.install()
-                    try:
-                        out = run_client({**spec, "keys": keys, "seed": 1000 * r + c}, on_mark=mark)
-                    finally:
-                        if timed is not None:
-                            timed.remove()
-                    used = thread_cpu(thread) - cpu0
-                    sch0, sch1 = marks.get("go"), marks.get("end")
+                    before = servers.clock()[side]
+                    out = run_client(spec, on_mark=mark)
+                    c0, c1 = marks.get("go", before), marks.get("end") or servers.clock()[side]
                     done = max(1, out["done"])
                     secs = out["seconds"]
-                    cpu[side, c].append(used / done)
+                    cpu[side, c].append((c1["cpu"] - c0["cpu"]) / done)
                     client[side, c].append(out["client_cpu"] / done)
-                    if sch0 is not None and sch1 is not None and out["client_waited"] is not None:
+                    if None not in (c0["run"], c1["run"], out["client_waited"]):
                         shares[side, c].append(
                             (
-                                (sch1[0] - sch0[0]) / secs,
-                                (sch1[1] - sch0[1]) / secs,
+                                (c1["run"] - c0["run"]) / secs,
+                                (c1["wait"] - c0["wait"]) / secs,
                                 out["client_cpu"] / secs,
                                 out["client_waited"] / secs,
                             )
                         )
                     if side == "node":
-                        s1 = kvs.stats()
-                        l1 = loop.read()
-                        ticks = max(1, s1["ticks"] - s0["ticks"])
+                        ticks = max(1, c1["ticks"] - c0["ticks"])
                         per_tick[c].append(
                             (
-                                (l1[0] - l0[0]) / ticks,
-                                (l1[1] - l0[1]) / ticks,
+                                (c1["rounds"] - c0["rounds"]) / ticks,
+                                (c1["events"] - c0["events"]) / ticks,
                                 out["done"] / ticks,
-                                (s1["sent"] - s0["sent"]) / ticks,
+                                (c1["sent"] - c0["sent"]) / ticks,
                             )
                         )
-                        if timed is not None and c == clients:
-                            staged += used
+                        if c0["stages"] is not None and c == clients:
+                            for k in Stages.NAMES:
+                                staged[k] += c1["stages"][k] - c0["stages"][k]
+                            staged_cpu += c1["cpu"] - c0["cpu"]
                             staged_n += done
                     rates[side, c].append(out["done"] / secs)
                     wrong += out["wrong"]
     finally:
-        stop_echo()
-        stop_bare()
-        loop.remove()
+        servers.close()
     ratio: dict[str, float] = {}
     med = statistics.median
     for side in sides:
@@ -1173,9 +1207,9 @@ def concurrency(
                     f"of the event loop, {reads:.1f} reads"
                 )
         ratio[side] = med(a / b for a, b in zip(rates[side, clients], rates[side, 1], strict=True))
-    if timed is not None and staged_n:
+    if staged_n:
         print(f"   node stages at {clients} clients:")
-        timed.show(staged, staged_n)
+        show_stages(staged, staged_cpu, staged_n, "   ")
     one = med(rates["node", 1])
     busy = med(cpu["node", clients])
     echo_busy = med(cpu["echo", clients])
@@ -1195,7 +1229,11 @@ def concurrency(
         f"at most {1e6 / one / CONCURRENCY:.0f} us a request on a core of its own (the "
         f"protocol server's thread: {bare_busy * 1e6:.0f}, the echo's: {echo_busy * 1e6:.0f})"
     )
+    print(f"   {load_average()} at the end")
     v.check("concurrency replies", wrong == 0, f"{wrong} wrong or lost")
+    if not verdict:
+        print(f"   (the {servers.layout} layout is for comparison: no verdict on its ratio)")
+        return
     v.check(
         f"{clients} clients vs one in flight",
         ratio["node"] >= CONCURRENCY,
@@ -1260,10 +1298,11 @@ def main(argv: list[str] | None = None) -> int:
         "--layout",
         choices=["process", "one", "both"],
         default="process",
-        help="latency: each server in a process of its own (the default), all three as "
-        "threads of this process (the layout before; no verdict unless alone), or both",
+        help="latency and concurrency: each server in a process of its own (the default), "
+        "all three as threads of this process (the layout before; no verdict unless alone), "
+        "or both",
     )
-    ap.add_argument("--one-process", action="store_true", help="latency: the same as --layout one")
+    ap.add_argument("--one-process", action="store_true", help="the same as --layout one")
     ap.add_argument("--client", help=argparse.SUPPRESS)  # the child process
     ap.add_argument("--server", help=argparse.SUPPRESS)  # a server's process
     args = ap.parse_args(argv)
@@ -1287,13 +1326,13 @@ def main(argv: list[str] | None = None) -> int:
             "rounds": rounds,
             **(
                 {
-                    "latency's servers": {
+                    "servers": {
                         "process": "a process each",
                         "one": "threads of one process",
                         "both": "a process each, then threads of one process",
                     }[layout]
                 }
-                if args.only in (None, "latency")
+                if args.only in (None, "latency", "concurrency")
                 else {}
             ),
             "machine": f"{load_average()} at the start",
@@ -1310,11 +1349,16 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 kvs.stop()
     if args.only in (None, "concurrency"):
-        kvs = start_kvs(keys)
-        try:
-            concurrency(v, kvs, n_conc, args.clients, keys, rounds, args.stages)
-        finally:
-            kvs.stop()
+        if layout in ("process", "both"):
+            concurrency(v, None, n_conc, args.clients, keys, rounds, args.stages)
+        if layout in ("one", "both"):
+            kvs = start_kvs(keys)
+            try:
+                concurrency(
+                    v, kvs, n_conc, args.clients, keys, rounds, args.stages, verdict=layout == "one"
+                )
+            finally:
+                kvs.stop()
     if args.only in (None, "stream"):
         stream(v, 20_000 if quick else args.tuples, args.batch)
     print(f"   machine: {load_average()} at the end")

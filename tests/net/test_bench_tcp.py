@@ -65,6 +65,21 @@ def test_concurrent_clients_get_their_replies() -> None:
     assert "concurrency replies" not in v.missed
 
 
+def test_concurrent_clients_of_servers_in_processes_of_their_own_get_their_replies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the default layout: each server in a child process, the node's clocks, counters and
+    # (with stages) stage clocks read there at the client's marks and reported as JSON
+    v = bt.Verdicts()
+    bt.concurrency(v, None, 12, 4, 200, 1, stages=True)
+    out = capsys.readouterr().out
+    assert "concurrency replies" not in v.missed
+    assert "(a process each)" in out
+    ticks = [line for line in out.splitlines() if "a tick:" in line]
+    assert len(ticks) == 2  # one client, then four: requests, sends, rounds, reads per tick
+    assert "node stages at 4 clients" in out
+
+
 def test_the_benchmark_counts_the_node_loops_rounds_and_reads_thread_clocks() -> None:
     kvs = bt.start_kvs(10)
     try:
