@@ -25,7 +25,7 @@ from hashlib import sha256
 from typing import Any
 
 from blooml.errors import CodecError
-from blooml.net.codec import split_outer
+from blooml.net._envelope import split_outer
 
 __all__ = ["FRAGMENT_OVERHEAD", "Reassembler", "fragment", "is_fragment"]
 

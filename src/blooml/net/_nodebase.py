@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from blooml.errors import RuleQuarantinedError
 from blooml.net._coltypes import ColumnTypes
+from blooml.net._envelope import ReplayGuard
 from blooml.net._fragment import Reassembler
 from blooml.net._isolate import Unit
-from blooml.net.codec import ReplayGuard
 
 if TYPE_CHECKING:
     from blooml.net._peers import _Peer

@@ -27,19 +27,18 @@ from blooml.errors import (
     RowsRefusedError,
 )
 from blooml.net._coltypes import ColumnTypes
-from blooml.net._fragment import Reassembler, fragment, is_fragment
-from blooml.net._isolate import Unit
-from blooml.net._nodebase import NodeBase, log
-from blooml.net.codec import (
+from blooml.net._envelope import (
     ENVELOPE_SLACK,
     decode_envelope,
     encode_envelope,
     encode_envelope_after,
-    encode_fitting,
     encode_for_channel,
-    encode_row,
     envelope_head,
 )
+from blooml.net._fragment import Reassembler, fragment, is_fragment
+from blooml.net._isolate import Unit
+from blooml.net._nodebase import NodeBase, log
+from blooml.net._valuecodec import encode_fitting, encode_row
 
 _FRAME = struct.Struct(">I")
 #: The channel of refusals: a node tells a peer that rows it sent were set aside (rows of

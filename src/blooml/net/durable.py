@@ -39,7 +39,7 @@ from blooml.engine.relation import _BATCH, MISSING
 from blooml.errors import BloomlError, CodecError, DataDirError, DurableStateError
 from blooml.errors import SchemaMismatchError as SchemaMismatchError
 from blooml.lattices import lmap
-from blooml.net.codec import decode, encode, encode_row
+from blooml.net._valuecodec import decode, encode, encode_row
 
 try:  # POSIX: an advisory lock that the kernel releases when the process dies
     import fcntl

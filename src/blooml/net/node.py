@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from blooml.errors import ProgramError, RowsRefusedError, RuleQuarantinedError
 from blooml.net import _peers, _transport
 from blooml.net._coltypes import ColumnTypes
+from blooml.net._envelope import MAX_DATAGRAM, MAX_MESSAGE, ReplayGuard
 from blooml.net._fragment import Reassembler
 from blooml.net._isolate import Unit
 from blooml.net._nodebase import NodeBase
@@ -38,7 +39,6 @@ from blooml.net._peers import Peers, _Peer
 from blooml.net._policy import Isolation
 from blooml.net._schedule import Scheduler
 from blooml.net._transport import Transport, parse_addr
-from blooml.net.codec import MAX_DATAGRAM, MAX_MESSAGE, ReplayGuard
 
 __all__ = ["MAX_MESSAGE", "Node", "parse_addr"]
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blooml.errors import BloomlError, CodecError, SimulationError
-from blooml.net.codec import decode_envelope, encode_envelope, encode_for_channel
+from blooml.net._envelope import decode_envelope, encode_envelope, encode_for_channel
 
 __all__ = ["Link", "Message", "Simulation"]
 
