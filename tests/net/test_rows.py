@@ -302,6 +302,59 @@ def test_a_dead_udp_peer_is_visible_and_what_it_missed_counted(nodes: list[Any])
     assert srv.stats()["acks_sent"] >= 1 and srv.stats()["sent"] == 0
 
 
+def test_the_slow_lane_waits_for_its_share_while_other_input_arrives() -> None:
+    # While other senders' input keeps coming (less than throttle_idle apart), the slow
+    # lane runs on its credit (its share of tick time) only. It ran a datagram after every
+    # step that emptied the inbox (an empty inbox looked idle), so a throttled sender's
+    # all-poison datagrams (a failed tick and a trial per row each) cost the other senders
+    # 4x their throughput in bench_net_poison.py.
+    srv = Server(addr="127.0.0.1:0")
+    n = node(srv)
+    n.throttle_after = 1
+    n.throttle_share = 1e-9  # no credit worth a datagram while other input arrives
+    bad, good = "127.0.0.1:1001", "127.0.0.1:1002"
+
+    def dgram(sender: str, *vals: str) -> bytes:
+        rows = [encode_row((srv.addr, sender, v)) for v in vals]
+        return encode_envelope(sender, [("msg", rows)])
+
+    try:
+        n._inbox_put(dgram(bad, "boom0"), notify=False)
+        n._step()  # set aside: one strike, throttled
+        assert srv.stats()["throttled_senders"] == 1
+        for i in range(3):
+            n._inbox_put(dgram(bad, f"boom{i + 1}", f"late{i}"), notify=False)
+        n._step()  # the three wait in the slow lane
+        assert srv.stats()["slow_lane"] == 3
+        for i in range(6):  # the other sender's input arrives before every step
+            n._inbox_put(dgram(good, f"g{i}"), notify=False)
+            n._step()
+            assert srv.stats()["slow_lane"] == 3, i
+        assert {r.v for r in srv.seen} == {f"g{i}" for i in range(6)}
+        n._step()  # no other input, but it came less than throttle_idle ago: still waits
+        assert srv.stats()["slow_lane"] == 3
+        time.sleep(n.throttle_idle)
+        for _ in range(20):  # idle now: the slow lane is applied, in turn
+            if not srv.stats()["slow_lane"] and not n._units:
+                break
+            n._fail_backoff_until = 0.0  # (a failed tick's back-off: not what is tested)
+            n._step()
+        assert srv.stats()["slow_lane"] == 0
+        assert {r.v for r in srv.seen} >= {"late0", "late1", "late2"}
+        # the throttled sender's own datagrams are not other input: alone, they are
+        # applied without waiting for credit that only other input brings
+        for i in range(3):
+            n._inbox_put(dgram(bad, f"boom{i + 4}", f"alone{i}"), notify=False)
+        for _ in range(20):
+            n._fail_backoff_until = 0.0
+            n._step()
+            if not srv.stats()["slow_lane"] and not n._units:
+                break
+        assert {r.v for r in srv.seen} >= {"alone0", "alone1", "alone2"}
+    finally:
+        n.stop()
+
+
 def test_a_throttled_sender_beyond_its_slow_lane_is_shed_and_told(nodes: list[Any]) -> None:
     cli = Client(addr="127.0.0.1:0").start()
     nodes.append(cli)

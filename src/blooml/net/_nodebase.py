@@ -99,6 +99,7 @@ class NodeBase:
     throttle_after: int
     throttle_share: float
     throttle_queue: int
+    throttle_idle: float
     refusals: deque[Any]
     _logged_refusals: set[str]
     _strikes: dict[str, int]
@@ -106,6 +107,7 @@ class NodeBase:
     _slow: deque[tuple[str, Any]]
     _in_slow: bool
     _slow_credit: float
+    _last_input: float
     peer_timeout: float
     _epoch: int
     _acks_due: dict[str, int]

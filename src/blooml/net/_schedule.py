@@ -180,7 +180,9 @@ class Scheduler(NodeBase):
     def _work_ready(self) -> bool:
         if self._closing:
             return True
-        if not (self._inbox or self._calls or self._units or self._slow or self.rt.has_pending()):
+        if not (self._inbox or self._calls or self._units or self.rt.has_pending()) and (
+            not self._slow or self._slow_wait(time.perf_counter())
+        ):
             return False
         backoff = self._fail_backoff_until  # (0.0 when no rule is failing: no clock read)
         # a rule keeps failing: wait (new datagrams wait in the inbox)
@@ -191,9 +193,19 @@ class Scheduler(NodeBase):
         if now < self._fail_backoff_until:
             return self._fail_backoff_until - now
         due = self.rt.next_due()
+        slow = self._slow_wait(time.perf_counter()) if self._slow else None
         if due is None:
-            return None
-        return max(due - now, 0.0)
+            return slow
+        due = max(due - now, 0.0)
+        return due if slow is None else min(due, slow)
+
+    def _slow_wait(self, now: float) -> float:
+        """Seconds until the slow lane (not empty) may run: 0.0 while it has credit (its
+        share of the time other input took) or once no other input came for
+        ``throttle_idle`` seconds (the node is idle)."""
+        if self._slow_credit > 0:
+            return 0.0
+        return max(0.0, self._last_input + self.throttle_idle - now)
 
     def _step(self) -> None:
         """Apply arrived datagrams, run one queued call, tick if there is anything to do."""
@@ -225,6 +237,7 @@ class Scheduler(NodeBase):
         # one queued call per tick (as Bud's sync_do/async_do): what it inserts is applied
         # by a tick of its own
         if self._calls:
+            self._last_input = t0
             fn, fut, what = self._calls.popleft()
             self._run_call(fn, fut, what)
         if self._units or rt.has_pending() or (rt.periodic and rt.next_due() <= rt.clock()):
@@ -232,7 +245,7 @@ class Scheduler(NodeBase):
             if self._slow or self._slow_credit < 0.05:
                 self._credit(time.perf_counter() - t0)
         if self._slow:
-            self._slow_step(busy=bool(self._inbox))
+            self._slow_step(busy=bool(self._inbox) or self._slow_wait(time.perf_counter()) > 0)
         if self._acks_due:
             self._flush_acks()
 

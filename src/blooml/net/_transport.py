@@ -749,8 +749,15 @@ class Transport(NodeBase):
                     err = IllTypedValueError(f"datagram from {sender}", why)
                     self._refuse(sender, {c: len(r) for c, r in batches}, err)
                     return False
-        if (self._strikes or self.throttle_after <= 0) and self._throttled(sender, batches):
-            return True  # waits in the sender's slow lane (see _policy)
+        if self._strikes or self.throttle_after <= 0:
+            if self._throttled(sender, batches):
+                return True  # waits in the sender's slow lane (see _policy)
+            # other input than a throttled sender's: the slow lane runs on its credit only
+            # (its share of tick time) until none has come for ``throttle_idle`` seconds.
+            # Read here, not from the inbox: a step empties the inbox, which the loop
+            # refills only between steps, so an empty one does not say the node is idle;
+            # and a throttled sender's own datagrams are not other input.
+            self._last_input = time.perf_counter()
         return self._enqueue(sender, batches)
 
     def _enqueue(self, sender: str, batches: Any) -> bool:

@@ -146,6 +146,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         "_inbox",
         "_inbox_size",
         "_last_error",
+        "_last_input",
         "_latency",
         "_liveness",
         "_logged",
@@ -217,6 +218,12 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
     throttle_share = 0.1
     #: Datagrams waiting in the slow lane at most (more are dropped, ``throttled``).
     throttle_queue = 1000
+    #: Seconds without other input after which the node counts as idle, and the slow lane
+    #: runs beyond its share. Other input that arrives in bursts (a stream of TCP reads)
+    #: leaves the inbox empty between them: judged by an empty inbox alone, the node looked
+    #: idle after every step, and the slow lane's datagrams (each a failed tick and a trial
+    #: per poison row) took most of the time of a node that other senders kept busy.
+    throttle_idle = 0.005
     #: Seconds a UDP peer may leave what it was sent unacknowledged before it is shown as
     #: not alive (``peers()``, ``stats()["peers_down"]``, ``["undelivered"]``).
     peer_timeout = 5.0
@@ -354,6 +361,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self._slow: deque[tuple[str, Any]] = deque()
         self._in_slow = False
         self._slow_credit = 0.0
+        self._last_input = 0.0  # perf_counter() of the last step that took other input
         self._epoch = random.getrandbits(31)
         self._acks_due: dict[str, int] = {}
         self._received_from: dict[str, int] = {}
