@@ -361,7 +361,9 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self._slow: deque[tuple[str, Any]] = deque()
         self._in_slow = False
         self._slow_credit = 0.0
-        self._last_input = 0.0  # perf_counter() of the last step that took other input
+        # perf_counter() of the last other input than the slow lane's: a datagram of an
+        # unthrottled sender while some sender is struck, or a call (``_slow_wait``)
+        self._last_input = 0.0
         self._epoch = random.getrandbits(31)
         self._acks_due: dict[str, int] = {}
         self._received_from: dict[str, int] = {}
