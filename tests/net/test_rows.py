@@ -355,6 +355,37 @@ def test_the_slow_lane_waits_for_its_share_while_other_input_arrives() -> None:
         n.stop()
 
 
+def test_the_slow_lane_is_applied_between_the_requests_of_light_traffic(
+    nodes: list[Any],
+) -> None:
+    # other input every few milliseconds leaves the node idle most of the time: the slow
+    # lane runs in the gaps (a timer wakes the node throttle_idle after the last other
+    # input), it does not wait for a share of the little busy time
+    srv = Server(addr="127.0.0.1:0")
+    n = node(srv)
+    n.throttle_after = 1
+    n.throttle_share = 1e-9  # no credit worth a datagram: only the gaps can apply it
+    srv.start()
+    bad = Client(addr="127.0.0.1:0").start()
+    good = Client(addr="127.0.0.1:0").start()
+    nodes += [srv, bad, good]
+    bad.sync_do(lambda q: q.out.insert([(srv.addr, "boom0")]))
+    wait_until(lambda: srv.stats()["throttled"] == 1)
+    for i in range(5):
+        bad.sync_do(
+            lambda q, i=i: q.out.insert([(srv.addr, f"boom{i + 1}"), (srv.addr, f"late{i}")])
+        )
+    i = 0
+    while i < 100 and not {f"late{j}" for j in range(5)} <= _seen(srv):
+        good.sync_do(lambda q, i=i: q.out.insert([(srv.addr, f"g{i}")]))
+        time.sleep(5 * n.throttle_idle)
+        i += 1
+    assert {f"late{j}" for j in range(5)} <= _seen(srv)
+    # a gap or two a datagram (its poison row's tick, then its good row's), not a wait
+    # for whatever else wakes the node (about 80 gaps without the timer)
+    assert i <= 30
+
+
 def test_a_throttled_sender_beyond_its_slow_lane_is_shed_and_told(nodes: list[Any]) -> None:
     cli = Client(addr="127.0.0.1:0").start()
     nodes.append(cli)
