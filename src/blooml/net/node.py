@@ -222,7 +222,9 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
     #: runs beyond its share. Other input that arrives in bursts (a stream of TCP reads)
     #: leaves the inbox empty between them: judged by an empty inbox alone, the node looked
     #: idle after every step, and the slow lane's datagrams (each a failed tick and a trial
-    #: per poison row) took most of the time of a node that other senders kept busy.
+    #: per poison row) took most of the time of a node that other senders kept busy. With
+    #: 0.001 a busy TCP stream left gaps that long (``bench_net_poison.py``: 0.51-0.69x of
+    #: clean throughput with one poison sender, against 0.81-0.85x with 0.005).
     throttle_idle = 0.005
     #: Seconds a UDP peer may leave what it was sent unacknowledged before it is shown as
     #: not alive (``peers()``, ``stats()["peers_down"]``, ``["undelivered"]``).
