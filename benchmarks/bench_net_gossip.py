@@ -260,17 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.million:
         keys, args.whole_max = 1_000_000, 0
     ok = True
-    print(f"3 replicas, {keys:,} keys; whole-state gossip every 0.1 s")
+    print(f"3 replicas, {keys:,} keys; whole-state gossip every 0.1 s", flush=True)
     for transport in transports:
         kinds = ["delta"] + (["whole"] if keys <= args.whole_max else [])
-        res = {
-            kind: run(
+        res = {}
+        for kind in kinds:  # each line as its run ends (a run at 200k keys takes minutes)
+            r = res[kind] = run(
                 kind, transport, keys, args.limit, restart=restart, via_update=args.via_update
             )
-            for kind in kinds
-        }
-        for kind, r in res.items():
-            print(_show(transport, kind, r, args.limit))
+            print(_show(transport, kind, r, args.limit), flush=True)
         d = res["delta"]
         w = res.get("whole")
         if w and d["converged"] and w["converged"] and d["restarted"] and w["restarted"]:
@@ -279,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"time, {w['converge_bytes'] / max(d['converge_bytes'], 1):.1f}x bytes; "
                 f"idle bytes/s {w['steady'] / max(d['steady'], 1):.0f}x, "
                 f"CPU {w['steady_cpu'] / max(d['steady_cpu'], 1e-3):.0f}x; "
-                f"restart {w['restart_s'] / d['restart_s']:.1f}x time"
+                f"restart {w['restart_s'] / d['restart_s']:.1f}x time",
+                flush=True,
             )
         miss = []
         if not (d["converged"] and (d["restarted"] or not restart)):
@@ -289,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         if d["converged"] and not (d["steady"] <= IDLE_BYTES and d["steady_cpu"] <= IDLE_CPU):
             miss.append(f"idle must be under {IDLE_BYTES / 1e3:.0f} KB/s and {IDLE_CPU} CPU s/s")
         if miss:
-            print(f"  {transport}: MISS ({'; '.join(miss)})")
+            print(f"  {transport}: MISS ({'; '.join(miss)})", flush=True)
             ok = False
     return 0 if ok else 1
 
