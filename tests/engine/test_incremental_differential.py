@@ -14,6 +14,7 @@ import operator
 from typing import Any
 
 import pytest
+from _budget import lift_retraction_budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -605,16 +606,9 @@ def test_a_deleted_leaf_edge_costs_its_dependents_not_the_view(
     """A recursive scratch view keeps its rows across ticks; deleting an edge to a leaf drops
     the paths into that leaf alone (the view is not emptied and re-derived). The budget is
     lifted: whether re-deriving 1,861 rows is cheaper is a matter of CPU time."""
-    from blooml.engine._dred import DRed
     from blooml.engine.relation import Relation
 
-    monkeypatch.setattr(DRed, "limit_share", 100.0)
-    monkeypatch.setattr(DRed, "limit_fallback", 1000.0)
-    # and a floor of 10 s: the cap under the floor subtracts the measured cost of the
-    # versions (``over``), which a preemption during one ``settle`` can inflate past a
-    # small view's re-derivation, leaving only the 0.2 ms floor (the retraction fell back)
-    monkeypatch.setattr(DRed, "limit_floor", 10.0)
-    monkeypatch.setattr(DRed, "limit_floor_found", 10.0)
+    lift_retraction_budget(monkeypatch)
 
     cls = make_program(["reach"])
     p = cls()

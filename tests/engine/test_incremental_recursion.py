@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _budget import lift_retraction_budget
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -185,13 +186,7 @@ class _Drops:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         from blooml.engine.relation import Relation
 
-        monkeypatch.setattr(DRed, "limit_share", 100.0)
-        monkeypatch.setattr(DRed, "limit_fallback", 1000.0)
-        # and a floor of 10 s: the cap under the floor subtracts the measured cost of the
-        # versions (``over``), which a preemption during one ``settle`` can inflate past a
-        # small view's re-derivation, leaving only the 0.2 ms floor (the retraction fell back)
-        monkeypatch.setattr(DRed, "limit_floor", 10.0)
-        monkeypatch.setattr(DRed, "limit_floor_found", 10.0)
+        lift_retraction_budget(monkeypatch)
         self.n: dict[str, int] = {}
         real = Relation.drop
 
