@@ -1278,6 +1278,21 @@ def stream(v: Verdicts, n: int, b: int) -> None:
     v.check("throughput", rate >= TARGET, f"{rate:,.0f} >= {TARGET:,} tuples/s")
 
 
+def by_layout(layout: str, keys: int, section: Any) -> None:
+    """Run ``section(kvs, verdict)`` in the ``--layout`` asked: with each server in a process
+    of its own (``kvs`` None: the section starts them), then with the servers as threads of
+    this process around a ``KVS`` of ``keys`` keys started here; the verdict on the first
+    when both run."""
+    if layout in ("process", "both"):
+        section(None, True)
+    if layout in ("one", "both"):
+        kvs = start_kvs(keys)
+        try:
+            section(kvs, layout == "one")
+        finally:
+            kvs.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point; returns the exit status."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -1341,25 +1356,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     v = Verdicts()
     if args.only in (None, "latency"):
-        if layout in ("process", "both"):
-            latency(v, None, n_lat, keys, rounds, args.stages)
-        if layout in ("one", "both"):
-            kvs = start_kvs(keys)
-            try:
-                latency(v, kvs, n_lat, keys, rounds, args.stages, verdict=layout == "one")
-            finally:
-                kvs.stop()
+        by_layout(
+            layout,
+            keys,
+            lambda kvs, verdict: latency(v, kvs, n_lat, keys, rounds, args.stages, verdict=verdict),
+        )
     if args.only in (None, "concurrency"):
-        if layout in ("process", "both"):
-            concurrency(v, None, n_conc, args.clients, keys, rounds, args.stages)
-        if layout in ("one", "both"):
-            kvs = start_kvs(keys)
-            try:
-                concurrency(
-                    v, kvs, n_conc, args.clients, keys, rounds, args.stages, verdict=layout == "one"
-                )
-            finally:
-                kvs.stop()
+        by_layout(
+            layout,
+            keys,
+            lambda kvs, verdict: concurrency(
+                v, kvs, n_conc, args.clients, keys, rounds, args.stages, verdict=verdict
+            ),
+        )
     if args.only in (None, "stream"):
         stream(v, 20_000 if quick else args.tuples, args.batch)
     print(f"   machine: {load_average()} at the end")
