@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from blooml import (
@@ -261,6 +263,29 @@ def test_filter_then_map_culprit_row_is_found():
     with pytest.raises(ZeroDivisionError) as info:
         p.tick()
     assert info.value.pending_input == {"inp": [(0,)]}
+
+
+def test_every_queued_row_a_rule_raises_on_is_named_so_one_discard_clears_them():
+    # all of them, not the first: a batch holding several poison rows is then cleared by one
+    # discard_pending(exc.pending_input) (and a node's isolation by one retry), not one
+    # failed tick per row
+    class Root(Program):
+        inp = scratch(["x"])
+        out = table(["x", "root"])
+
+        @bloom
+        def rules(self):
+            self.out <= self.inp.map(lambda r: (r.x, math.sqrt(r.x)))
+
+    p = Root()
+    p.inp.insert([(4,), (-1,), (9,), (-5,)])
+    with pytest.raises(ValueError) as info:
+        p.tick()
+    assert info.value.pending_input == {"inp": [(-1,), (-5,)]}
+    assert "could not take the queued input {inp: [(-1,), (-5,)]}" in _note_text(info.value)
+    assert p.discard_pending(info.value.pending_input) == {"inp": [(-1,), (-5,)]}
+    p.tick()
+    assert tuples(p.out) == {(4, 2.0), (9, 3.0)}
 
 
 def test_discard_only_the_input_the_tick_could_not_take():

@@ -400,7 +400,7 @@ class Program:
                 p.discard_pending()
 
         ``p.discard_pending(exc.pending_input)`` drops only the input the tick could not take
-        (when it names one row, the others stay queued and the next tick takes them).
+        (when it names rows, the others stay queued and the next tick takes them).
 
         Args:
             only: ``{name: [rows or lattice values]}``; each item drops one equal queued

@@ -98,9 +98,11 @@ def row_culprit(
     rt: Any, rule: Rule, exc: Exception, pending: dict[str, list[Any]]
 ) -> dict[str, list[Any]]:
     """For a rule ``head <= c.filter(...)...map(f)`` reading a collection ``c`` with queued
-    rows, the first queued row on which the rule's functions raise an exception of the
-    type of ``exc`` (the functions are called again, on the state before the tick, for at
-    most 10,000 rows); ``{}`` for any other rule shape, or when no row raises alone."""
+    rows, every queued row on which the rule's functions raise an exception of the type of
+    ``exc`` (the functions are called again, on the state before the tick, on each of the
+    first 10,000 queued rows alone); ``{}`` for any other rule shape, or when no row raises
+    alone. All of them, not the first: a batch with several poison rows (a flood of them
+    over the network) is then cleared by one retry, not one failed tick per row."""
     from blooml.ir import nodes as N
 
     node = rule.body
@@ -114,22 +116,30 @@ def row_culprit(
     if not isinstance(node, N.Scan) or not fns or node.name not in pending:
         return {}
     rows = pending[node.name][:10_000]
+    found = []
+    fns.reverse()  # in the order the rule applies them
+    etype = type(exc)
+    rel = rt.rels.get(node.name)
+    make: Any = rel.named._make if rel is not None else None
+    arity = rel.arity if rel is not None else -1
     prev, rt.proxy._rt = rt.proxy._rt, rt
     try:
         for row in rows:
-            value = named(rt, node.name, row)
+            # (``named``, with the relation looked up once)
+            ok = make is not None and isinstance(row, tuple) and len(row) == arity
+            value = make(row) if ok else row
             try:
-                for kind, fn in reversed(fns):
+                for kind, fn in fns:
                     if kind == "filter" and not fn(value):
                         break
                     if kind == "map":
                         fn(value)
             except Exception as again:
-                if type(again) is type(exc):
-                    return {node.name: [row]}
+                if type(again) is etype:
+                    found.append(row)
     finally:
         rt.proxy._rt = prev
-    return {}
+    return {node.name: found} if found else {}
 
 
 def named(rt: Any, name: str, item: Any) -> Any:

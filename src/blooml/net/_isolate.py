@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -103,16 +104,28 @@ class Unit:
     def take(self, kind: str, name: str, j: int) -> tuple[Unit, Unit | None]:
         """Item ``j`` of ``kind``/``name`` as a unit of its own, and the unit without it
         (``None`` when nothing is left); the same objects, so identity is kept."""
+        return self.take_all({(kind, name): {j}})
+
+    def take_all(self, picks: dict[tuple[str, str], set[int]]) -> tuple[Unit, Unit | None]:
+        """The items ``picks`` names (``{(kind, name): {index, ...}}``) as one unit, and the
+        unit without them (``None`` when nothing is left), in one pass; the same objects,
+        so identity is kept."""
+        # (each (kind, name) comes once from ``lists``: the new lists go straight in)
         piece, rest = Pending(), Pending()
         for k, n, items in self.lists():
             cls = CheckedRows if type(items) is CheckedRows else list
-            if k == kind and n == name:
-                piece.add(k, n, cls([items[j]]))
-                others = items[:j] + items[j + 1 :]
-                if others:
-                    rest.add(k, n, cls(others))
-            else:
-                rest.add(k, n, cls(items))
+            idx = picks.get((k, n))
+            if not idx:
+                getattr(rest, k)[n] = cls(items)
+                continue
+            mine: list[Any] = []
+            others: list[Any] = []
+            for j, x in enumerate(items):
+                (mine if j in idx else others).append(x)
+            if mine:
+                getattr(piece, k)[n] = cls(mine)
+            if others:
+                getattr(rest, k)[n] = cls(others)
         left = Unit(self._what, rest, None, None, self.sender) if rest else None
         return Unit(self._what, piece, None, None, self.sender), left
 
@@ -131,13 +144,20 @@ class Unit:
 
     def lists(self) -> Iterator[tuple[str, str, list[Any]]]:
         """``(kind, name, items)`` for everything the unit queued."""
+        pend = self.pend
         for kind in _KINDS:
-            for name, items in getattr(self.pend, kind).items():
-                yield kind, name, items
+            d = getattr(pend, kind)
+            if d:
+                yield from ((kind, name, items) for name, items in d.items())
 
     def size(self) -> int:
         """How many rows and values it queued."""
-        return sum(len(items) for _, _, items in self.lists())
+        pend = self.pend
+        n = 0
+        for kind in _KINDS:
+            for items in getattr(pend, kind).values():
+                n += len(items)
+        return n
 
     def as_dict(self) -> dict[str, list[Any]]:
         """``{name: [rows or values]}`` (deletions included), as ``Node.discarded`` keeps it."""
@@ -215,11 +235,16 @@ def split_units(pend: Pending, units: list[Unit]) -> tuple[list[Unit], list[Unit
     unit of what no unit claims (when there is any), then each unit restricted to the items
     still in ``pend``; ``gone`` are the units none of whose items is queued any more (a tick
     that ran outside the node took them: they committed)."""
-    count: dict[int, int] = {}
+    count: Counter[int] = Counter()
     for kind in _KINDS:
         for items in getattr(pend, kind).values():
-            for x in items:
-                count[id(x)] = count.get(id(x), 0) + 1
+            count.update(map(id, items))
+    claimed: Counter[int] = Counter()
+    for u in units:
+        for _, _, items in u.lists():
+            claimed.update(map(id, items))
+    if claimed == count:  # (the common case: no tick ran outside the node) each unit whole
+        return list(units), []
     live: list[Unit] = []
     gone: list[Unit] = []
     for u in units:
@@ -327,17 +352,22 @@ def isolate(
     """Find the units a tick fails on (the tick on all of ``units`` failed with ``first``).
 
     First a tick on no input: if it fails too, the failure is not the input's (``no_input``).
-    Otherwise the units are bisected: a group that succeeds together with the units known to
-    be good joins them; a failing group is split, and a failing single unit is bad. With one
+    When the runtime names the queued rows the failing rule raises on (``pending_input``:
+    every row on which a ``map``/``filter`` rule's functions raise alone), they are set aside
+    together and the rest is tried once: one trial for all the poison rows it names, however
+    many. Otherwise (or when the rest fails unnamed) the units are bisected: a group that
+    succeeds together with the units known to be good joins them; a failing group is split,
+    and a failing single unit is bad. With one
     bad unit among ``n`` that is about ``2·log2(n)`` trials; after ``budget`` trials, once one
     bad unit is found (that takes at most ``log2(n) + 2``), the untried groups are
     ``undecided``. A failing unit of several rows that nobody waits for (a datagram) is
     bisected further, down to the rows: what is set aside is the poison row alone, in about
     ``2·log2(rows)`` more trials. ``on_bad(unit)`` is called for each unit found bad; when
-    it returns true (its sender is throttled), the sender's other units are left undecided,
-    as they are when a named row's sender is one of several in the search. ``commit(units)``
-    (a real tick on ``units``, returning its exception) replaces the trial after a named row
-    when given: ``committed`` then says the good units were applied.
+    it returns true (its sender is throttled) for a unit the bisection found, the sender's
+    other units are left undecided (named rows cost no trial each, so a named row's sender
+    keeps its other units in the search). ``commit(units)`` (a real tick on ``units``,
+    returning its exception) replaces the trial after named rows when given: ``committed``
+    then says the good units were applied.
     """
     out = Isolation()
     out.trials = 1
@@ -350,20 +380,17 @@ def isolate(
         if on_bad is not None:
             on_bad(units[0])
         return out
-    # the runtime names the row a simple rule raised on (``pending_input``, found by calling
-    # the rule's functions on the queued rows alone): set it aside and try the rest at once,
-    # one trial per poison row instead of a bisection; without a name, bisect
+    # the runtime names the rows a simple rule raised on (``pending_input``, found by calling
+    # the rule's functions on each queued row alone): set them aside and try the rest at
+    # once, one trial for all the poison rows it names instead of a bisection; without a
+    # name, bisect
     hint: BaseException = first
     while out.trials < budget:
-        found = _named_row(units, hint)
+        found = _named_rows(units, hint)
         if found is None:
             break
-        piece, units = found
-        out.bad.append((piece, hint))
-        if _set_apart(piece, units, on_bad):
-            gone = piece.sender
-            out.undecided += [u for u in units if u.sender == gone]
-            units = [u for u in units if u.sender != gone]
+        pieces, units = found
+        _set_apart(pieces, hint, out, on_bad)
         if not units:
             return out
         out.trials += 1
@@ -392,18 +419,14 @@ def isolate(
         last = not todo and commit is not None
         run = commit if last and commit is not None else (lambda us: trial(rt, us))
         exc = run(group + out.good)
-        named = None if exc is None else _named_row(group, exc)
+        named = None if exc is None else _named_rows(group, exc)
         if exc is None:
             out.good.extend(group)
             out.committed = last
-        elif named is not None:  # the runtime names the row: it is bad, retry the rest
-            piece, rest = named
-            out.bad.append((piece, exc))
-            if _set_apart(piece, [*rest, *out.good, *(u for g in todo for u in g)], on_bad):
-                gone = piece.sender
-                out.undecided += [u for g in [rest, *todo] for u in g if u.sender == gone]
-                todo = [k for k in ([u for u in g if u.sender != gone] for g in todo) if k]
-                rest = [u for u in rest if u.sender != gone]
+        elif named is not None:  # the runtime names the rows: they are bad, retry the rest
+            pieces, rest = named
+            assert exc is not None
+            _set_apart(pieces, exc, out, on_bad)
             if rest:
                 todo.insert(0, rest)
         elif len(group) == 1 and not group[0].divisible():
@@ -419,28 +442,74 @@ def isolate(
     return out
 
 
-def _set_apart(piece: Unit, others: list[Unit], on_bad: Callable[[Unit], bool] | None) -> bool:
-    """A named poison row: count it against its sender (``on_bad``); whether the sender's
-    other units leave the search (to be tried apart from the other senders' input): when
-    the sender is throttled now, or when other senders' units are in the search (one
-    sender's poison rows are then not found one trial each at everyone's cost)."""
-    throttled = on_bad is not None and on_bad(piece)
-    sender = piece.sender
-    if sender is None:
-        return throttled
-    return throttled or any(u.sender is not None and u.sender != sender for u in others)
+def _set_apart(
+    pieces: list[Unit],
+    exc: BaseException,
+    out: Isolation,
+    on_bad: Callable[[Unit], bool] | None,
+) -> None:
+    """Named poison rows (a unit for those of each unit they came from) are bad, each row
+    a strike against its sender (``on_bad``). The sender's other units stay in the search
+    even when that throttles it: every row the runtime could name was named at once, so
+    they cost no trial of their own (its later datagrams wait in the slow lane)."""
+    for piece in pieces:
+        out.bad.append((piece, exc))
+        if on_bad is not None:
+            on_bad(piece)
 
 
-def _named_row(units: list[Unit], exc: BaseException) -> tuple[Unit, list[Unit]] | None:
-    """When ``exc`` names one queued row it was raised on (``pending_input``), that row as a
-    unit of its own and the other units (the row's unit without it); else ``None``."""
+def _named_rows(units: list[Unit], exc: BaseException) -> tuple[list[Unit], list[Unit]] | None:
+    """When ``exc`` names queued rows it was raised on (``pending_input``: rows of one
+    collection), those of each unit as a unit of their own and the other units (each
+    without them), in one pass over the units; else ``None``. The rows of a ``sync_do``/
+    ``async_do`` call are not taken: it applies whole or not at all."""
     items = getattr(exc, "pending_input", None)
     if not isinstance(items, dict) or len(items) != 1:
         return None
     ((name, rows),) = items.items()
-    if not isinstance(rows, list) or len(rows) != 1 or not isinstance(rows[0], tuple):
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, tuple) for r in rows):
         return None
-    key = tuple(rows[0])
+    want: dict[tuple[Any, ...], int] = {}  # a row named twice is taken twice (if queued so)
+    try:
+        for r in rows:
+            key = tuple(r)
+            want[key] = want.get(key, 0) + 1
+    except TypeError:  # an unhashable value in a row: one row at a time, by equality
+        return _named_row(units, name, tuple(rows[0]))
+    pieces: list[Unit] = []
+    rest: list[Unit] = []
+    for u in units:
+        picks: dict[tuple[str, str], set[int]] = {}
+        if u.fut is None and want:
+            pend = u.pend
+            for kind in ("inserts", "replaces"):
+                lst = getattr(pend, kind).get(name)
+                for j, x in enumerate(lst or ()):
+                    try:  # (a row is a tuple, or a named tuple: equal, the same hash)
+                        c = want.get(x, 0)
+                    except TypeError:  # unhashable: not a named row
+                        continue
+                    if c:
+                        picks.setdefault((kind, name), set()).add(j)
+                        if c == 1:
+                            del want[x]
+                        else:
+                            want[x] = c - 1
+        if picks:
+            mine, left = u.take_all(picks)
+            pieces.append(mine)
+            if left is not None:
+                rest.append(left)
+        else:
+            rest.append(u)
+    return (pieces, rest) if pieces else None
+
+
+def _named_row(
+    units: list[Unit], name: str, key: tuple[Any, ...]
+) -> tuple[list[Unit], list[Unit]] | None:
+    """The first queued row of ``name`` equal to ``key`` as a unit of its own, and the
+    other units (its unit without it); ``None`` when none is queued."""
     for i, u in enumerate(units):
         if u.fut is not None:
             continue  # a sync_do/async_do call applies whole or not at all
@@ -449,7 +518,8 @@ def _named_row(units: list[Unit], exc: BaseException) -> tuple[Unit, list[Unit]]
             for j, x in enumerate(lst or ()):
                 if isinstance(x, tuple) and tuple(x) == key:
                     piece, rest = u.take(kind, name, j)
-                    return piece, units[:i] + ([rest] if rest is not None else []) + units[i + 1 :]
+                    others = units[:i] + ([rest] if rest is not None else []) + units[i + 1 :]
+                    return [piece], others
     return None
 
 

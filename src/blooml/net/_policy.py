@@ -24,6 +24,11 @@ from blooml.net._isolate import (
 )
 from blooml.net._nodebase import NodeBase, log
 
+#: Rows the slow lane applies together at most when the node is idle: the rows
+#: ``pending_input`` replays a failed rule's functions on (``row_culprit``), so that one
+#: failed tick names every poison row of the batch.
+_SLOW_ROWS = 10_000
+
 
 class Isolation(NodeBase):
     """Input units, ticks that fail, and quarantine (``release_quarantine``)."""
@@ -104,7 +109,9 @@ class Isolation(NodeBase):
             rt.pending = combine(units)
             return self._commit_tick(t0)
 
-        iso = isolate(rt, live, exc, self.isolation_trials, self._strike_one, attempt)
+        # in the slow lane every sender is throttled already: its units stay in the search
+        on_bad = self._strike_kept if self._in_slow else self._strike_one
+        iso = isolate(rt, live, exc, self.isolation_trials, on_bad, attempt)
         self._stats["trial_ticks"] += iso.trials
         if iso.no_input is not None:
             self._hold(iso.no_input, live)
@@ -118,7 +125,7 @@ class Isolation(NodeBase):
             rt.tick_count,
             type(exc).__name__,
             exc,
-            ", ".join(f"{u.what} ({u.size()} items)" for u, _ in iso.bad) or "nothing",
+            _describe(iso.bad),
             len(iso.good),
             f" ({len(iso.undecided)} left for the next tick)" if iso.undecided else "",
         )
@@ -177,14 +184,22 @@ class Isolation(NodeBase):
         self._forgive([u for u in good if u.sender not in per])
 
     def _strike_one(self, unit: Unit) -> bool:
-        """A piece of ``unit``'s sender was found bad: one strike; whether the sender is
-        throttled now."""
+        """A piece of ``unit``'s sender was found bad: a strike per row of it; whether the
+        sender is throttled now."""
         sender = unit.sender
         if sender is None:
             return False
         strikes = self._strikes
-        n = strikes[sender] = strikes.pop(sender, 0) + 1  # (re)inserted last: oldest first
+        # (re)inserted last: oldest first
+        n = strikes[sender] = strikes.pop(sender, 0) + unit.size()
         return n >= self.throttle_after
+
+    def _strike_kept(self, unit: Unit) -> bool:
+        """``_strike_one`` in the slow lane: the strike counts, the sender's other units
+        stay in the search (they are the slow lane's own: nobody else's input waits on
+        them)."""
+        self._strike_one(unit)
+        return False
 
     def _forgive(self, units: list[Unit]) -> None:
         """Each sender of a datagram that applied cleanly loses one strike."""
@@ -216,25 +231,38 @@ class Isolation(NodeBase):
         self._slow.append((sender, batches))
         return True
 
-    def _slow_step(self, busy: bool) -> None:
-        """Apply one datagram of the slow lane in a tick of its own, when the node is idle
-        or the lane's share of tick time (``throttle_share``) allows: a throttled sender's
-        failures cost its own ticks, never the other senders' throughput."""
-        if not self._slow or (busy and self._slow_credit <= 0):
+    def _slow_step(self, idle: bool) -> None:
+        """Apply the slow lane in a tick of its own: while other input comes (not ``idle``),
+        one datagram when the lane's share of tick time (``throttle_share``, its credit)
+        allows, so that a throttled sender's failures cost its own ticks, never the other
+        senders' throughput; once the node is ``idle``, a batch of them (up to
+        ``batch_limit`` datagrams and ``_SLOW_ROWS`` rows), so that a flood in which every
+        sender is throttled is applied at the cost of its rows, not of a tick and an
+        isolation per datagram."""
+        slow = self._slow
+        if not slow or (not idle and self._slow_credit <= 0):
             return
         t0 = time.perf_counter()
-        sender, batches = self._slow.popleft()
+        most = self.batch_limit if idle else 1
+        rows = 0
+        taken = 0
         self._in_slow = True
         try:
-            if isinstance(batches, Unit):  # queued already, then left undecided
-                merge_into(self.rt.pending, batches.pend)
-                self._units.append(batches)
-                self._tick(t0)
-            elif self._enqueue(sender, batches):
+            while slow and taken < most and rows < _SLOW_ROWS:
+                sender, batches = slow.popleft()
+                taken += 1
+                if isinstance(batches, Unit):  # queued already, then left undecided
+                    merge_into(self.rt.pending, batches.pend)
+                    self._units.append(batches)
+                    rows += batches.size()
+                elif self._enqueue(sender, batches):
+                    rows += sum(len(r) for _, r in batches)
+            if self._units:
                 self._tick(t0)
         finally:
             self._in_slow = False
-        self._slow_credit -= time.perf_counter() - t0
+        if not idle:  # (idle, it took no one's time)
+            self._slow_credit -= time.perf_counter() - t0
 
     def _credit(self, seconds: float) -> None:
         """A clean step took ``seconds``: the slow lane may take its share of them."""
@@ -350,3 +378,15 @@ class Isolation(NodeBase):
         self._stats["discarded_tuples"] += unit.size()
         self.discarded.append(unit.as_dict())
         unit.settle(exc)
+
+
+def _describe(bad: list[tuple[Unit, BaseException]], most: int = 3) -> str:
+    """What an isolation set aside, for the log: the first ``most`` pieces, then how many
+    more (a flood's failed tick sets aside hundreds: one line of bounded length)."""
+    if not bad:
+        return "nothing"
+    shown = ", ".join(f"{u.what} ({u.size()} items)" for u, _ in bad[:most])
+    if len(bad) <= most:
+        return shown
+    total = sum(u.size() for u, _ in bad)
+    return f"{shown} and {len(bad) - most} more ({total} items in all)"

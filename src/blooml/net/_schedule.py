@@ -245,7 +245,9 @@ class Scheduler(NodeBase):
             if self._slow or self._slow_credit < 0.05:
                 self._credit(time.perf_counter() - t0)
         if self._slow:
-            self._slow_step(busy=bool(self._inbox) or self._slow_wait(time.perf_counter()) > 0)
+            # idle: nothing waits and no other input came for ``throttle_idle`` seconds
+            wait = self._inbox or time.perf_counter() - self._last_input < self.throttle_idle
+            self._slow_step(idle=not wait)
         if self._acks_due:
             self._flush_acks()
 

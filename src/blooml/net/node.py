@@ -409,7 +409,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
             if self._units or self.rt.has_pending():
                 self._tick()
             while self._slow:  # not running: what waits apart is applied now, in turn
-                self._slow_step(busy=False)
+                self._slow_step(idle=True)
             if not fut.done():  # held: the tick fails with no input to blame
                 fut.set_exception(self._last_error or ProgramError("the tick did not commit"))
             return fut.result(0)

@@ -125,8 +125,8 @@ class Simulation:
         errors: ``"raise"`` (default): a failing tick's exception propagates out of
             ``run_until`` (with a note saying where and when); ``"log"``: the tick is rolled
             back, logged and counted in ``stats()["errors"]``, the input the engine blames set
-            aside (``pending_input`` of the exception: the row being applied, or the row a
-            rule's function raised on, else the input that rule reads) and the rest retried
+            aside (``pending_input`` of the exception: the row being applied, or the rows a
+            rule's functions raised on, else the input that rule reads) and the rest retried
             at the next tick; the node keeps running. (A socket node narrows it further, to
             the one datagram or call, with trial ticks: docs/net.md.)
         schedule: ``f(message) -> delays``: decides each message's fate instead of the link
@@ -569,7 +569,7 @@ class Simulation:
                 exc.add_note(f"blooml.net.Simulation: in the tick of {addr!r} at t={self.now:.6g}")
                 raise
             log.error("%s: tick failed at t=%.6g and was rolled back: %s", addr, self.now, exc)
-            # set aside what the engine blames (the row being applied, the row a rule's
+            # set aside what the engine blames (the row being applied, the rows a rule's
             # function raised on, else the input that rule reads); the rest is retried
             blamed = getattr(exc, "pending_input", None)
             discard = getattr(p, "discard_pending", None)
