@@ -355,6 +355,85 @@ def test_an_idle_node_applies_its_slow_lane_in_batches() -> None:
         n.stop()
 
 
+def _under(n: int, top: Any) -> int:
+    if n < 0:
+        raise ValueError(f"poison {n}")
+    if top is not None and n > top:  # (never in a tick: ``best`` holds the tick's rows)
+        raise ValueError(f"{n} above {top}")
+    return n
+
+
+class Highest(Program):
+    """Keeps the rows at most the highest value seen; a negative value makes the rule raise,
+    and so does a value above ``best`` read on the state before it arrived (alone)."""
+
+    msg = channel(["@dst", "src", "n"])
+    best = lmax()
+    seen = table(["n"])
+
+    @bloom
+    def rules(self):
+        self.best <= self.msg.map(lambda m: lmax(m.n))
+        self.seen <= self.msg.map(lambda m: (_under(m.n, self.best.reveal()),))
+
+
+def _lane(srv: Program, sender: str, *batches: list[int]) -> None:
+    """The datagrams of ``sender`` (throttled) queued, one per list, and a step: the slow
+    lane takes them (nothing else came) as one batch."""
+    n = node(srv)
+    for rows in batches:
+        env = encode_envelope(sender, [("msg", [encode_row((srv.addr, sender, v)) for v in rows])])
+        n._inbox_put(env, notify=False)
+    n._step()
+
+
+def test_the_slow_lane_screens_a_batch_with_the_rule_it_last_failed_in() -> None:
+    # a throttled flood's batch is screened with the rule its last lane tick failed in: the
+    # rows it raises on alone tick apart, so that the failed tick is theirs, not the batch's
+    srv = Highest(addr="127.0.0.1:0")
+    n = node(srv)
+    n.throttle_after = 1
+    a = "127.0.0.1:1001"
+    try:
+        _lane(srv, a, [-1])  # not throttled yet: a tick fails, the sender is struck
+        _lane(srv, a, [-2, 1])  # throttled: in the lane, its tick fails in rule 1
+        assert {r.n for r in srv.seen} == {1}
+        before = srv.stats()
+        _lane(srv, a, [1], [-4], [0])
+        after = srv.stats()
+        assert {r.n for r in srv.seen} == {0, 1}
+        # the rest ([1] and [0]), then the tick after [-4] is set aside (on nothing left)
+        assert after["ticks"] - before["ticks"] == 2
+        assert after["errors"] - before["errors"] == 1  # the suspects' tick: [-4] alone
+        assert after["trial_ticks"] - before["trial_ticks"] == 1  # (its trial on no input)
+        assert after["discarded_tuples"] - before["discarded_tuples"] == 1
+        assert node(srv).discarded[-1] == {"msg": [(srv.addr, a, -4)]}
+    finally:
+        n.stop()
+
+
+def test_a_screened_row_that_applies_in_a_tick_is_applied() -> None:
+    # a row the screen suspects (it raises alone, on the state before the batch) is set
+    # aside only if a tick fails on it: 5 is above the stored best (1) alone, not in a tick
+    # that also merges it into best
+    srv = Highest(addr="127.0.0.1:0")
+    n = node(srv)
+    n.throttle_after = 1
+    a = "127.0.0.1:1001"
+    try:
+        _lane(srv, a, [-1])
+        _lane(srv, a, [-2, 1])
+        before = srv.stats()
+        _lane(srv, a, [5], [0])
+        after = srv.stats()
+        assert {r.n for r in srv.seen} == {0, 1, 5}
+        assert after["ticks"] - before["ticks"] == 2  # the rest, then the suspect apart
+        assert after["errors"] == before["errors"]
+        assert after["discarded_tuples"] == before["discarded_tuples"]
+    finally:
+        n.stop()
+
+
 def test_the_slow_lane_waits_for_its_share_while_other_input_arrives() -> None:
     # While other senders' input keeps coming (less than throttle_idle apart), the slow
     # lane runs on its credit (its share of tick time) only. It ran a datagram after every

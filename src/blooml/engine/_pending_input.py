@@ -18,7 +18,7 @@ from blooml.ir.graph import sources
 from blooml.ir.program import Rule
 from blooml.lattices._base import Lattice
 
-__all__ = ["NOTE_MARK", "blame", "culprits", "discard", "report_pending"]
+__all__ = ["NOTE_MARK", "blame", "culprits", "discard", "raising_rows", "report_pending"]
 
 #: The prefix of the notes blooml adds to exceptions (one of each kind per exception).
 NOTE_MARK = "blooml: "
@@ -103,6 +103,16 @@ def row_culprit(
     first 10,000 queued rows alone); ``{}`` for any other rule shape, or when no row raises
     alone. All of them, not the first: a batch with several poison rows (a flood of them
     over the network) is then cleared by one retry, not one failed tick per row."""
+    return raising_rows(rt, rule, type(exc), pending)
+
+
+def raising_rows(
+    rt: Any, rule: Rule, etype: type[BaseException], pending: dict[str, list[Any]]
+) -> dict[str, list[Any]]:
+    """``row_culprit`` for an exception type: the queued rows (of the first 10,000) on which
+    ``rule``'s functions raise ``etype`` alone, ``{name: rows}`` (``{}`` for a rule of
+    another shape, or none). A node screens a throttled sender's batch with it before
+    ticking (``blooml.net._policy``)."""
     from blooml.ir import nodes as N
 
     node = rule.body
@@ -118,7 +128,6 @@ def row_culprit(
     rows = pending[node.name][:10_000]
     found = []
     fns.reverse()  # in the order the rule applies them
-    etype = type(exc)
     rel = rt.rels.get(node.name)
     make: Any = rel.named._make if rel is not None else None
     arity = rel.arity if rel is not None else -1

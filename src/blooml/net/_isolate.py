@@ -29,6 +29,7 @@ __all__ = [
     "marks",
     "merge_into",
     "split_units",
+    "take_rows",
     "truncate",
 ]
 
@@ -460,10 +461,15 @@ def _set_apart(
 
 def _named_rows(units: list[Unit], exc: BaseException) -> tuple[list[Unit], list[Unit]] | None:
     """When ``exc`` names queued rows it was raised on (``pending_input``: rows of one
-    collection), those of each unit as a unit of their own and the other units (each
-    without them), in one pass over the units; else ``None``. The rows of a ``sync_do``/
+    collection), ``take_rows`` of them; else ``None``."""
+    return take_rows(units, getattr(exc, "pending_input", None))
+
+
+def take_rows(units: list[Unit], items: Any) -> tuple[list[Unit], list[Unit]] | None:
+    """The rows ``items`` names (``{name: [rows]}``, one collection) out of ``units``: those
+    of each unit as a unit of their own, and the other units (each without them), in one
+    pass over the units; ``None`` when it names nothing queued. The rows of a ``sync_do``/
     ``async_do`` call are not taken: it applies whole or not at all."""
-    items = getattr(exc, "pending_input", None)
     if not isinstance(items, dict) or len(items) != 1:
         return None
     ((name, rows),) = items.items()

@@ -106,6 +106,7 @@ class NodeBase:
     _throttled_now: set[str]
     _slow: deque[tuple[str, Any]]
     _in_slow: bool
+    _suspect: tuple[Any, type[BaseException]] | None
     _slow_credit: float
     _last_input: float
     peer_timeout: float

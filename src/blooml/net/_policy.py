@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from blooml.engine._pending_input import as_dict, raising_rows
 from blooml.engine._state import Pending
 from blooml.errors import IllTypedValueError, ProgramError, RuleQuarantinedError
 from blooml.net._coltypes import ColumnTypes
@@ -20,6 +21,7 @@ from blooml.net._isolate import (
     marks,
     merge_into,
     split_units,
+    take_rows,
     truncate,
 )
 from blooml.net._nodebase import NodeBase, log
@@ -98,6 +100,9 @@ class Isolation(NodeBase):
             return True
         self._stats["errors"] += 1
         self._report(exc, None)
+        if self._in_slow:  # the next idle batch of the lane is screened with it
+            failed = rt.failed_rule
+            self._suspect = None if failed is None else (failed, type(exc))
         live, gone = split_units(rt.pending, units)
         for u in gone:
             u.settle(None)  # a tick outside the node applied it
@@ -246,6 +251,9 @@ class Isolation(NodeBase):
         most = self.batch_limit if idle else 1
         rows = 0
         taken = 0
+        # screened only when the lane's units are all that is queued (not after a tick
+        # that failed with no input to blame, whose input is held)
+        alone = idle and not self._units and not self.rt.pending
         self._in_slow = True
         try:
             while slow and taken < most and rows < _SLOW_ROWS:
@@ -257,12 +265,57 @@ class Isolation(NodeBase):
                     rows += batches.size()
                 elif self._enqueue(sender, batches):
                     rows += sum(len(r) for _, r in batches)
-            if self._units:
+            screened = self._screen() if alone and len(self._units) > 1 else None
+            if screened is not None:
+                self._tick_screened(t0, *screened)
+            elif self._units:
                 self._tick(t0)
         finally:
             self._in_slow = False
         if not idle:  # (idle, it took no one's time)
             self._slow_credit -= time.perf_counter() - t0
+
+    def _screen(self) -> tuple[list[Unit], list[Unit]] | None:
+        """The rows of the slow lane's batch (``_units``, all that is queued) on which the
+        rule its last failed tick raised in raises again alone (``raising_rows``, the test
+        ``pending_input`` names rows by), as ``(suspects, rest)`` units; ``None`` when there
+        are none (then screening stops until a lane tick fails again)."""
+        suspect = self._suspect
+        if suspect is None:
+            return None
+        rule, etype = suspect
+        found = None
+        if rule.index not in self.quarantined:
+            found = raising_rows(self.rt, rule, etype, as_dict(self.rt.pending))
+        if not found:
+            self._suspect = None
+            return None
+        return take_rows(self._units, found)
+
+    def _tick_screened(self, t0: float, suspects: list[Unit], rest: list[Unit]) -> None:
+        """A screened batch of the slow lane: a tick on the ``rest``, then one on the
+        ``suspects`` alone, which isolation judges as any failed tick's input (no row is
+        set aside without a tick failing on it; a suspect that applies is applied). A flood
+        then costs one failed tick of its poison rows, not of the whole batch."""
+        rt = self.rt
+        ok = True
+        if rest:
+            self._units, rt.pending = rest, combine(rest)
+            ok = self._tick(t0)
+        # one unit per sender of them (their datagrams' rows together): the isolation of
+        # their tick handles a unit per sender, not one per datagram of a flood
+        by: dict[str, list[Unit]] = {}
+        for u in suspects:
+            by.setdefault(u.sender or "", []).append(u)
+        suspects = [Unit(None, combine(us), None, None, s or None) for s, us in by.items()]
+        if not ok:  # (the rest failed unnamed: the suspects wait for the next batch)
+            for u in reversed(suspects):
+                self._slow.appendleft((u.sender or "", u))
+            return
+        for u in suspects:
+            merge_into(rt.pending, u.pend)
+        self._units = [*self._units, *suspects]
+        self._tick(t0)
 
     def _credit(self, seconds: float) -> None:
         """A clean step took ``seconds``: the slow lane may take its share of them."""

@@ -171,6 +171,7 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         "_stop_deadline",
         "_streak",
         "_strikes",
+        "_suspect",
         "_thread",
         "_throttled_now",
         "_tick_cbs",
@@ -362,6 +363,8 @@ class Node(Transport, Peers, Scheduler, Isolation, NodeBase):
         self._throttled_now: set[str] = set()
         self._slow: deque[tuple[str, Any]] = deque()
         self._in_slow = False
+        # (the rule a slow-lane tick last failed in, and the exception's type: _screen)
+        self._suspect = None
         self._slow_credit = 0.0
         # perf_counter() of the last other input than the slow lane's: a datagram of an
         # unthrottled sender while some sender is struck, or a call (``_slow_wait``)
