@@ -307,10 +307,11 @@ def _dgram(srv: Program, sender: str, *vals: str) -> bytes:
     return encode_envelope(sender, [("msg", rows)])
 
 
-def test_the_poison_rows_of_a_datagram_are_set_aside_by_one_retry() -> None:
+def test_the_poison_rows_of_a_datagram_are_named_and_set_aside_together() -> None:
     # the runtime names every row the rule raises on (not the first only): the node sets
-    # them all aside and applies the rest with one retry, where it took a failed retry per
-    # poison row (and moved the sender's rest to the slow lane once it was throttled)
+    # them all aside at once, in one refusal, where it took a failed retry per poison row.
+    # Their five strikes throttle the sender: its other rows wait in the slow lane, which
+    # applies them in the same step (nothing else came)
     srv = Server(addr="127.0.0.1:0")
     n = node(srv)
     vals = [f"boom{i}" if i % 4 == 0 else f"v{i}" for i in range(20)]  # 5 poison rows
@@ -319,7 +320,7 @@ def test_the_poison_rows_of_a_datagram_are_set_aside_by_one_retry() -> None:
         n._step()
         assert {r.v for r in srv.seen} == {v for v in vals if v.startswith("v")}
         s = srv.stats()
-        assert s["trial_ticks"] == 2  # no input (not a rule failing alone), then the rest
+        assert s["trial_ticks"] == 1  # no input (not a rule failing alone); none per row
         assert s["discarded_tuples"] == 5 and s["slow_lane"] == 0
         assert s["refusals_sent"] == 1  # the five in one refusal
     finally:
@@ -408,6 +409,28 @@ def test_the_slow_lane_screens_a_batch_with_the_rule_it_last_failed_in() -> None
         assert after["trial_ticks"] - before["trial_ticks"] == 1  # (its trial on no input)
         assert after["discarded_tuples"] - before["discarded_tuples"] == 1
         assert node(srv).discarded[-1] == {"msg": [(srv.addr, a, -4)]}
+    finally:
+        n.stop()
+
+
+def test_a_screened_batch_of_poison_only_sets_each_row_aside_once() -> None:
+    # every row of the batch suspect (nothing to tick before them): the suspects' tick is
+    # on them alone, once; they were queued twice (the batch's units and the suspects), and
+    # each was set aside, counted and refused twice
+    srv = Highest(addr="127.0.0.1:0")
+    n = node(srv)
+    n.throttle_after = 1
+    a = "127.0.0.1:1001"
+    try:
+        _lane(srv, a, [-1])
+        _lane(srv, a, [-2, 1])
+        before = srv.stats()
+        _lane(srv, a, [-4], [-5, -6])
+        after = srv.stats()
+        assert after["discarded_tuples"] - before["discarded_tuples"] == 3
+        assert after["refusals_sent"] - before["refusals_sent"] == 1
+        assert node(srv).discarded[-1] == {"msg": [(srv.addr, a, r) for r in (-4, -5, -6)]}
+        assert {r.n for r in srv.seen} == {1}
     finally:
         n.stop()
 

@@ -115,8 +115,8 @@ class Isolation(NodeBase):
             return self._commit_tick(t0)
 
         # in the slow lane every sender is throttled already: its units stay in the search
-        on_bad = self._strike_kept if self._in_slow else self._strike_one
-        iso = isolate(rt, live, exc, self.isolation_trials, on_bad, attempt)
+        apart = not self._in_slow
+        iso = isolate(rt, live, exc, self.isolation_trials, self._strike_one, attempt, apart)
         self._stats["trial_ticks"] += iso.trials
         if iso.no_input is not None:
             self._hold(iso.no_input, live)
@@ -198,13 +198,6 @@ class Isolation(NodeBase):
         # (re)inserted last: oldest first
         n = strikes[sender] = strikes.pop(sender, 0) + unit.size()
         return n >= self.throttle_after
-
-    def _strike_kept(self, unit: Unit) -> bool:
-        """``_strike_one`` in the slow lane: the strike counts, the sender's other units
-        stay in the search (they are the slow lane's own: nobody else's input waits on
-        them)."""
-        self._strike_one(unit)
-        return False
 
     def _forgive(self, units: list[Unit]) -> None:
         """Each sender of a datagram that applied cleanly loses one strike."""
@@ -298,10 +291,9 @@ class Isolation(NodeBase):
         set aside without a tick failing on it; a suspect that applies is applied). A flood
         then costs one failed tick of its poison rows, not of the whole batch."""
         rt = self.rt
-        ok = True
-        if rest:
-            self._units, rt.pending = rest, combine(rest)
-            ok = self._tick(t0)
+        # (what was queued is the batch's units alone: ``_slow_step`` screens only then)
+        self._units, rt.pending = rest, combine(rest)
+        ok = self._tick(t0) if rest else True
         # one unit per sender of them (their datagrams' rows together): the isolation of
         # their tick handles a unit per sender, not one per datagram of a flood
         by: dict[str, list[Unit]] = {}
