@@ -18,3 +18,4 @@ def test_quick_run_applies_every_good_row(capsys: pytest.CaptureFixture[str]) ->
     assert bp.main(["--quick"]) == 0  # run() exits when a good row is missing
     out = capsys.readouterr().out
     assert "one poison sender" in out and "poison everywhere" in out and "vs clean" in out
+    assert "poison frames" in out

@@ -8,6 +8,7 @@ nothing here runs unless a tick failed or the user asked.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Mapping
 from typing import Any
 
@@ -132,6 +133,11 @@ def raising_rows(
     make: Any = rel.named._make if rel is not None else None
     arity = rel.arity if rel is not None else -1
     prev, rt.proxy._rt = rt.proxy._rt, rt
+    # the collector paused, as during a tick (``Runtime.pause_gc``): a named tuple a row,
+    # outside a tick, let collection passes over the whole store cost as much as the calls
+    paused = getattr(rt, "pause_gc", False) and gc.isenabled()
+    if paused:
+        gc.disable()
     try:
         for row in rows:
             # (``named``, with the relation looked up once)
@@ -148,6 +154,8 @@ def raising_rows(
                     found.append(row)
     finally:
         rt.proxy._rt = prev
+        if paused:
+            gc.enable()
     return {node.name: found} if found else {}
 
 
