@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -388,73 +389,70 @@ def _lane(srv: Program, sender: str, *batches: list[int]) -> None:
     n._step()
 
 
-def test_the_slow_lane_screens_a_batch_with_the_rule_it_last_failed_in() -> None:
-    # a throttled flood's batch is screened with the rule its last lane tick failed in: the
-    # rows it raises on alone tick apart, so that the failed tick is theirs, not the batch's
+A_SENDER = "127.0.0.1:1001"
+
+
+@pytest.fixture
+def screening() -> Iterator[Program]:
+    """A ``Highest`` node whose only sender is throttled and whose slow lane last failed in
+    the ``seen`` rule (so it screens its next idle batch with it); seen holds 1."""
     srv = Highest(addr="127.0.0.1:0")
     n = node(srv)
     n.throttle_after = 1
-    a = "127.0.0.1:1001"
     try:
-        _lane(srv, a, [-1])  # not throttled yet: a tick fails, the sender is struck
-        _lane(srv, a, [-2, 1])  # throttled: in the lane, its tick fails in rule 1
+        _lane(srv, A_SENDER, [-1])  # not throttled yet: a tick fails, the sender is struck
+        _lane(srv, A_SENDER, [-2, 1])  # throttled: in the lane, its tick fails in rule 1
         assert {r.n for r in srv.seen} == {1}
-        before = srv.stats()
-        _lane(srv, a, [1], [-4], [0])
-        after = srv.stats()
-        assert {r.n for r in srv.seen} == {0, 1}
-        # the rest ([1] and [0]), then the tick after [-4] is set aside (on nothing left)
-        assert after["ticks"] - before["ticks"] == 2
-        assert after["errors"] - before["errors"] == 1  # the suspects' tick: [-4] alone
-        assert after["trial_ticks"] - before["trial_ticks"] == 1  # (its trial on no input)
-        assert after["discarded_tuples"] - before["discarded_tuples"] == 1
-        assert node(srv).discarded[-1] == {"msg": [(srv.addr, a, -4)]}
+        yield srv
     finally:
         n.stop()
 
 
-def test_a_screened_batch_of_poison_only_sets_each_row_aside_once() -> None:
+def test_the_slow_lane_screens_a_batch_with_the_rule_it_last_failed_in(
+    screening: Program,
+) -> None:
+    # a throttled flood's batch is screened with the rule its last lane tick failed in: the
+    # rows it raises on alone tick apart, so that the failed tick is theirs, not the batch's
+    srv = screening
+    before = srv.stats()
+    _lane(srv, A_SENDER, [1], [-4], [0])
+    after = srv.stats()
+    assert {r.n for r in srv.seen} == {0, 1}
+    # the rest ([1] and [0]), then the tick after [-4] is set aside (on nothing left)
+    assert after["ticks"] - before["ticks"] == 2
+    assert after["errors"] - before["errors"] == 1  # the suspects' tick: [-4] alone
+    assert after["trial_ticks"] - before["trial_ticks"] == 1  # (its trial on no input)
+    assert after["discarded_tuples"] - before["discarded_tuples"] == 1
+    assert node(srv).discarded[-1] == {"msg": [(srv.addr, A_SENDER, -4)]}
+
+
+def test_a_screened_batch_of_poison_only_sets_each_row_aside_once(screening: Program) -> None:
     # every row of the batch suspect (nothing to tick before them): the suspects' tick is
     # on them alone, once; they were queued twice (the batch's units and the suspects), and
     # each was set aside, counted and refused twice
-    srv = Highest(addr="127.0.0.1:0")
-    n = node(srv)
-    n.throttle_after = 1
-    a = "127.0.0.1:1001"
-    try:
-        _lane(srv, a, [-1])
-        _lane(srv, a, [-2, 1])
-        before = srv.stats()
-        _lane(srv, a, [-4], [-5, -6])
-        after = srv.stats()
-        assert after["discarded_tuples"] - before["discarded_tuples"] == 3
-        assert after["refusals_sent"] - before["refusals_sent"] == 1
-        assert node(srv).discarded[-1] == {"msg": [(srv.addr, a, r) for r in (-4, -5, -6)]}
-        assert {r.n for r in srv.seen} == {1}
-    finally:
-        n.stop()
+    srv = screening
+    before = srv.stats()
+    _lane(srv, A_SENDER, [-4], [-5, -6])
+    after = srv.stats()
+    assert after["discarded_tuples"] - before["discarded_tuples"] == 3
+    assert after["refusals_sent"] - before["refusals_sent"] == 1
+    want = {"msg": [(srv.addr, A_SENDER, r) for r in (-4, -5, -6)]}
+    assert node(srv).discarded[-1] == want
+    assert {r.n for r in srv.seen} == {1}
 
 
-def test_a_screened_row_that_applies_in_a_tick_is_applied() -> None:
+def test_a_screened_row_that_applies_in_a_tick_is_applied(screening: Program) -> None:
     # a row the screen suspects (it raises alone, on the state before the batch) is set
     # aside only if a tick fails on it: 5 is above the stored best (1) alone, not in a tick
     # that also merges it into best
-    srv = Highest(addr="127.0.0.1:0")
-    n = node(srv)
-    n.throttle_after = 1
-    a = "127.0.0.1:1001"
-    try:
-        _lane(srv, a, [-1])
-        _lane(srv, a, [-2, 1])
-        before = srv.stats()
-        _lane(srv, a, [5], [0])
-        after = srv.stats()
-        assert {r.n for r in srv.seen} == {0, 1, 5}
-        assert after["ticks"] - before["ticks"] == 2  # the rest, then the suspect apart
-        assert after["errors"] == before["errors"]
-        assert after["discarded_tuples"] == before["discarded_tuples"]
-    finally:
-        n.stop()
+    srv = screening
+    before = srv.stats()
+    _lane(srv, A_SENDER, [5], [0])
+    after = srv.stats()
+    assert {r.n for r in srv.seen} == {0, 1, 5}
+    assert after["ticks"] - before["ticks"] == 2  # the rest, then the suspect apart
+    assert after["errors"] == before["errors"]
+    assert after["discarded_tuples"] == before["discarded_tuples"]
 
 
 def test_the_slow_lane_waits_for_its_share_while_other_input_arrives() -> None:
