@@ -299,7 +299,10 @@ class Isolation(NodeBase):
         by: dict[str, list[Unit]] = {}
         for u in suspects:
             by.setdefault(u.sender or "", []).append(u)
-        suspects = [Unit(None, combine(us), None, None, s or None) for s, us in by.items()]
+        suspects = [
+            Unit(f"rows screened from {s or 'this node'}", combine(us), None, None, s or None)
+            for s, us in by.items()
+        ]
         if not ok:  # (the rest failed unnamed: the suspects wait for the next batch)
             for u in reversed(suspects):
                 self._slow.appendleft((u.sender or "", u))
