@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import random
@@ -1242,6 +1243,10 @@ def concurrency(
     )
 
 
+def _insert_src(p: Any, rows: list[tuple[Any, ...]]) -> None:
+    p.src.insert(rows)
+
+
 def stream(v: Verdicts, n: int, b: int) -> None:
     """Section 3: sustained tuples/s from one node to another."""
     print(f"-- stream: {n:,} tuples in batches of {b:,}")
@@ -1253,7 +1258,7 @@ def stream(v: Verdicts, n: int, b: int) -> None:
         ]
         t0 = time.perf_counter()
         for rows in batches:
-            source.async_do(lambda p, rows=rows: p.src.insert(rows))
+            source.async_do(functools.partial(_insert_src, rows=rows))
         deadline = time.monotonic() + 120
         while sink.stats()["received_tuples"] < n and time.monotonic() < deadline:
             time.sleep(0.002)
