@@ -138,7 +138,8 @@ class Isolation(NodeBase):
             exc2 = None
         else:
             rt.pending = combine(iso.good)
-            exc2 = self._commit_tick(t0)
+            # nothing good left (a batch of poison only): no tick on nothing
+            exc2 = self._commit_tick(t0) if iso.good else None
         ok = exc2 is None
         if exc2 is None:
             self._streak.clear()
