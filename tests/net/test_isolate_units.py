@@ -94,3 +94,20 @@ def test_the_log_line_of_a_flood_names_a_few_pieces_and_counts_the_rest() -> Non
     assert line.startswith("datagram from 127.0.0.1:0 (2 items), datagram from 127.0.0.1:1")
     assert line.endswith("and 497 more (1000 items in all)") and len(line) < 200
     assert _describe(bad[:2]).count("datagram from") == 2 and _describe([]) == "nothing"
+
+
+def test_split_by_tests_each_row_where_it_is_queued() -> None:
+    from blooml.net._isolate import split_by
+
+    call = _unit("c", [(-1,), (5,)], fut=concurrent.futures.Future())
+    a, b = _unit("a", [(1,), (-1,), (2,)]), _unit("b", [(3,)])
+    pieces, rest = split_by([call, a, b], "msg", lambda r: r[0] < 0) or ([], [])
+    assert [(p.sender, _rows(p)) for p in pieces] == [("a", [(-1,)])]
+    assert [(u.sender, _rows(u)) for u in rest] == [
+        ("c", [(-1,), (5,)]),
+        ("a", [(1,), (2,)]),
+        ("b", [(3,)]),
+    ]
+    assert rest[0] is call and rest[2] is b  # untouched units are the same objects
+    assert split_by([b], "msg", lambda r: r[0] < 0) is None
+    assert split_by([a], "other", lambda r: True) is None

@@ -9,7 +9,8 @@ nothing here runs unless a tick failed or the user asked.
 from __future__ import annotations
 
 import gc
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from blooml.engine._state import Pending, PendingInput
@@ -19,7 +20,16 @@ from blooml.ir.graph import sources
 from blooml.ir.program import Rule
 from blooml.lattices._base import Lattice
 
-__all__ = ["NOTE_MARK", "blame", "culprits", "discard", "raising_rows", "report_pending"]
+__all__ = [
+    "NOTE_MARK",
+    "blame",
+    "culprits",
+    "discard",
+    "raising_rows",
+    "report_pending",
+    "row_test",
+    "scanning",
+]
 
 #: The prefix of the notes blooml adds to exceptions (one of each kind per exception).
 NOTE_MARK = "blooml: "
@@ -112,8 +122,24 @@ def raising_rows(
 ) -> dict[str, list[Any]]:
     """``row_culprit`` for an exception type: the queued rows (of the first 10,000) on which
     ``rule``'s functions raise ``etype`` alone, ``{name: rows}`` (``{}`` for a rule of
-    another shape, or none). A node screens a throttled sender's batch with it before
-    ticking (``blooml.net._policy``)."""
+    another shape, or none)."""
+    probe = row_test(rt, rule, etype)
+    if probe is None or probe[0] not in pending:
+        return {}
+    name, test = probe
+    with scanning(rt):
+        found = [row for row in pending[name][:10_000] if test(row)]
+    return {name: found} if found else {}
+
+
+def row_test(
+    rt: Any, rule: Rule, etype: type[BaseException]
+) -> tuple[str, Callable[[Any], bool]] | None:
+    """For a rule ``head <= c.filter(...)...map(f)``: ``(c, test)``, where ``test(row)`` says
+    whether the rule's functions raise ``etype`` when called on the row of ``c`` alone (on
+    the state as it is); ``None`` for any other rule shape. Call ``test`` inside
+    ``scanning(rt)``. A node screens a throttled sender's batch with it before ticking
+    (``blooml.net._policy``)."""
     from blooml.ir import nodes as N
 
     node = rule.body
@@ -124,39 +150,44 @@ def raising_rows(
     while isinstance(node, N.Filter):
         fns.append(("filter", node.fn))
         node = node.input
-    if not isinstance(node, N.Scan) or not fns or node.name not in pending:
-        return {}
-    rows = pending[node.name][:10_000]
-    found = []
+    if not isinstance(node, N.Scan) or not fns:
+        return None
     fns.reverse()  # in the order the rule applies them
     rel = rt.rels.get(node.name)
     make: Any = rel.named._make if rel is not None else None
     arity = rel.arity if rel is not None else -1
+
+    def test(row: Any) -> bool:
+        # (``named``, with the relation looked up once)
+        ok = make is not None and isinstance(row, tuple) and len(row) == arity
+        value = make(row) if ok else row
+        try:
+            for kind, fn in fns:
+                if kind == "filter" and not fn(value):
+                    return False
+                if kind == "map":
+                    fn(value)
+        except Exception as again:
+            return type(again) is etype
+        return False
+
+    return node.name, test
+
+
+@contextmanager
+def scanning(rt: Any) -> Iterator[None]:
+    """Where ``row_test``'s tests run: the program's reads see ``rt``, and the collector is
+    paused as during a tick (``Runtime.pause_gc``): a named tuple a row, outside a tick."""
     prev, rt.proxy._rt = rt.proxy._rt, rt
-    # the collector paused, as during a tick (``Runtime.pause_gc``): a named tuple a row,
-    # outside a tick, let collection passes over the whole store cost as much as the calls
     paused = getattr(rt, "pause_gc", False) and gc.isenabled()
     if paused:
         gc.disable()
     try:
-        for row in rows:
-            # (``named``, with the relation looked up once)
-            ok = make is not None and isinstance(row, tuple) and len(row) == arity
-            value = make(row) if ok else row
-            try:
-                for kind, fn in fns:
-                    if kind == "filter" and not fn(value):
-                        break
-                    if kind == "map":
-                        fn(value)
-            except Exception as again:
-                if type(again) is etype:
-                    found.append(row)
+        yield
     finally:
         rt.proxy._rt = prev
         if paused:
             gc.enable()
-    return {node.name: found} if found else {}
 
 
 def named(rt: Any, name: str, item: Any) -> Any:

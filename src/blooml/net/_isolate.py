@@ -28,6 +28,7 @@ __all__ = [
     "isolate",
     "marks",
     "merge_into",
+    "split_by",
     "split_units",
     "take_rows",
     "truncate",
@@ -521,6 +522,35 @@ def take_rows(units: list[Unit], items: Any) -> tuple[list[Unit], list[Unit]] | 
                             del want[x]
                         else:
                             want[x] = c - 1
+        if picks:
+            mine, left = u.take_all(picks)
+            pieces.append(mine)
+            if left is not None:
+                rest.append(left)
+        else:
+            rest.append(u)
+    return (pieces, rest) if pieces else None
+
+
+def split_by(
+    units: list[Unit], name: str, test: Callable[[Any], bool]
+) -> tuple[list[Unit], list[Unit]] | None:
+    """The rows of collection ``name`` that ``test`` picks out of ``units``: those of each
+    unit as a unit of their own, and the other units (each without them), testing each row
+    where it is queued (no second pass to find the rows again); ``None`` when it picks
+    none. The rows of a ``sync_do``/``async_do`` call are not taken."""
+    pieces: list[Unit] = []
+    rest: list[Unit] = []
+    for u in units:
+        picks: dict[tuple[str, str], set[int]] = {}
+        if u.fut is None:
+            pend = u.pend
+            for kind in ("inserts", "replaces"):
+                lst = getattr(pend, kind).get(name)
+                if lst:
+                    idx = {j for j, x in enumerate(lst) if test(x)}
+                    if idx:
+                        picks[(kind, name)] = idx
         if picks:
             mine, left = u.take_all(picks)
             pieces.append(mine)

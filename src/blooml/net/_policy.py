@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from blooml.engine._pending_input import as_dict, raising_rows
+from blooml.engine._pending_input import row_test, scanning
 from blooml.engine._state import Pending
 from blooml.errors import IllTypedValueError, ProgramError, RuleQuarantinedError
 from blooml.net._coltypes import ColumnTypes
@@ -20,8 +20,8 @@ from blooml.net._isolate import (
     isolate,
     marks,
     merge_into,
+    split_by,
     split_units,
-    take_rows,
     truncate,
 )
 from blooml.net._nodebase import NodeBase, log
@@ -271,20 +271,21 @@ class Isolation(NodeBase):
 
     def _screen(self) -> tuple[list[Unit], list[Unit]] | None:
         """The rows of the slow lane's batch (``_units``, all that is queued) on which the
-        rule its last failed tick raised in raises again alone (``raising_rows``, the test
+        rule its last failed tick raised in raises again alone (``row_test``, the test
         ``pending_input`` names rows by), as ``(suspects, rest)`` units; ``None`` when there
         are none (then screening stops until a lane tick fails again)."""
         suspect = self._suspect
         if suspect is None:
             return None
         rule, etype = suspect
+        probe = None if rule.index in self.quarantined else row_test(self.rt, rule, etype)
         found = None
-        if rule.index not in self.quarantined:
-            found = raising_rows(self.rt, rule, etype, as_dict(self.rt.pending))
-        if not found:
+        if probe is not None:
+            with scanning(self.rt):
+                found = split_by(self._units, *probe)
+        if found is None:
             self._suspect = None
-            return None
-        return take_rows(self._units, found)
+        return found
 
     def _tick_screened(self, t0: float, suspects: list[Unit], rest: list[Unit]) -> None:
         """A screened batch of the slow lane: a tick on the ``rest``, then one on the
