@@ -503,33 +503,19 @@ def take_rows(units: list[Unit], items: Any) -> tuple[list[Unit], list[Unit]] | 
             want[key] = want.get(key, 0) + 1
     except TypeError:  # an unhashable value in a row: one row at a time, by equality
         return _named_row(units, name, tuple(rows[0]))
-    pieces: list[Unit] = []
-    rest: list[Unit] = []
-    for u in units:
-        picks: dict[tuple[str, str], set[int]] = {}
-        if u.fut is None and want:
-            pend = u.pend
-            for kind in ("inserts", "replaces"):
-                lst = getattr(pend, kind).get(name)
-                for j, x in enumerate(lst or ()):
-                    try:  # (a row is a tuple, or a named tuple: equal, the same hash)
-                        c = want.get(x, 0)
-                    except TypeError:  # unhashable: not a named row
-                        continue
-                    if c:
-                        picks.setdefault((kind, name), set()).add(j)
-                        if c == 1:
-                            del want[x]
-                        else:
-                            want[x] = c - 1
-        if picks:
-            mine, left = u.take_all(picks)
-            pieces.append(mine)
-            if left is not None:
-                rest.append(left)
-        else:
-            rest.append(u)
-    return (pieces, rest) if pieces else None
+
+    def named(x: Any) -> bool:
+        try:  # (a row is a tuple, or a named tuple: equal, the same hash)
+            c = want.get(x, 0)
+        except TypeError:  # unhashable: not a named row
+            return False
+        if c == 1:
+            del want[x]
+        elif c:
+            want[x] = c - 1
+        return c > 0
+
+    return split_by(units, name, named)
 
 
 def split_by(
