@@ -25,7 +25,6 @@ __all__ = [
     "blame",
     "culprits",
     "discard",
-    "raising_rows",
     "report_pending",
     "row_test",
     "scanning",
@@ -114,16 +113,7 @@ def row_culprit(
     first 10,000 queued rows alone); ``{}`` for any other rule shape, or when no row raises
     alone. All of them, not the first: a batch with several poison rows (a flood of them
     over the network) is then cleared by one retry, not one failed tick per row."""
-    return raising_rows(rt, rule, type(exc), pending)
-
-
-def raising_rows(
-    rt: Any, rule: Rule, etype: type[BaseException], pending: dict[str, list[Any]]
-) -> dict[str, list[Any]]:
-    """``row_culprit`` for an exception type: the queued rows (of the first 10,000) on which
-    ``rule``'s functions raise ``etype`` alone, ``{name: rows}`` (``{}`` for a rule of
-    another shape, or none)."""
-    probe = row_test(rt, rule, etype)
+    probe = row_test(rt, rule, type(exc))
     if probe is None or probe[0] not in pending:
         return {}
     name, test = probe
