@@ -1,5 +1,6 @@
-"""The bookkeeping of a node's isolation (``blooml.net._isolate``): which queued input is
-still live after a failed tick, and taking the rows the runtime names out of their units."""
+"""The bookkeeping of a node's isolation (``blooml.net._input``, and ``_isolate``'s naming):
+which queued input is still live after a failed tick, and taking the rows the runtime names
+out of their units."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import concurrent.futures
 from typing import Any
 
 from blooml.engine._state import Pending
-from blooml.net._isolate import Unit, _named_rows, combine, split_units
+from blooml.net._input import Unit, combine, split_units
+from blooml.net._isolate import _named_rows
 
 
 def _unit(sender: str, rows: list[tuple[Any, ...]], fut: Any = None) -> Unit:
@@ -97,7 +99,7 @@ def test_the_log_line_of_a_flood_names_a_few_pieces_and_counts_the_rest() -> Non
 
 
 def test_split_by_tests_each_row_where_it_is_queued() -> None:
-    from blooml.net._isolate import split_by
+    from blooml.net._input import split_by
 
     call = _unit("c", [(-1,), (5,)], fut=concurrent.futures.Future())
     a, b = _unit("a", [(1,), (-1,), (2,)]), _unit("b", [(3,)])

@@ -24,7 +24,7 @@ from blooml.errors import RuleQuarantinedError
 from blooml.net._coltypes import ColumnTypes
 from blooml.net._envelope import ReplayGuard
 from blooml.net._fragment import Reassembler
-from blooml.net._isolate import Unit
+from blooml.net._input import Unit
 
 if TYPE_CHECKING:
     from blooml.net._peers import _Peer

@@ -13,17 +13,17 @@ from blooml.engine._pending_input import row_test, scanning
 from blooml.engine._state import Pending
 from blooml.errors import IllTypedValueError, ProgramError, RuleQuarantinedError
 from blooml.net._coltypes import ColumnTypes
-from blooml.net._isolate import (
+from blooml.net._input import (
     Unit,
     added,
     combine,
-    isolate,
     marks,
     merge_into,
     split_by,
     split_units,
     truncate,
 )
+from blooml.net._isolate import isolate
 from blooml.net._nodebase import NodeBase, log
 
 #: Rows the slow lane applies together at most when the node is idle: the rows
@@ -44,7 +44,7 @@ class Isolation(NodeBase):
         sender: str | None = None,
     ) -> Any:
         """Call ``fn(*args)``, remembering what it queues for the next tick as one input
-        unit (``_isolate.Unit``); if it raises, nothing it queued stays queued. ``fn`` sees
+        unit (``_input.Unit``); if it raises, nothing it queued stays queued. ``fn`` sees
         the queue as it is (a ``p.tick()`` inside it ticks on everything queued)."""
         rt = self.rt
         base = rt.pending

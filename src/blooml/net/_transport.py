@@ -36,7 +36,7 @@ from blooml.net._envelope import (
     envelope_head,
 )
 from blooml.net._fragment import Reassembler, fragment, is_fragment
-from blooml.net._isolate import Unit
+from blooml.net._input import Unit
 from blooml.net._nodebase import NodeBase, log
 from blooml.net._valuecodec import encode_fitting, encode_row
 

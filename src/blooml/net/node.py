@@ -33,7 +33,7 @@ from blooml.net import _peers, _transport
 from blooml.net._coltypes import ColumnTypes
 from blooml.net._envelope import MAX_DATAGRAM, MAX_MESSAGE, ReplayGuard
 from blooml.net._fragment import Reassembler
-from blooml.net._isolate import Unit
+from blooml.net._input import Unit
 from blooml.net._nodebase import NodeBase
 from blooml.net._peers import Peers, _Peer
 from blooml.net._policy import Isolation
