@@ -17,18 +17,29 @@ Whole-state gossip every 0.1 s. Measured, in this order:
    the CPU of the three nodes (CPU seconds per second) over 3 s without writes;
 3. **change**: 10 keys (half updated, half new, drawn at random) written at a replica drawn at
    random, 10 times: the time until both others hold all 10 (median and 90th percentile);
-4. **restart**: one replica stopped and restarted empty at its address: the time until it
+4. **steady writes** (deltas; ``--steady`` seconds, 10 by default): what users do, writes
+   that do not wait for each other: 10 keys drawn at random written at a replica drawn at
+   random, ``--rate`` times a second (100: 1,000 keys/s), each from the client as soon as
+   the last is applied. Every 10th write's arrival at both others is timed (median and 90th
+   percentile, against the unloaded 10-key change's median in the same run), and counted:
+   the writes a second achieved, the keys range repair sent against the keys written (a
+   key on its way as a delta makes two replicas' ranges differ when they compare them:
+   repair must not resend it), the traffic and the CPU;
+5. **restart**: one replica stopped and restarted empty at its address: the time until it
    holds the whole store again, and the bytes all three sent meanwhile.
 
 Targets (issue 25): delta converges at 1M keys over UDP and TCP, a 10-key change reaches the
 others within 1 s (median and 90th percentile) at 200k and 1M keys, and idle traffic and CPU
-are about 0 (under 2 KB/s and 0.05 CPU s/s). Whole-state gossip is the baseline in the same run
-(skipped above ``--whole-max`` keys: at 1M keys a period's state is 10 MB per peer). Exits
-non-zero on a miss. Bounded: each phase gives up after ``--limit`` seconds. ``--million`` runs
-1M keys once per transport, without whole-state gossip and without the restart phase (minutes
-on 2 cores).
+are about 0 (under 2 KB/s and 0.05 CPU s/s). Under steady writes: each write reaches the
+others within 1 s (90th percentile), at least 90% of the asked rate is achieved, and range
+repair sends at most a tenth as many keys as were written. Whole-state gossip is the
+baseline in the same run (skipped above ``--whole-max`` keys: at 1M keys a period's state is
+10 MB per peer). Exits non-zero on a miss. Bounded: each phase gives up after ``--limit``
+seconds. ``--million`` runs 1M keys once per transport, without whole-state gossip and without
+the restart phase (minutes on 2 cores).
 
     python benchmarks/bench_net_gossip.py [--keys 200000] [--transport udp|tcp|both] [--quick]
+        [--steady SECONDS] [--rate WRITES_PER_S]
     python benchmarks/bench_net_gossip.py --million [--transport udp|tcp|both]
 """
 
@@ -42,7 +53,7 @@ import sys
 import time
 from typing import Any
 
-from blooml import Program, ProgramError, bloom, channel, lmap, lmax, periodic, table
+from blooml import Program, ProgramError, bloom, channel, lmap, lmax, periodic, reads, table
 from blooml.net import node
 from blooml.net.antientropy import DeltaGossip
 
@@ -61,8 +72,18 @@ class Whole(Program):
         self.store <= self.sync.map(lambda s: s.kv)
 
 
+#: Keys each replica's range repairs sent (``ae_chunk``), by address.
+REPAIR_KEYS: dict[str, int] = {}
+
+
 class Delta(DeltaGossip):
-    """Delta anti-entropy (the mixin's rules only)."""
+    """Delta anti-entropy (the mixin's rules only), counting the keys its repairs send."""
+
+    @reads("store")
+    def ae_chunk_of(self, peer: str, snap: int, index: int) -> list[Any]:
+        out = super().ae_chunk_of(peer, snap, index)
+        REPAIR_KEYS[self.addr] = REPAIR_KEYS.get(self.addr, 0) + sum(len(c) for c in out)
+        return out
 
 
 #: Seconds over which the idle traffic and CPU (no writes) are measured.
@@ -73,6 +94,9 @@ TIMEOUT = 300.0
 IDLE_BYTES, IDLE_CPU = 2_000.0, 0.05
 #: The target for a 10-key change to reach both other replicas (seconds, median and p90).
 CHANGE_TARGET = 1.0
+#: Steady writes: the share of the asked rate to achieve, and the keys range repair may send
+#: per key written.
+STEADY_RATE, STEADY_REPAIR = 0.9, 0.1
 
 
 def _size(p: Any) -> int:
@@ -126,11 +150,14 @@ def run(
     changes: int = 10,
     restart: bool = True,
     via_update: bool = False,
+    steady: float = 0.0,
+    rate: float = 100.0,
 ) -> dict[str, Any]:
-    """One run of the four phases (see the module docstring), with ``changes`` 10-key
-    changes (and without the restart phase if not ``restart``; for deltas, the N keys
-    written through ``update`` in one tick after the start if ``via_update``, not loaded
-    into the store before it); returns the figures."""
+    """One run of the phases (see the module docstring), with ``changes`` 10-key changes,
+    ``steady`` seconds of steady writes at ``rate`` writes a second (deltas only; none when
+    0), without the restart phase if not ``restart``, and for deltas, the N keys written
+    through ``update`` in one tick after the start if ``via_update`` (not loaded into the
+    store before it); returns the figures."""
     rng = random.Random(seed)
     cls = Whole if kind == "whole" else Delta
     value = lmap({f"key{i}": lmax((1, f"value{i}")) for i in range(keys)})
@@ -148,6 +175,7 @@ def run(
         "steady": None,
         "steady_cpu": None,
         "change_s": [],
+        "steady_writes": None,
         "restarted": False,
         "restart_s": None,
         "restart_bytes": 0,
@@ -191,6 +219,8 @@ def run(
             while time.monotonic() - t2 < limit and not all(_holds(p, kv) for p in others):
                 time.sleep(0.005)
             out["change_s"].append(time.monotonic() - t2)
+        if steady > 0 and kind == "delta":
+            out["steady_writes"] = _steady_writes(ps, keys, steady, rate, rng, limit)
         if not restart:
             return out
         out["restart_run"] = True
@@ -215,6 +245,70 @@ def run(
         for p in ps:
             node(p).stop(10.0)
     return out
+
+
+def _steady_writes(
+    ps: list[Any], keys: int, seconds: float, rate: float, rng: random.Random, limit: float
+) -> dict[str, Any]:
+    """The steady-writes phase (see the module docstring): its figures."""
+    REPAIR_KEYS.clear()
+    arrived: list[float] = []
+    waiting: list[tuple[float, lmap, int]] = []  # the sampled writes not seen at both others
+    before, cpu, t0 = _sent(ps), time.process_time(), time.monotonic()
+    n = 0
+    due = t0
+    while time.monotonic() - t0 < seconds:
+        at = rng.randrange(3)
+        kv = lmap({f"key{rng.randrange(keys)}": lmax((100 + n, f"steady{n}")) for _ in range(10)})
+        _write(ps[at], "delta", kv)
+        if n % 10 == 0:
+            waiting.append((time.monotonic(), kv, at))
+        n += 1
+        still = []
+        for t, w, a in waiting:
+            if all(_holds(p, w) for i, p in enumerate(ps) if i != a):
+                arrived.append(time.monotonic() - t)
+            else:
+                still.append((t, w, a))
+        waiting = still
+        due += 1.0 / rate
+        if due > time.monotonic():
+            time.sleep(due - time.monotonic())
+    elapsed = time.monotonic() - t0
+    out: dict[str, Any] = {
+        "writes": n,
+        "per_s": n / elapsed,
+        "bytes_s": (_sent(ps) - before) / elapsed,
+        "cpu": (time.process_time() - cpu) / elapsed,
+        "repair_keys": sum(REPAIR_KEYS.values()),
+        "keys_written": 10 * n,
+    }
+    end = time.monotonic()  # the samples still on their way: waited for, up to ``limit``
+    for t, w, a in waiting:
+        while time.monotonic() - end < limit and not all(
+            _holds(p, w) for i, p in enumerate(ps) if i != a
+        ):
+            time.sleep(0.005)
+        arrived.append(time.monotonic() - t)
+    out["arrival_s"] = arrived
+    return out
+
+
+def _show_steady(transport: str, r: dict[str, Any], rate: float) -> str:
+    s = r["steady_writes"]
+    if s is None:
+        return f"  {transport} steady writes: not run"
+    ar = s["arrival_s"]
+    unloaded = _pct(r["change_s"], 0.5) if r["change_s"] else None
+    p50, p90 = _pct(ar, 0.5), _pct(ar, 0.9)
+    vs = f" ({p50 / unloaded:.1f}x the unloaded change's median)" if unloaded else ""
+    return (
+        f"  {transport} steady writes: {s['writes']:,} writes of 10 keys, {s['per_s']:.0f}/s "
+        f"(asked {rate:.0f}/s); arrival p50/p90 {p50 * 1000:.0f}/{p90 * 1000:.0f} ms{vs}; "
+        f"range repair sent {s['repair_keys']:,} keys for {s['keys_written']:,} written "
+        f"({s['repair_keys'] / max(s['keys_written'], 1):.2f}x); "
+        f"{s['bytes_s'] / 1e3:.0f} KB/s, {s['cpu']:.2f} CPU s/s"
+    )
 
 
 def _show(transport: str, kind: str, r: dict[str, Any], limit: float) -> str:
@@ -247,6 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--million", action="store_true", help="1M keys once: no whole-state run, no restart"
     )
+    ap.add_argument("--steady", type=float, default=10.0, help="seconds of steady writes (0: none)")
+    ap.add_argument(
+        "--rate", type=float, default=100.0, help="steady writes a second (10 keys each)"
+    )
     ap.add_argument(
         "--via-update",
         action="store_true",
@@ -257,6 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     restart = not args.million
     if args.quick:
         keys, transports = 4_000, ["udp"]
+        args.steady = min(args.steady, 2.0)
     if args.million:
         keys, args.whole_max = 1_000_000, 0
     ok = True
@@ -266,9 +365,18 @@ def main(argv: list[str] | None = None) -> int:
         res = {}
         for kind in kinds:  # each line as its run ends (a run at 200k keys takes minutes)
             r = res[kind] = run(
-                kind, transport, keys, args.limit, restart=restart, via_update=args.via_update
+                kind,
+                transport,
+                keys,
+                args.limit,
+                restart=restart,
+                via_update=args.via_update,
+                steady=args.steady,
+                rate=args.rate,
             )
             print(_show(transport, kind, r, args.limit), flush=True)
+            if kind == "delta" and args.steady > 0:
+                print(_show_steady(transport, r, args.rate), flush=True)
         d = res["delta"]
         w = res.get("whole")
         if w and d["converged"] and w["converged"] and d["restarted"] and w["restarted"]:
@@ -287,6 +395,16 @@ def main(argv: list[str] | None = None) -> int:
             miss.append(f"a 10-key change must arrive within {CHANGE_TARGET} s (median, p90)")
         if d["converged"] and not (d["steady"] <= IDLE_BYTES and d["steady_cpu"] <= IDLE_CPU):
             miss.append(f"idle must be under {IDLE_BYTES / 1e3:.0f} KB/s and {IDLE_CPU} CPU s/s")
+        sw = d["steady_writes"]
+        if sw is not None and not args.quick:
+            if _pct(sw["arrival_s"], 0.9) > CHANGE_TARGET:
+                miss.append(f"under steady writes each must arrive within {CHANGE_TARGET} s (p90)")
+            if sw["per_s"] < STEADY_RATE * args.rate:
+                miss.append(f"steady writes must reach {STEADY_RATE:.0%} of {args.rate:.0f}/s")
+            if sw["repair_keys"] > STEADY_REPAIR * sw["keys_written"]:
+                miss.append(
+                    f"under steady writes range repair may send {STEADY_REPAIR}x the keys written"
+                )
         if miss:
             print(f"  {transport}: MISS ({'; '.join(miss)})", flush=True)
             ok = False

@@ -14,7 +14,7 @@ from _net import wait_until
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from _examples import load_benchmark
 
-from blooml import bloom, channel, lbag, lmap, lmax, lset
+from blooml import bloom, channel, lbag, lmap, lmax, lset, reads
 from blooml.net import Simulation
 from blooml.net.antientropy import DeltaGossip, novel
 
@@ -420,3 +420,80 @@ def test_large_changes_in_a_row_share_one_window_per_peer() -> None:
     assert sum(n for _, n in sends) >= 6 * 2  # 2 chunks a tick
     # within less than a round trip of any send, at most the window (2 chunks) was sent
     assert max(sum(n for u, n in sends if t <= u < t + 0.15) for t, _ in sends) <= 2
+
+
+# -- a repair costs the keys that differ, not their ranges (issue 25, steady writes) -------------
+
+_CHUNK_KEYS: list[int] = []
+
+
+class Counted(Replica):
+    """Counts the keys its repairs send (``ae_chunk``)."""
+
+    @reads("store")
+    def ae_chunk_of(self, peer: str, snap: int, index: int) -> list[Any]:
+        out = super().ae_chunk_of(peer, snap, index)
+        _CHUNK_KEYS.append(sum(len(c) for c in out))
+        return out
+
+
+def _large_pair(sim: Simulation, n: int) -> dict[str, Counted]:
+    """Two replicas that both hold the same ``n`` keys (loaded, not sent: roots agree)."""
+    ps = {x: Counted(addr=x, network=sim) for x in "ab"}
+    ps["a"].peer.insert([("b",)])
+    ps["b"].peer.insert([("a",)])
+    for p in ps.values():
+        p.store.insert(_keys(n))
+    sim.run(3.0)  # they meet (first contact, acks): the roots agree, nothing to repair
+    assert ps["a"].ae_root() == ps["b"].ae_root() and _CHUNK_KEYS == []
+    return ps
+
+
+def _agree(ps: dict[str, Counted]) -> bool:
+    """Equal roots (equal stores but for a 2**-64 chance: cheaper than comparing them)."""
+    return ps["a"].ae_root() == ps["b"].ae_root()
+
+
+def test_a_few_keys_that_differ_in_a_large_store_cost_their_slots_not_their_ranges() -> None:
+    """At 40,000 keys a range holds about 39 keys: before, a repair sent every range that
+    differed whole; now the replica asks for the digests of those ranges' 16 slots
+    (``ae_sub``) and sends the keys of the slots that differ."""
+    sim = Simulation(seed=11, delay=(0.001, 0.01))
+    _CHUNK_KEYS.clear()
+    ps = _large_pair(sim, 40_000)
+    fix = lmap({f"key{i}": lmax((2, "repaired")) for i in (7, 20_000, 39_999)})
+    ps["a"].store.insert(fix)  # not through ``update``: no delta, only a repair brings it
+    assert sim.run_until(lambda s: fix <= ps["b"].store.value, limit=sim.now + 10.0)
+    assert ps["b"].store.value == ps["a"].store.value
+    # both send the keys of the 3 slots that differ: about 2.4 keys a slot (the 3 ranges
+    # whole before: about 39 keys a range, 2 * 117 keys)
+    assert 3 <= sum(_CHUNK_KEYS) <= 60, _CHUNK_KEYS
+    asked = [m for m in sim.messages if any(c == "ae_sub" for c, _ in m.channels)]
+    assert {m.src for m in asked} <= {"a", "b"} and len(asked) >= 2
+
+
+def test_steady_writes_make_repairs_send_little_and_rounds_wait_for_the_period() -> None:
+    """Keys still on their way as deltas make the ranges of two replicas differ whenever
+    they compare them. Before, each comparison sent those ranges whole, and every completed
+    repair started the next round at once: under steady writes, rounds for ever."""
+    sim = Simulation(seed=12, delay=(0.002, 0.02))
+    _CHUNK_KEYS.clear()
+    ps = _large_pair(sim, 40_000)
+    start = sim.now
+    for i in range(200):  # 20 keys every 50 ms for 10 s, at both replicas in turn
+        at = start + 0.05 * i
+        p = ps["ab"[i % 2]]
+        sim.at(
+            at,
+            lambda s, p=p, i=i: [
+                _put(p, f"key{(i * 20 + j) * 7 % 40_000}", 2 + i, i) for j in range(20)
+            ],
+        )
+    sim.run(11.0)
+    assert sim.run_until(lambda s: _agree(ps), limit=start + 20.0)
+    assert ps["a"].store.value == ps["b"].store.value
+    rounds = [m for m in sim.messages if m.sent_at >= start and ("ae_ranges", 1) in m.channels]
+    # one round per ae_probe period (2 s) and direction at most: 5 periods, 2 replicas, and
+    # each round's answer (ranges both ways)
+    assert len(rounds) <= 2 * 2 * 6, len(rounds)
+    assert sum(_CHUNK_KEYS) <= 200, _CHUNK_KEYS  # of 4,000 keys written

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from blooml.lattices import lbag, lmap, lmax, lset
-from blooml.net._digest import LEAVES, RangeDigest, split, stable_hash
+from blooml.net._digest import FINE, LEAVES, MAX_DEPTH, RangeDigest, split, stable_hash
 
 _keys = st.one_of(st.text(max_size=4), st.integers(-5, 5), st.tuples(st.text(max_size=2)))
 _maps = st.dictionaries(_keys, st.tuples(st.integers(0, 3), st.text(max_size=2)), max_size=12).map(
@@ -22,7 +22,7 @@ _bags = st.dictionaries(_keys, st.integers(1, 4), max_size=12).map(lbag)
 
 def _same(d: RangeDigest, value: Any) -> bool:
     r = RangeDigest(value)
-    return (d.leaf, d.root, d.count) == (r.leaf, r.root, r.count)
+    return (d.leaf, d.fine, d.root, d.count) == (r.leaf, r.fine, r.root, r.count)
 
 
 @settings(max_examples=20, deadline=None)
@@ -67,9 +67,9 @@ def test_a_difference_shows_in_its_range_only() -> None:
     a, b = RangeDigest(base), RangeDigest(base.merge(lmap({"k7": lmax(99)})))
     assert a.root != b.root
     depth = RangeDigest.depth_for(2_000)
-    leaves = b.differs(a.vector(depth), depth)
-    assert 0 < len(leaves) <= LEAVES >> depth
-    assert lmap({"k7": lmax(99)}) <= b.chunk(b.value, tuple(leaves))
+    slots = b.differs(a.vector(depth), depth)
+    assert 0 < len(slots) <= (LEAVES >> depth) * FINE
+    assert lmap({"k7": lmax(99)}) <= b.chunk(b.value, tuple(slots))
     assert b.differs(b"short", depth) == [] and b.differs(a.vector(depth), 99) == []
 
 
@@ -114,3 +114,38 @@ def test_split_parts_are_bounded_and_join_to_the_value(value: Any, size: int) ->
         joined = joined.merge(p)
     assert joined == value
     assert split(lmax(3), size) == [lmax(3)]
+
+
+def test_a_slot_digest_sums_to_its_range() -> None:
+    d = RangeDigest(lmap({f"k{i}": lmax(i) for i in range(5_000)}))
+    assert all(sum(d.fine[i * FINE : (i + 1) * FINE]) % 2**64 == d.leaf[i] for i in range(LEAVES))
+    assert sum(d.count) == 5_000
+
+
+def test_a_few_changed_keys_of_a_large_store_show_in_their_slots_only() -> None:
+    # a store of 200 keys a range: the ranges that differ, asked for by slot, give the
+    # slots of the changed keys (about 1/FINE of each range), and their keys
+    base = lmap({f"k{i}": lmax(i) for i in range(200 * LEAVES)})
+    change = lmap({f"k{i}": lmax(10**9 + i) for i in (7, 70_000)} | {"new": lmax(1)})
+    a, b = RangeDigest(base), RangeDigest(base.merge(change))
+    slots = b.differs(a.vector(MAX_DEPTH), MAX_DEPTH)
+    leaves = RangeDigest.leaves_of(slots)
+    assert len(leaves) == 2 or len(leaves) == 3  # (two keys may share a range)
+    assert len(slots) == len(leaves) * FINE  # a range's slots: all of them hold keys
+    fine = b.sub_differs(leaves, a.sub_vector(leaves))
+    assert 1 <= len(fine) <= 3
+    sent = b.chunk(b.value, tuple(fine))
+    assert change <= sent and len(sent) <= 3 * 200 * 2 // FINE
+    # the peer has no keys in slots only this store has: it sends nothing from them
+    assert a.sub_differs(leaves, b.sub_vector(leaves)) == [s for s in fine if a.count[s]]
+
+
+@pytest.mark.parametrize(
+    "leaves", [[], [LEAVES], [-1], [1, 1], ["1"], "ab", None, list(range(LEAVES + 1))]
+)
+def test_a_malformed_request_for_slots_gets_nothing(leaves: Any) -> None:
+    d = RangeDigest(lmap({f"k{i}": lmax(i) for i in range(100)}))
+    assert d.sub_vector(leaves) == b""
+    assert d.sub_differs(leaves, b"\0" * 8 * FINE) == []
+    assert d.sub_differs([1], b"short") == []
+    assert d.sub_differs([1, 2], d.sub_vector([1])) == []

@@ -5,7 +5,12 @@ A store (an ``lmap``, ``lset`` or ``lbag``) is cut by a stable hash of each key 
 its entries, and the root is the sum of the ranges. Two replicas hold the same entries in a
 range exactly when (but for a 2**-64 chance) its digests agree, so comparing 1,024 numbers
 finds where two stores of any size differ (the Merkle-tree idea of Dynamo and Cassandra repair,
-flattened to one level: a root, then the leaves).
+flattened to two levels under the root: the ranges, and ``FINE`` slots in each).
+
+Each range is cut further into ``FINE`` slots with digests of their own, so that where two
+large stores differ in a few keys, a peer can ask for the slots of the ranges that differ
+(:meth:`RangeDigest.sub_vector`) and be sent the keys of the slots that differ
+(:meth:`RangeDigest.sub_differs`): about ``1/FINE`` of each range, not the whole range.
 
 A sum is updated per entry: a changed entry subtracts its old hash and adds its new one, so
 :meth:`RangeDigest.seen` costs the keys a tick changed, never the store. Hashes are stable
@@ -26,10 +31,17 @@ from rpds import HashTrieMap
 from blooml.lattices import Lattice, lbag, lbool, lmap, lmax, lmin, lset
 from blooml.lattices.sets import _elems, trie_items
 
-__all__ = ["LEAVES", "RangeDigest", "split", "stable_hash"]
+__all__ = ["FINE", "LEAVES", "MAX_DEPTH", "RangeDigest", "split", "stable_hash"]
 
 #: Ranges a store is cut into (a leaf vector is 8 bytes per range).
 LEAVES = 1024
+#: The depth of the leaves (``2**MAX_DEPTH == LEAVES``): a vector at this depth has a digest
+#: per range.
+MAX_DEPTH = LEAVES.bit_length() - 1
+#: Slots each range is cut into (a range's sub-vector is 8 bytes per slot).
+FINE = 16
+#: Slots in all: slot ``s`` is in range ``s // FINE``.
+SLOTS = LEAVES * FINE
 _MASK = (1 << 64) - 1
 _ORDERED = (lmax, lmin, lbool)
 _pack_u = struct.Struct(">Q").pack
@@ -118,21 +130,24 @@ def _elem_hash(x: Any, kt: str | None) -> int:
     return _b64(b"e" + kt.encode("utf-8", "surrogatepass")) if kt is not None else stable_hash(x)
 
 
-def _leaf_of(key: Any, kt: str | None) -> int:
-    """The range of a key (spread by CRC-32: its ranges need no strength, only spread)."""
+def _slot_of(key: Any, kt: str | None) -> int:
+    """The slot of a key (spread by CRC-32: its slots need no strength, only spread); its
+    range is ``slot // FINE``, the CRC modulo ``LEAVES`` (as before there were slots)."""
     data = kt.encode("utf-8", "surrogatepass") if kt is not None else _pack_u(stable_hash(key))
-    return zlib.crc32(data) % LEAVES
+    c = zlib.crc32(data)
+    return (c % LEAVES) * FINE + (c // LEAVES) % FINE
 
 
 class RangeDigest:
     """The range digests of one store, kept up to date by :meth:`seen` after each tick.
 
-    ``leaf[i]`` is range ``i``'s digest, ``count[i]`` its number of entries, ``keys[i]`` its
-    keys (boxed as the store's trie holds them), ``root`` the sum of the leaves; ``value`` is
-    the store value they describe.
+    ``leaf[i]`` is range ``i``'s digest, ``fine[s]`` slot ``s``'s (range ``s // FINE``),
+    ``count[s]`` the slot's number of entries, ``keys[s]`` its keys (boxed as the store's
+    trie holds them), ``root`` the sum of the leaves; ``value`` is the store value they
+    describe.
     """
 
-    __slots__ = ("count", "keys", "leaf", "root", "value", "whole")
+    __slots__ = ("count", "fine", "keys", "leaf", "root", "value", "whole")
 
     def __init__(self, value: Any) -> None:
         self.rebuild(value)
@@ -140,23 +155,23 @@ class RangeDigest:
     def rebuild(self, value: Any) -> None:
         """Compute every digest from ``value`` (once, at start, or after a change that was
         not seen: O(store))."""
-        self.leaf = [0] * LEAVES
-        self.count = [0] * LEAVES
-        self.keys: defaultdict[int, set[Any]] = defaultdict(set)  # the ranges used only
-        self.root = 0
-        #: a lattice the ranges do not know is one entry, in range 0
+        fine = [0] * SLOTS
+        self.count = [0] * SLOTS
+        self.keys: defaultdict[int, set[Any]] = defaultdict(set)  # the slots used only
+        #: a lattice the ranges do not know is one entry, in slot 0
         self.whole = type(value) not in (lmap, lset, lbag)
         self.value = value
-        leaf, count, keys = self.leaf, self.count, self.keys
-        for bk, i, h in self._entries(value, None):
-            leaf[i] += h
-            count[i] += 1
-            keys[i].add(bk)
-        self.leaf = [x & _MASK for x in leaf]
+        count, keys = self.count, self.keys
+        for bk, s, h in self._entries(value, None):
+            fine[s] += h
+            count[s] += 1
+            keys[s].add(bk)
+        self.fine = [x & _MASK for x in fine]
+        self.leaf = [sum(self.fine[i : i + FINE]) & _MASK for i in range(0, SLOTS, FINE)]
         self.root = sum(self.leaf) & _MASK
 
     def _entries(self, value: Any, boxed: Any) -> list[tuple[Any, int, int]]:
-        """``(boxed key, range, entry hash)`` of the entries of ``value`` (of those keys
+        """``(boxed key, slot, entry hash)`` of the entries of ``value`` (of those keys
         only, when ``boxed`` is given; an absent key is left out)."""
         t = type(value)
         out: list[tuple[Any, int, int]] = []
@@ -168,28 +183,26 @@ class RangeDigest:
                 if v is not None:
                     k = bk[0]
                     kt = _key_text(k)
-                    add((bk, _leaf_of(k, kt), _entry_hash(k, v, kt)))
+                    add((bk, _slot_of(k, kt), _entry_hash(k, v, kt)))
         elif t is lset:
             elems = _elems(value._v) if boxed is None else [bk[0] for bk in boxed]
             for x in elems:
                 if boxed is None or x in value:
                     kt = _key_text(x)
-                    add(((x,), _leaf_of(x, kt), _elem_hash(x, kt)))
+                    add(((x,), _slot_of(x, kt), _elem_hash(x, kt)))
         else:
             add(((None,), 0, stable_hash(value)))
         return out
 
-    def _add(self, bk: Any, i: int, h: int) -> None:
+    def _add(self, bk: Any, s: int, h: int) -> None:
+        self.fine[s] = (self.fine[s] + h) & _MASK
+        i = s // FINE
         self.leaf[i] = (self.leaf[i] + h) & _MASK
         self.root = (self.root + h) & _MASK
-        keys = self.keys[i]
+        keys = self.keys[s]
         if bk not in keys:
             keys.add(bk)
-            self.count[i] += 1
-
-    def _sub(self, i: int, h: int) -> None:
-        self.leaf[i] = (self.leaf[i] - h) & _MASK
-        self.root = (self.root - h) & _MASK
+            self.count[s] += 1
 
     def seen(self, start: Any, value: Any, incs: list[Any]) -> None:
         """A committed tick merged ``incs`` into the store (``start`` -> ``value``): update
@@ -216,14 +229,15 @@ class RangeDigest:
             get = value._v.get
             pairs = [(bk, get(bk)) for bk in boxed]
             fresh_is_inc = False
-        keys, leaf, count = self.keys, self.leaf, self.count
+        keys, leaf, fine, count = self.keys, self.leaf, self.fine, self.count
         old_get, new_get = start._v.get, value._v.get
         root = self.root
         for bk, v in pairs:
             k = bk[0]
             kt = _key_text(k)
-            i = _leaf_of(k, kt)
-            ks = keys[i]
+            s = _slot_of(k, kt)
+            i = s // FINE
+            ks = keys[s]
             if bk in ks:
                 was = old_get(bk)
                 now = new_get(bk) if fresh_is_inc else v
@@ -232,14 +246,14 @@ class RangeDigest:
                 h0, h = _entry_hash(k, was, kt), _entry_hash(k, now, kt)
                 if h0 == h:
                     continue
-                leaf[i] = (leaf[i] - h0 + h) & _MASK
-                root += h - h0
+                h -= h0
             else:
                 h = _entry_hash(k, v, kt)
-                leaf[i] = (leaf[i] + h) & _MASK
-                root += h
                 ks.add(bk)
-                count[i] += 1
+                count[s] += 1
+            fine[s] = (fine[s] + h) & _MASK
+            leaf[i] = (leaf[i] + h) & _MASK
+            root += h
         self.root = root & _MASK
 
     def _seen_set(self, start: Any, value: Any, incs: list[Any]) -> None:
@@ -247,9 +261,9 @@ class RangeDigest:
         for inc in incs:
             for x in _elems(inc._v):
                 kt = _key_text(x)
-                i = _leaf_of(x, kt)
-                if (x,) not in keys[i]:
-                    self._add((x,), i, _elem_hash(x, kt))
+                s = _slot_of(x, kt)
+                if (x,) not in keys[s]:
+                    self._add((x,), s, _elem_hash(x, kt))
 
     def size(self) -> int:
         """Entries in the store."""
@@ -273,7 +287,7 @@ class RangeDigest:
         return struct.pack(f">{len(sums)}Q", *sums)
 
     def differs(self, theirs: bytes, depth: int) -> list[int]:
-        """The leaves in the ranges where ``theirs`` (a peer's :meth:`vector` at ``depth``)
+        """The slots in the ranges where ``theirs`` (a peer's :meth:`vector` at ``depth``)
         differs from this store's and this store has entries (those it could send; a range
         only the peer holds is the peer's to send). ``[]`` for a malformed vector."""
         if not (isinstance(depth, int) and depth >= 0 and (1 << depth) <= LEAVES):
@@ -283,7 +297,7 @@ class RangeDigest:
             return []
         other = struct.unpack(f">{n}Q", theirs)
         mine = struct.unpack(f">{n}Q", self.vector(depth))
-        step = LEAVES >> depth
+        step = (LEAVES >> depth) * FINE
         count = self.count
         return [
             j
@@ -293,13 +307,52 @@ class RangeDigest:
             if count[j]
         ]
 
-    def plan(self, ranges: list[int], size: int) -> list[tuple[int, ...]]:
-        """``ranges`` grouped into chunks of about ``size`` entries (consecutive ranges;
-        at least one range each)."""
+    @staticmethod
+    def leaves_of(slots: list[int]) -> tuple[int, ...]:
+        """The ranges (leaves) ``slots`` lie in, ascending, each once."""
+        return tuple(sorted({s // FINE for s in slots}))
+
+    @staticmethod
+    def _leaves_ok(leaves: Any) -> bool:
+        """Whether ``leaves`` (from the network) is a list of distinct range numbers."""
+        return (
+            isinstance(leaves, (tuple, list))
+            and 0 < len(leaves) <= LEAVES
+            and all(type(i) is int and 0 <= i < LEAVES for i in leaves)
+            and len(set(leaves)) == len(leaves)
+        )
+
+    def sub_vector(self, leaves: Any) -> bytes:
+        """The digests of the ``FINE`` slots of each range in ``leaves`` (8 bytes each, in
+        order): what a peer that asked for them compares with its own (``sub_differs``).
+        ``b""`` when ``leaves`` is malformed (not distinct range numbers)."""
+        if not self._leaves_ok(leaves):
+            return b""
+        fine = self.fine
+        sums = [x for i in leaves for x in fine[i * FINE : (i + 1) * FINE]]
+        return struct.pack(f">{len(sums)}Q", *sums)
+
+    def sub_differs(self, leaves: Any, theirs: Any) -> list[int]:
+        """The slots of the ranges ``leaves`` where ``theirs`` (a peer's :meth:`sub_vector`
+        of them) differs from this store's and this store has entries. ``[]`` when either
+        is malformed."""
+        if not self._leaves_ok(leaves):
+            return []
+        n = len(leaves) * FINE
+        if not isinstance(theirs, bytes) or len(theirs) != 8 * n:
+            return []
+        other = struct.unpack(f">{n}Q", theirs)
+        fine, count = self.fine, self.count
+        slots = [s for i in leaves for s in range(i * FINE, (i + 1) * FINE)]
+        return [s for s, o in zip(slots, other, strict=True) if o != fine[s] and count[s]]
+
+    def plan(self, slots: list[int], size: int) -> list[tuple[int, ...]]:
+        """``slots`` grouped into chunks of about ``size`` entries (consecutive slots; at
+        least one slot each)."""
         out: list[tuple[int, ...]] = []
         cur: list[int] = []
         n = 0
-        for i in ranges:
+        for i in slots:
             if cur and n + self.count[i] > size:
                 out.append(tuple(cur))
                 cur, n = [], 0
@@ -309,12 +362,12 @@ class RangeDigest:
             out.append(tuple(cur))
         return out
 
-    def chunk(self, value: Any, ranges: tuple[int, ...]) -> Any:
-        """The entries of ``value`` (the store now) in ``ranges``, as a value of its type."""
+    def chunk(self, value: Any, slots: tuple[int, ...]) -> Any:
+        """The entries of ``value`` (the store now) in ``slots``, as a value of its type."""
         t = type(value)
         if self.whole:
             return value
-        boxed = [bk for i in ranges for bk in self.keys.get(i, ())]
+        boxed = [bk for i in slots for bk in self.keys.get(i, ())]
         if t is lmap or t is lbag:
             get = value._v.get
             items = {bk: v for bk in boxed if (v := get(bk)) is not None}
