@@ -291,6 +291,12 @@ def _steady_writes(
             time.sleep(0.005)
         arrived.append(time.monotonic() - t)
     out["arrival_s"] = arrived
+    # and every write, sampled or not, has reached every replica before the next phase
+    # (the restart compares the restarted replica with a store read at its start)
+    while (
+        time.monotonic() - end < limit and len({p.sync_do(lambda q: q.ae_root()) for p in ps}) > 1
+    ):
+        time.sleep(0.02)
     return out
 
 

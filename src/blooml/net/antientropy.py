@@ -142,7 +142,7 @@ def _count(x: Any) -> int:
     return x if type(x) is int and x > 0 else 0
 
 
-def _newest(items: Any) -> tuple[int, Any, Any, int, Any, int]:
+def _newest(items: Any) -> tuple[int, Any, Any, int, Any, int, int]:
     """Of a peer's digests received in one tick (``ae_asked`` items), the one to plan from:
     slot digests before range digests, then the finest depth and the newest incarnation
     (compared on those alone: the rest is the peer's data, of any type)."""
@@ -171,7 +171,7 @@ class DeltaGossip(Program, abstract=True):
     ae_delta = channel(["@addr", "src", "epoch", "src_epoch", "upto", "full"], ["kv"])
     ae_ack = channel(["@addr", "src", "epoch", "for_epoch", "upto"])
     ae_digest = channel(["@addr", "src", "src_epoch", "root", "size"])
-    ae_ranges = channel(["@addr", "src", "src_epoch", "ask", "depth", "digests", "owed"])
+    ae_ranges = channel(["@addr", "src", "src_epoch", "ask", "depth", "digests", "owed", "size"])
     ae_sub = channel(["@addr", "src", "src_epoch", "ask", "leaves", "digests"])
     ae_chunk = channel(["@addr", "src", "src_epoch", "snap", "index", "count"], ["kv"])
     ae_chunk_ack = channel(["@addr", "src", "epoch", "for_epoch", "snap", "index"])
@@ -244,16 +244,18 @@ class DeltaGossip(Program, abstract=True):
     #: slots' digests (128 bytes a leaf) costs less than sending their keys whole (small
     #: stores, whose leaves hold a few keys, send them).
     ae_sub_keys = 8
-    #: Comparisons in a row a repair of a peer may be put off while the deltas on their way
+    #: Seconds for which a repair of a peer may be put off while the deltas on their way
     #: between the two (the keys this replica has not had acked by the peer, and those the
     #: peer reports it has not had acked: ``owed``) are at least half as many as the leaves
-    #: that differ, and so may be most of the difference (what they do not explain is then
-    #: small at the next comparison). After a partition heals, the deltas buffered
-    #: on both sides bring what changed meanwhile; a repair planned at the same time sent
-    #: the ranges whole (a 5 s partition under 400 writes/s at 40k keys: 70,000 keys for
-    #: 2,000 changed). Bounded, so that a difference the deltas do not explain is repaired
-    #: within ``ae_defer_max + 1`` probes however busy the deltas are.
-    ae_defer_max = 3
+    #: that differ, and the stores' sizes differ by no more than they (so they may be most
+    #: of the difference; what they do not explain is small at a later comparison). After a
+    #: partition heals, or a replica with durable state restarts, the deltas buffered for it
+    #: bring what changed meanwhile; a repair planned at the same time sent the ranges
+    #: whole (a 5 s partition under 400 writes/s at 40k keys: 70,000 keys for 2,000
+    #: changed).
+    #: Counted from the first comparison put off, so that a difference the deltas do not
+    #: explain is repaired within this many seconds (and a probe) however busy they are.
+    ae_defer = 6.0
     #: Seconds after the last repair chunk it received from a peer during which a replica
     #: starts no repair of another peer (it is still being filled: its ranges are moving, and
     #: the other peer is likely being filled by the same source).
@@ -277,8 +279,9 @@ class DeltaGossip(Program, abstract=True):
         #: Repairs of slots or of one chunk: the next round waits for the next
         #: ``ae_probe``, instead of following at once (:meth:`ae_chains`).
         self._ae_small: set[tuple[str, int]] = set()
-        #: Repairs put off in a row, by peer (:attr:`ae_defer_max`).
-        self._ae_deferred: dict[str, int] = {}
+        #: When the repair of a peer was first put off, and last compared, by peer
+        #: (:attr:`ae_defer`).
+        self._ae_deferred: dict[str, tuple[float, float]] = {}
 
     def ae_usable(self, state: ldompair) -> bool:
         """Whether a peer's ack still lets deltas reach it: every change after it is still
@@ -294,6 +297,13 @@ class DeltaGossip(Program, abstract=True):
         """The ack a peer without a usable one is given: it is sent every change still
         buffered (sequence numbers start at 1), and range repair brings the rest."""
         return max(0, self.ae_floor.value.reveal(), self.ae_dropped.value.reveal())
+
+    def ae_owed_from(self, state: ldompair) -> int:
+        """The sequence number after which a peer with ack ``state`` is owed buffered
+        changes: its ack when usable, else :meth:`ae_start_from` (where it starts over)."""
+        if self.ae_usable(state):
+            return _ack_parts(state)[1]
+        return self.ae_start_from()
 
     def ae_current(self, state: ldompair, epoch: int) -> bool:
         """Whether a peer's ack is usable and speaks for its incarnation ``epoch``."""
@@ -336,22 +346,24 @@ class DeltaGossip(Program, abstract=True):
         return bool(self.ae_now.value.reveal() - at.reveal() < self.ae_quiet)
 
     def ae_plan_for(
-        self, peer: str, item: tuple[int, Any, Any, int, Any, int], owed: int = 0
+        self, peer: str, item: tuple[int, Any, Any, int, Any, int, int], owed: int = 0
     ) -> tuple[int, tuple[int, ...]]:
         """Plan a range repair of ``peer`` from ``item``: ``(0, depth, digests, epoch, (),
-        owed_in)``, its range digests at ``depth`` and the keys it has not had acked by this
-        replica (``ae_ranges``), or ``(1, depth, digests, epoch, leaves, 0)``, the digests
-        of the slots of ``leaves`` (``ae_sub``, answering this replica's ask); ``epoch`` is
-        the peer's incarnation, ``owed`` the keys this replica has not had acked by it.
+        owed_in, size)``, its range digests at ``depth``, the keys it has not had acked by
+        this replica and its store's size (``ae_ranges``), or ``(1, depth, digests, epoch,
+        leaves, 0, 0)``, the digests of the slots of ``leaves`` (``ae_sub``, answering this
+        replica's ask); ``epoch`` is the peer's incarnation, ``owed`` the keys this replica
+        has not had acked by it.
 
         Returns ``(chunks, leaves)``. When the leaves that differ are no more than twice the
-        keys on their way between the two (``owed`` and ``owed_in``), the repair is put off,
-        up to ``ae_defer_max`` times in a row: ``(0, ())``. When the ranges that differ hold keys
+        keys on their way between the two (``owed`` and ``owed_in``), and the two stores'
+        sizes differ by no more than those keys, the repair is put off, for ``ae_defer``
+        seconds at most: ``(0, ())``. When the ranges that differ hold keys
         of this store in at most ``ae_sub_leaves`` leaves, ``ae_sub_keys`` keys a leaf or
         more, nothing is planned: ``(0, leaves)``, the leaves to ask the peer about.
         Otherwise the keys of the slots that differ, in chunks of about ``ae_batch_keys``:
         ``(chunks, ())``, ``(0, ())`` when this replica has nothing to send."""
-        kind, depth, digests, epoch, leaves, owed_in = item
+        kind, depth, digests, epoch, leaves, owed_in, size = item
         d = self.ae_digests
         if kind == 1:
             slots = d.sub_differs(leaves, digests)
@@ -361,10 +373,15 @@ class DeltaGossip(Program, abstract=True):
                 self._ae_deferred.pop(peer, None)
             else:
                 leaves = d.leaves_of(slots)
-                put_off = self._ae_deferred.get(peer, 0)
+                now = self.ae_now.value.reveal()
+                since, last = self._ae_deferred.get(peer, (now, now))
+                if now - last > self.ae_defer:  # (an earlier episode, since ended)
+                    since = now
+                self._ae_deferred[peer] = (since, now)
                 on_way = _count(owed) + _count(owed_in)
-                if len(leaves) <= 2 * on_way and put_off < self.ae_defer_max:
-                    self._ae_deferred[peer] = put_off + 1
+                # (a peer restarted empty differs by its size: the deltas cannot fill it)
+                near = abs(d.size() - _count(size)) <= on_way
+                if near and len(leaves) <= 2 * on_way and now - since < self.ae_defer:
                     return 0, ()
                 self._ae_deferred.pop(peer, None)
                 count = d.count
@@ -552,6 +569,12 @@ class DeltaGossip(Program, abstract=True):
         self.ae_acks <+ self.ae_stale.map(
             lambda s: (s.peer, _ack_state(s.epoch, self.ae_start_from()))
         )
+        # and the delta in flight to its previous incarnation is forgotten: the next leaves
+        # at once, from where it starts over (it waited ae_resend for an ack that could not
+        # come, while the writes of that second piled up unsent and a repair sent them)
+        self.ae_fly <- self.ae_stale.join(self.ae_fly, self.ae_stale.peer == self.ae_fly.peer).map(
+            lambda s, f: f
+        )
         # an ack speaks of this incarnation's sequence numbers only (not a previous one's)
         self.ae_acks <= self.ae_ack.join(self.peer, self.ae_ack.src == self.peer.addr).filter(
             lambda a, p: a.for_epoch == self.ae_epoch
@@ -633,7 +656,7 @@ class DeltaGossip(Program, abstract=True):
             self.ae_owing, self.ae_digest.src == self.ae_owing.peer
         ).filter(lambda d, p, o: d.root != self.ae_root()).map(
             lambda d, p, o: (d.src, self.addr, self.ae_epoch, True, *self.ae_ranges_for(d.size),
-                             o.keys)
+                             o.keys, self.ae_digests.size())
         ).notin(self.ae_sync, lambda r, s: r[0] == s.peer)
         # ranges that asked for ours (answers to a digest) get them: both sides then send
         # what differs, in one and a half round trips
@@ -641,10 +664,12 @@ class DeltaGossip(Program, abstract=True):
             self.ae_owing, self.ae_ranges.src == self.ae_owing.peer
         ).filter(lambda r, p, o: r.ask).map(
             lambda r, p, o: (r.src, self.addr, self.ae_epoch, False,
-                             *self.ae_ranges_for(len(r.digests) // 8 * 64), o.keys)
+                             *self.ae_ranges_for(len(r.digests) // 8 * 64), o.keys,
+                             self.ae_digests.size())
         )
         # the keys this replica has not had acked by a peer it compares ranges with (deltas
-        # on their way: ``owed``), summed when a comparison needs them
+        # on their way: ``owed``), summed when a comparison needs them; for a peer whose ack
+        # is void (it restarted), those after ``ae_start_from``, which it is sent next
         self.ae_owe_q <= self.ae_digest.map(lambda d: (d.src,))
         self.ae_owe_q <= self.ae_ranges.map(lambda r: (r.src,))
         self.ae_owe_q <= self.ae_sub.map(lambda s: (s.src,))
@@ -652,19 +677,18 @@ class DeltaGossip(Program, abstract=True):
         self.ae_owed <= self.ae_owe_q.join(self.ae_acks, self.ae_owe_q.peer == self.ae_acks.peer).join(
             self.ae_buffer
         ).filter(
-            lambda q, a, b: b.origin != q.peer and b.seq > _ack_parts(a.state)[1]
-            and self.ae_usable(a.state)
+            lambda q, a, b: b.origin != q.peer and b.seq > self.ae_owed_from(a.state)
         ).map(lambda q, a, b: (q.peer, b.seq, b.origin, _size(b.delta)))
         self.ae_owing <= self.ae_owed.group(["peer"], sum_("size"))
         # the ranges that differ are sent in chunks (not while a repair to that peer is in
         # progress, nor while this replica is itself being repaired)
         self.ae_asked <= self.ae_ranges.join(self.peer, self.ae_ranges.src == self.peer.addr).map(
-            lambda r, p: (r.src, (0, r.depth, r.digests, r.src_epoch, (), r.owed))
+            lambda r, p: (r.src, (0, r.depth, r.digests, r.src_epoch, (), r.owed, r.size))
         )
         # the digests of the slots of the ranges this replica asked about (below)
         self.ae_asked <= self.ae_sub.join(self.peer, self.ae_sub.src == self.peer.addr).filter(
             lambda s, p: not s.ask
-        ).map(lambda s, p: (s.src, (1, MAX_DEPTH, s.digests, s.src_epoch, s.leaves, 0)))
+        ).map(lambda s, p: (s.src, (1, MAX_DEPTH, s.digests, s.src_epoch, s.leaves, 0, 0)))
         self.ae_feeding <= self.ae_rx.filter(lambda r: self.ae_recent(r.at)).map(
             lambda r: (r.peer,)
         )
