@@ -26,13 +26,17 @@ lanes, as a mixin of Bloom^L rules:
   with each committed change at its cost (:mod:`blooml.net._digest`; never a re-hash of the
   store). Every ``ae_probe`` period (2 s) it sends each peer its root digest and size
   (``ae_digest``, about 100 bytes); a peer whose root differs answers with its range digests
-  (``ae_ranges``, 8 bytes a range, about 64 keys a range), and the replica sends it the keys
-  of every range that differs (``ae_chunk``: chunks of about ``ae_batch_keys`` keys,
-  ``ae_window`` in flight, each acked, an overdue one sent again after waits that double);
-  when every chunk is acked it sends its root again, so rounds follow one another until the
-  roots agree. This is what fills a new or restarted replica, and what repairs anything the
-  deltas missed (a lost delta past the horizon, a peer that was away). What arrives this way
-  is merged but never passed on as deltas (each pair of replicas repairs itself), and a
+  (``ae_ranges``, 8 bytes a range, about 64 keys a range, with the keys its sender has not
+  had acked by the receiver and its size), and the replica sends it the keys of every range
+  that differs (``ae_chunk``: chunks of about ``ae_batch_keys`` keys, ``ae_window`` in
+  flight, each acked, an overdue one sent again after waits that double). When few of the
+  1,024 leaves differ, it first asks for the digests of their 16 slots each (``ae_sub``)
+  and sends only the slots that differ; when the deltas on their way may explain the
+  difference, the repair is put off (``ae_defer``). When every chunk of a repair of more
+  than one chunk is acked it sends its root again, so such rounds follow one another until
+  the roots agree. This is what fills a new or restarted replica, and what repairs anything
+  the deltas missed (a lost delta past the horizon, a peer that was away). What arrives this
+  way is merged but never passed on as deltas (each pair of replicas repairs itself), and a
   replica that is receiving a repair does not start one (its ranges are moving).
 
 **After convergence** a replica sends one root digest per peer per ``ae_probe`` period and
