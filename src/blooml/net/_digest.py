@@ -141,13 +141,14 @@ def _slot_of(key: Any, kt: str | None) -> int:
 class RangeDigest:
     """The range digests of one store, kept up to date by :meth:`seen` after each tick.
 
-    ``leaf[i]`` is range ``i``'s digest, ``fine[s]`` slot ``s``'s (range ``s // FINE``),
+    ``fine[s]`` is slot ``s``'s digest (range ``s // FINE``), ``leaf[i]`` range ``i``'s (the
+    sum of its slots', derived),
     ``count[s]`` the slot's number of entries, ``keys[s]`` its keys (boxed as the store's
     trie holds them), ``root`` the sum of the leaves; ``value`` is the store value they
     describe.
     """
 
-    __slots__ = ("count", "fine", "keys", "leaf", "root", "value", "whole")
+    __slots__ = ("count", "fine", "keys", "root", "value", "whole")
 
     def __init__(self, value: Any) -> None:
         self.rebuild(value)
@@ -167,8 +168,14 @@ class RangeDigest:
             count[s] += 1
             keys[s].add(bk)
         self.fine = [x & _MASK for x in fine]
-        self.leaf = [sum(self.fine[i : i + FINE]) & _MASK for i in range(0, SLOTS, FINE)]
-        self.root = sum(self.leaf) & _MASK
+        self.root = sum(self.fine) & _MASK
+
+    @property
+    def leaf(self) -> list[int]:
+        """The digest of each range: the sum of its ``FINE`` slots' (derived from ``fine``,
+        read when a vector is sent)."""
+        fine = self.fine
+        return [sum(fine[i : i + FINE]) & _MASK for i in range(0, SLOTS, FINE)]
 
     def _entries(self, value: Any, boxed: Any) -> list[tuple[Any, int, int]]:
         """``(boxed key, slot, entry hash)`` of the entries of ``value`` (of those keys
@@ -196,8 +203,6 @@ class RangeDigest:
 
     def _add(self, bk: Any, s: int, h: int) -> None:
         self.fine[s] = (self.fine[s] + h) & _MASK
-        i = s // FINE
-        self.leaf[i] = (self.leaf[i] + h) & _MASK
         self.root = (self.root + h) & _MASK
         keys = self.keys[s]
         if bk not in keys:
@@ -229,14 +234,13 @@ class RangeDigest:
             get = value._v.get
             pairs = [(bk, get(bk)) for bk in boxed]
             fresh_is_inc = False
-        keys, leaf, fine, count = self.keys, self.leaf, self.fine, self.count
+        keys, fine, count = self.keys, self.fine, self.count
         old_get, new_get = start._v.get, value._v.get
         root = self.root
         for bk, v in pairs:
             k = bk[0]
             kt = _key_text(k)
             s = _slot_of(k, kt)
-            i = s // FINE
             ks = keys[s]
             if bk in ks:
                 was = old_get(bk)
@@ -252,7 +256,6 @@ class RangeDigest:
                 ks.add(bk)
                 count[s] += 1
             fine[s] = (fine[s] + h) & _MASK
-            leaf[i] = (leaf[i] + h) & _MASK
             root += h
         self.root = root & _MASK
 

@@ -340,6 +340,10 @@ class DeltaGossip(Program, abstract=True):
         """The root digest of ``store`` (equal roots: equal stores)."""
         return self.ae_digests.root
 
+    def ae_root_to(self, peer: str) -> tuple[str, str, int, int, int]:
+        """The ``ae_digest`` row that sends ``peer`` this replica's root digest and size."""
+        return (peer, self.addr, self.ae_epoch, self.ae_digests.root, self.ae_digests.size())
+
     def ae_ranges_for(self, size: Any) -> tuple[int, bytes]:
         """``(depth, range digests)`` to answer a peer whose store has ``size`` entries."""
         n = size if isinstance(size, int) and size >= 0 else 0
@@ -576,7 +580,7 @@ class DeltaGossip(Program, abstract=True):
         # and is sent this replica's root at once: a new or restarted peer is repaired now,
         # not at the next ae_probe (or sooner by chance, when a repair had just ended)
         self.ae_digest <~ self.ae_stale.map(
-            lambda s: (s.peer, self.addr, self.ae_epoch, self.ae_root(), self.ae_digests.size())
+            lambda s: self.ae_root_to(s.peer)
         ).notin(self.ae_sync, lambda d, s: d[0] == s.peer)
         self.ae_acks <+ self.ae_stale.map(
             lambda s: (s.peer, _ack_state(s.epoch, self.ae_start_from()))
@@ -655,14 +659,12 @@ class DeltaGossip(Program, abstract=True):
         # (not to a peer this replica is sending a transfer to: its ranges are moving, and
         # comparing them would only make it send back what it is being sent)
         self.ae_digest <~ self.ae_probe.join(self.peer).map(
-            lambda t, p: (p.addr, self.addr, self.ae_epoch, self.ae_root(),
-                          self.ae_digests.size())
+            lambda t, p: self.ae_root_to(p.addr)
         ).notin(self.ae_sync, lambda d, s: d[0] == s.peer)
         # (and every ae_clock period to a peer never heard from: the first contact)
         self.ae_unheard <= self.peer.notin(self.ae_acks, self.peer.addr == self.ae_acks.peer)
         self.ae_digest <~ self.ae_clock.join(self.ae_unheard).map(
-            lambda t, p: (p.addr, self.addr, self.ae_epoch, self.ae_root(),
-                          self.ae_digests.size())
+            lambda t, p: self.ae_root_to(p.addr)
         )
         self.ae_ranges <~ self.ae_digest.join(self.peer, self.ae_digest.src == self.peer.addr).join(
             self.ae_owing, self.ae_digest.src == self.ae_owing.peer
@@ -788,7 +790,7 @@ class DeltaGossip(Program, abstract=True):
             lambda s: self.ae_synced(s.count, s.acked) is not None
         ).map(lambda s: (s.peer, s.snap))
         self.ae_digest <~ self.ae_done.filter(lambda s: self.ae_chains(s.peer, s.snap)).map(
-            lambda s: (s.peer, self.addr, self.ae_epoch, self.ae_root(), self.ae_digests.size())
+            lambda s: self.ae_root_to(s.peer)
         )
         self.ae_sync <- self.ae_sync.join(self.ae_acks, self.ae_sync.peer == self.ae_acks.peer).filter(
             lambda s, a: self.ae_outdated(s.peer, s.snap, a.state) and self.ae_end(s.peer, s.snap)
